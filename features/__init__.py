@@ -1,0 +1,1 @@
+"""Built-in feature, tool and hook plugins (entry-point groups `agentls.features`, `agentls.tools`)."""

@@ -1,0 +1,1 @@
+"""Built-in model providers (entry-point group `agentls.providers`)."""

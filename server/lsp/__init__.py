@@ -1,0 +1,1 @@
+"""pygls handlers: translate LSP <-> core calls."""
