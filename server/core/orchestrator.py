@@ -1,0 +1,641 @@
+"""The agent turn loop (ARCHITECTURE.md, "Agent turn").
+
+prompt:submit -> provider stream (deltas to the observer) -> tool calls ->
+tool:pre (deny / ask_user / modify) -> tool execution -> tool:post
+(inject_context, stored or ephemeral) -> next iteration -> until the model
+stops, `session.maxIterations` is reached, or the turn is cancelled (pending
+tool calls then get a synthetic cancelled result, so the session stays valid
+for every provider).
+
+Every message is persisted the moment it is final, so a crash loses nothing
+already said.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal, Protocol
+
+from . import events
+from .approval import (
+    DEFAULT_OPTIONS,
+    ApprovalChannel,
+    ApprovalRequest,
+    DisplayChannel,
+    MessageLevel,
+    ask_for_approval,
+)
+from .hooks import HookRegistry
+from .injections import InjectionBudget, InjectionLimits, InjectionRefused
+from .models import (
+    AgentlsError,
+    HookResult,
+    ModelError,
+    ModelResponse,
+    SessionStatus,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from .provider import CompletionOptions, Provider, ToolCallAccumulator
+from .session_types import Message, ProviderRequestCancelled, Session
+from .system_prompt import default_system_prompt
+from .tools import ToolExecutor
+
+__all__ = [
+    "MessageSink",
+    "Orchestrator",
+    "TurnInProgress",
+    "TurnLimits",
+    "TurnObserver",
+    "TurnResult",
+    "TurnStatus",
+]
+
+log = logging.getLogger("agentls.orchestrator")
+
+TurnStatus = Literal["completed", "failed", "cancelled"]
+
+
+class TurnInProgress(AgentlsError):
+    """A second turn was started in a session whose turn is still running."""
+
+
+class MessageSink(Protocol):
+    """Where final messages go (the SQLite SessionStore satisfies this)."""
+
+    def append_message(self, session_id: str, message: Message) -> int: ...
+
+    def update_status(self, session_id: str, status: SessionStatus) -> None: ...
+
+
+class TurnObserver:
+    """Receives a turn's stream; the LSP layer turns these into notifications.
+    Subclass and override what you need."""
+
+    async def on_delta(self, session_id: str, index: int, delta: str, kind: str) -> None:
+        return None
+
+    async def on_message(self, session_id: str, index: int, message: Message) -> None:
+        return None
+
+    async def on_progress(self, session_id: str, text: str) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class TurnLimits:
+    max_iterations: int = 25
+    injection: InjectionLimits = field(default_factory=InjectionLimits)
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    session: Session
+    status: TurnStatus
+    messages: list[Message]
+    usage: Usage
+    error: dict[str, str] | None = None
+    session_status: SessionStatus | None = None
+
+    @property
+    def session_id(self) -> str:
+        return self.session.session_id
+
+    def to_wire(self) -> dict[str, Any]:
+        """The `agentls/chat` result (PROTOCOL.md)."""
+        wire: dict[str, Any] = {
+            "sessionId": self.session_id,
+            "status": self.status,
+            "messages": [m.to_dict() for m in self.messages],
+            "usage": self.usage.model_dump(),
+        }
+        if self.error is not None:
+            wire["error"] = dict(self.error)
+        return wire
+
+
+@dataclass
+class _Running:
+    task: asyncio.Task[Any] | None
+    cancel_requested: bool = False
+
+
+class Orchestrator:
+    """Runs agent turns for any number of sessions (one turn per session at
+    a time) over one provider."""
+
+    def __init__(
+        self,
+        provider: Provider,
+        *,
+        hooks: HookRegistry | None = None,
+        tools: ToolExecutor | None = None,
+        sink: MessageSink | None = None,
+        approval: ApprovalChannel | None = None,
+        display: DisplayChannel | None = None,
+        limits: TurnLimits | None = None,
+        system_prompt: str | None = None,
+        workspace: str | None = None,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        tool_context: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.provider = provider
+        self.hooks = hooks or HookRegistry()
+        self.tools = tools or ToolExecutor([])
+        self.sink = sink
+        self.approval = approval
+        self.display = display
+        self.limits = limits or TurnLimits()
+        self.workspace = workspace
+        self.model = model
+        self.max_tokens = max_tokens
+        self.tool_context = dict(tool_context or {})
+        self._system_prompt = system_prompt
+        self._running: dict[str, _Running] = {}
+        self._statuses: dict[str, SessionStatus] = {}
+
+    # -- public ---------------------------------------------------------------
+    def system_prompt(self) -> str:
+        if self._system_prompt is not None:
+            return self._system_prompt
+        return default_system_prompt(
+            workspace=self.workspace, tools=[d.tool_name for d in self.tools.descriptors]
+        )
+
+    def is_running(self, session_id: str) -> bool:
+        return session_id in self._running
+
+    def status(self, session_id: str) -> SessionStatus | None:
+        return self._statuses.get(session_id)
+
+    def statuses(self) -> list[SessionStatus]:
+        return list(self._statuses.values())
+
+    def cancel(self, session_id: str) -> bool:
+        """Cancel the running turn of a session: its provider call and any
+        pending approval stop, and run_turn returns status "cancelled"."""
+        running = self._running.get(session_id)
+        if running is None or running.cancel_requested:
+            return False
+        running.cancel_requested = True
+        if running.task is not None:
+            running.task.cancel()
+        return True
+
+    async def run_turn(
+        self,
+        session: Session,
+        prompt: str | Message,
+        *,
+        observer: TurnObserver | None = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> TurnResult:
+        sid = session.session_id
+        if sid in self._running:
+            raise TurnInProgress(
+                f"Session {sid} already has a turn running; wait for it or cancel it first."
+            )
+        task = asyncio.current_task()
+        running = _Running(task)
+        self._running[sid] = running
+        turn = _Turn(self, session, observer or TurnObserver(), dict(context or {}))
+        try:
+            return await turn.run(prompt)
+        except asyncio.CancelledError:
+            if running.cancel_requested and task is not None:
+                task.uncancel()
+                return await turn.finish_cancelled()
+            # Cancelled from outside (e.g. server shutdown): still leave the
+            # session valid, then let the cancellation propagate.
+            await asyncio.shield(turn.finish_cancelled())
+            raise
+        finally:
+            self._running.pop(sid, None)
+
+    # -- used by _Turn -------------------------------------------------------
+    async def _session_status(self, sid: str) -> SessionStatus:
+        status = self._statuses.get(sid)
+        if status is None:
+            loader = getattr(self.sink, "get_status", None)
+            if loader is not None:
+                try:
+                    status = await asyncio.to_thread(loader, sid)
+                except Exception:
+                    status = None
+            if status is None:
+                status = SessionStatus(session_id=sid, started_at=datetime.now(UTC))
+            self._statuses[sid] = status
+        return status
+
+    def _set_status(self, sid: str, **updates: Any) -> SessionStatus:
+        status = self._statuses[sid].model_copy(update=updates)
+        self._statuses[sid] = status
+        return status
+
+
+class _Turn:
+    """State of one running turn."""
+
+    def __init__(
+        self,
+        core: Orchestrator,
+        session: Session,
+        observer: TurnObserver,
+        context: dict[str, Any],
+    ) -> None:
+        self.core = core
+        self.session = session
+        self.sid = session.session_id
+        self.observer = observer
+        self.context = context
+        self.budget = InjectionBudget(core.limits.injection)
+        self.messages: list[Message] = []  # this turn's final messages
+        self.usage = Usage()
+        self.pending_injections: list[Message] = []  # stored before the next model call
+        self.ephemeral: list[Message] = []  # the next model call only
+        self.tool_post_appends: list[str] = []  # append_to_last_tool_result texts
+        self.partial_text = ""  # streamed text of the call in progress
+        self.partial_reasoning = ""
+        self.unanswered: list[ToolCall] = []  # tool calls still without a result
+        self.refused_notices: list[str] = []  # injections over a limit, told to the user
+        self.finished = False
+
+    # -- the loop ------------------------------------------------------------
+    async def run(self, prompt: str | Message) -> TurnResult:
+        core = self.core
+        status = await core._session_status(self.sid)
+        core._set_status(self.sid, status="running", ended_at=None)
+        is_new = not self.session.messages and status.total_messages == 0
+        await self.emit(events.SESSION_START if is_new else events.SESSION_RESUME, {})
+
+        user_message = prompt if isinstance(prompt, Message) else Message("user", prompt)
+        outcome = await self.hook(events.PROMPT_SUBMIT, {"prompt": user_message.content})
+        if not outcome.allowed:
+            return await self.finish("failed", {"code": "denied", "message": outcome.reason})
+        new_prompt = outcome.data.get("prompt") if outcome.data else None
+        if isinstance(new_prompt, str) and new_prompt != user_message.content:
+            user_message = Message(
+                "user", new_prompt, user_message.metadata, user_message.multipart_content
+            )
+        await self.persist(user_message)
+
+        for iteration in range(1, core.limits.max_iterations + 1):
+            await self.flush_injections()
+            try:
+                response = await self.call_model(iteration)
+            except ModelError as exc:
+                await self.emit(
+                    events.PROVIDER_ERROR,
+                    {"error": str(exc), "code": exc.code, "iteration": iteration},
+                )
+                await self.persist_partial({"error": exc.code or "model_error"})
+                return await self.finish(
+                    "failed", {"code": exc.code or "model_error", "message": str(exc)}
+                )
+            except ProviderRequestCancelled:
+                raise asyncio.CancelledError from None
+            self.usage = self.usage + response.usage
+            await self.emit(
+                events.PROVIDER_RESPONSE,
+                {
+                    "iteration": iteration,
+                    "finish_reason": response.finish_reason,
+                    "usage": response.usage.model_dump(),
+                    "tool_calls": len(response.tool_calls),
+                },
+            )
+            await self.persist(self.assistant_message(response))
+            if not response.tool_calls:
+                return await self.finish("completed", None)
+            self.unanswered = list(response.tool_calls)
+            while self.unanswered:
+                await self.run_tool(self.unanswered[0])
+                self.unanswered.pop(0)
+
+        limit = core.limits.max_iterations
+        return await self.finish(
+            "failed",
+            {
+                "code": "max_iterations",
+                "message": f"Stopped after {limit} model calls (session.maxIterations = {limit}). "
+                "Ask the agent to continue, or raise the limit.",
+            },
+        )
+
+    async def call_model(self, iteration: int) -> ModelResponse:
+        core = self.core
+        messages = [
+            Message("system", core.system_prompt()),
+            *self.session.messages,
+            *self.ephemeral,
+        ]
+        self.ephemeral = []
+        model = core.model or getattr(core.provider, "default_model", "") or ""
+        await self.emit(
+            events.PROVIDER_REQUEST,
+            {"iteration": iteration, "model": model, "message_count": len(messages)},
+        )
+        await self.observer.on_progress(self.sid, "Calling model")
+        options = CompletionOptions(
+            model=core.model, max_tokens=core.max_tokens, request_id=f"{self.sid}:{iteration}"
+        )
+        index = len(self.session.messages)
+        self.partial_text = ""
+        self.partial_reasoning = ""
+        calls = ToolCallAccumulator()
+        usage = Usage()
+        finish = None
+        want_delta_hooks = core.hooks.has_handlers(events.CONTENT_BLOCK_DELTA)
+        async for chunk in core.provider.stream(
+            messages, core.tools.specs or None, options=options
+        ):
+            if chunk.delta:
+                self.partial_text += chunk.delta
+                await self.observer.on_delta(self.sid, index, chunk.delta, "text")
+                if want_delta_hooks:
+                    await self.emit(events.CONTENT_BLOCK_DELTA, {"delta": chunk.delta})
+            if chunk.reasoning:
+                self.partial_reasoning += chunk.reasoning
+                await self.observer.on_delta(self.sid, index, chunk.reasoning, "thinking")
+            calls.add(chunk)
+            if chunk.usage.total_tokens or chunk.usage.input_tokens or chunk.usage.output_tokens:
+                usage = chunk.usage
+            if chunk.finish_reason is not None:
+                finish = chunk.finish_reason
+        tool_calls = calls.tool_calls(model=model)
+        if self.partial_reasoning:
+            await self.emit(events.THINKING_FINAL, {"text": self.partial_reasoning})
+        return ModelResponse(
+            model=model,
+            content=self.partial_text,
+            tool_calls=tool_calls,
+            usage=usage,
+            finish_reason=finish or ("tool_calls" if tool_calls else "stop"),
+            reasoning_content=self.partial_reasoning,
+        )
+
+    def assistant_message(self, response: ModelResponse) -> Message:
+        metadata: dict[str, Any] = {
+            "finish_reason": response.finish_reason,
+            "model": response.model,
+            "usage": response.usage.model_dump(),
+            "timestamp": _now(),
+        }
+        if response.tool_calls:
+            metadata["tool_calls"] = [tc.model_dump() for tc in response.tool_calls]
+            previews = {tc.id: self.core.tools.preview(tc) for tc in response.tool_calls}
+            if any(previews.values()):
+                metadata["tool_call_previews"] = previews
+        if response.reasoning_content:
+            metadata["reasoning"] = response.reasoning_content
+        self.partial_text = ""
+        self.partial_reasoning = ""
+        return Message("assistant", response.content, metadata)
+
+    async def run_tool(self, call: ToolCall) -> None:
+        core = self.core
+        await self.observer.on_progress(self.sid, f"Running {call.tool}")
+        pre = await self.hook(
+            events.TOOL_PRE,
+            {"tool_name": call.tool, "tool_input": dict(call.arguments), "tool_call_id": call.id},
+        )
+        if not pre.allowed:
+            result = ToolResult(success=False, error={"message": pre.reason, "code": "denied"})
+            content = f"Error: {pre.reason}"
+        else:
+            new_input = pre.data.get("tool_input") if pre.data else None
+            if isinstance(new_input, dict):
+                call = call.model_copy(update={"arguments": new_input})
+            tool_context = {
+                **core.tool_context,
+                **self.context,
+                "core": core,
+                "session_id": self.sid,
+                "trigger_source": "core",
+            }
+            execution = await core.tools.execute(call, tool_context)
+            result, content = execution.result, execution.content
+            if not result.success:
+                await self.emit(
+                    events.TOOL_ERROR,
+                    {"tool_name": call.tool, "tool_input": call.arguments, "error": result.error},
+                )
+            self.tool_post_appends = []
+            await self.hook(
+                events.TOOL_POST,
+                {
+                    "tool_name": call.tool,
+                    "tool_input": call.arguments,
+                    "tool_call_id": call.id,
+                    "result": result.model_dump(),
+                },
+            )
+            if self.tool_post_appends:
+                content = "\n\n".join([content, *self.tool_post_appends])
+                self.tool_post_appends = []
+        status = core._statuses[self.sid]
+        core._set_status(
+            self.sid,
+            tool_invocations=status.tool_invocations + 1,
+            tool_successes=status.tool_successes + (1 if result.success else 0),
+            tool_failures=status.tool_failures + (0 if result.success else 1),
+        )
+        await self.persist(_tool_message(call, result, content))
+
+    # -- hooks -----------------------------------------------------------------
+    async def emit(self, event: str, data: dict[str, Any]) -> HookResult:
+        if not self.core.hooks.has_handlers(event):
+            return HookResult()
+        return await self.core.hooks.emit(
+            event, {**data, "session_id": self.sid, "timestamp": _now()}
+        )
+
+    async def hook(self, event: str, data: dict[str, Any]) -> _Outcome:
+        """Emit `event` and act on the merged result: show user_message, queue
+        injections, ask the user for ask_user. Returns whether to go on."""
+        hooks = self.core.hooks
+        if not hooks.has_handlers(event):
+            return _Outcome(True, data=data)
+        payload = {**data, "session_id": self.sid, "timestamp": _now()}
+        emission = await hooks.emit_with_sources(event, payload)
+        result = emission.result
+        if result.user_message:
+            await self.notify(result.user_message, result.user_message_level)
+        if result.action == "deny":
+            source = ", ".join(emission.sources) or "a hook"
+            return _Outcome(False, reason=result.reason or f"Denied by {source} on {event}.")
+        if result.action == "ask_user":
+            return await self.ask(event, result, data)
+        if result.action == "inject_context" and result.context_injection:
+            self.queue_injection(result, ", ".join(emission.sources) or "hook", event)
+        if result.action in ("modify", "inject_context") and result.data is not None:
+            return _Outcome(True, data=result.data)
+        return _Outcome(True, data=data)
+
+    async def ask(self, event: str, result: HookResult, data: dict[str, Any]) -> _Outcome:
+        tool_name = data.get("tool_name")
+        request = ApprovalRequest(
+            prompt=result.approval_prompt or result.reason or f"Allow {tool_name or event}?",
+            options=tuple(result.approval_options or DEFAULT_OPTIONS),
+            timeout=result.approval_timeout,
+            default=result.approval_default,
+            session_id=self.sid,
+            tool_name=tool_name,
+            tool_input=dict(data.get("tool_input") or {}),
+            reason=result.reason,
+        )
+        await self.emit(
+            events.APPROVAL_REQUIRED, {"tool_name": tool_name, "prompt": request.prompt}
+        )
+        decision = await ask_for_approval(self.core.approval, request)
+        if decision.allowed:
+            await self.emit(
+                events.APPROVAL_GRANTED, {"tool_name": tool_name, "choice": decision.choice}
+            )
+            return _Outcome(True, data=data, choice=decision.choice)
+        await self.emit(
+            events.APPROVAL_DENIED,
+            {"tool_name": tool_name, "choice": decision.choice, "reason": decision.reason},
+        )
+        return _Outcome(False, reason=decision.reason)
+
+    def queue_injection(self, result: HookResult, hook_name: str, event: str) -> None:
+        text = result.context_injection or ""
+        try:
+            self.budget.admit(text, hook_name=hook_name, event=event)
+        except InjectionRefused as exc:
+            log.warning("%s", exc)
+            self.refused_notices.append(str(exc))
+            return
+        metadata = {"source": "hook", "hook_name": hook_name, "event": event}
+        if result.append_to_last_tool_result and event == events.TOOL_POST:
+            self.tool_post_appends.append(text)
+        elif result.ephemeral:
+            self.ephemeral.append(
+                Message(result.context_injection_role, text, {**metadata, "ephemeral": True})
+            )
+        else:
+            # Stored injections wait for the next model call, so they never
+            # split an assistant tool_calls message from its tool results.
+            self.pending_injections.append(Message(result.context_injection_role, text, metadata))
+
+    async def flush_injections(self) -> None:
+        for notice in self.refused_notices:
+            await self.notify(notice, "warning")
+        self.refused_notices.clear()
+        pending, self.pending_injections = self.pending_injections, []
+        for message in pending:
+            await self.persist(message)
+
+    async def notify(self, text: str, level: MessageLevel) -> None:
+        display = self.core.display
+        if display is None:
+            log.info("[%s] %s", level, text)
+            return
+        try:
+            await display.show_message(text, level)
+        except Exception:
+            log.exception("Display channel failed")
+
+    # -- persistence -------------------------------------------------------------
+    async def persist(self, message: Message) -> None:
+        index = len(self.session.messages)
+        self.session = self.session.with_message(message)
+        self.messages.append(message)
+        status = self.core._statuses[self.sid]
+        self.core._set_status(self.sid, total_messages=status.total_messages + 1)
+        sink = self.core.sink
+        if sink is not None:
+            # Shielded: a cancellation must not abandon a half-written message.
+            await asyncio.shield(asyncio.to_thread(sink.append_message, self.sid, message))
+        await self.observer.on_message(self.sid, index, message)
+
+    async def persist_partial(self, extra: dict[str, Any]) -> None:
+        """Keep text the user already saw stream in, marked incomplete."""
+        if self.partial_text:
+            metadata = {"incomplete": True, "timestamp": _now(), **extra}
+            text, self.partial_text = self.partial_text, ""
+            await self.persist(Message("assistant", text, metadata))
+
+    async def finish_cancelled(self) -> TurnResult:
+        if self.finished:
+            return self._result("cancelled", None)
+        await self.emit(events.CANCEL_REQUESTED, {})
+        await self.persist_partial({"cancelled": True})
+        for call in self.unanswered:
+            result = ToolResult(
+                success=False,
+                error={
+                    "message": "Cancelled by the user before this tool call finished.",
+                    "code": "cancelled",
+                },
+            )
+            await self.persist(_tool_message(call, result, "Error: cancelled by the user."))
+        self.unanswered = []
+        await self.emit(events.CANCEL_COMPLETED, {})
+        return await self.finish(
+            "cancelled", {"code": "cancelled", "message": "The turn was cancelled."}
+        )
+
+    async def finish(self, status: TurnStatus, error: dict[str, str] | None) -> TurnResult:
+        core = self.core
+        current = core._statuses[self.sid]
+        core._set_status(
+            self.sid,
+            status=status,
+            ended_at=datetime.now(UTC),
+            total_input_tokens=current.total_input_tokens + self.usage.input_tokens,
+            total_output_tokens=current.total_output_tokens + self.usage.output_tokens,
+        )
+        self.finished = True
+        if core.sink is not None:
+            try:
+                await asyncio.shield(
+                    asyncio.to_thread(core.sink.update_status, self.sid, core._statuses[self.sid])
+                )
+            except Exception:
+                log.exception("Could not save the status of session %s", self.sid)
+        if status == "completed":
+            await self.emit(events.PROMPT_COMPLETE, {"usage": self.usage.model_dump()})
+        await self.emit(
+            events.ORCHESTRATOR_COMPLETE, {"status": status, "usage": self.usage.model_dump()}
+        )
+        return self._result(status, error)
+
+    def _result(self, status: TurnStatus, error: dict[str, str] | None) -> TurnResult:
+        return TurnResult(
+            self.session,
+            status,
+            list(self.messages),
+            self.usage,
+            error,
+            self.core._statuses.get(self.sid),
+        )
+
+
+@dataclass
+class _Outcome:
+    allowed: bool
+    reason: str = ""
+    data: dict[str, Any] | None = None
+    choice: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _tool_message(call: ToolCall, result: ToolResult, content: str) -> Message:
+    return Message(
+        "tool",
+        content,
+        {"tool_call_id": call.id, "tool_name": call.tool, "timestamp": _now()},
+        tool_result=result.model_dump(),
+    )
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
