@@ -1,0 +1,800 @@
+"""agentls settings: one frozen model, six sources, per-key fallback.
+
+Sources, highest precedence first (docs: PROTOCOL.md, "Configuration"):
+
+1. ``initializationOptions`` (the object under ``agentls``),
+2. ``workspace/configuration`` section ``agentls``,
+3. environment variables ``AGENTLS_<UPPER_SNAKE_PATH>`` with ``__`` between
+   levels (``AGENTLS_BASE_URL``, ``AGENTLS_APPROVAL__MODE``),
+4. ``<workspace>/.agentls.toml``,
+5. the user config file (``AGENTLS_CONFIG_FILE`` or
+   ``platformdirs.user_config_dir("agentls")/config.toml``),
+6. the defaults below.
+
+Every source is first flattened to *leaves* (``approval.mode``,
+``inlineCompletion.debounceMs``, ``approval.rules`` ...), so nested objects
+merge key by key across sources while lists and ``providerOptions`` replace
+whole. Each leaf is then validated on its own: a bad value falls back, for
+that leaf only, to the next source down and is reported as a
+`SettingsProblem`. Bad user input never raises.
+
+``null`` in a JSON source is an explicit value for keys that accept it
+(``model``, ``session.injectionSizeLimit`` ...) and means "not set" for keys
+that do not, because LSP clients send null for settings the user left empty.
+Empty environment variables are treated as unset, as shells make it easy to
+leave them empty by accident.
+
+API keys are not settings: `AgentlsSettings.api_key` reads them from the
+environment when asked, and values of secret-looking keys are never echoed.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+import math
+import os
+import re
+import tomllib
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from urllib.parse import urlsplit
+
+import platformdirs
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
+from pydantic.fields import FieldInfo
+
+__all__ = [
+    "CONFIG_FILE_ENV",
+    "DEFAULT_API_KEY_ENV",
+    "ENV_PREFIX",
+    "NON_SETTING_ENV_VARS",
+    "SOURCE_DEFAULT",
+    "SOURCE_INIT_OPTIONS",
+    "SOURCE_WORKSPACE_CONFIG",
+    "WORKSPACE_CONFIG_FILE",
+    "AgentlsSettings",
+    "ApprovalRule",
+    "ApprovalSettings",
+    "FeatureSettings",
+    "InlineCompletionSettings",
+    "LinterConfig",
+    "LoadedSettings",
+    "SessionSettings",
+    "SettingsProblem",
+    "default_settings",
+    "load_settings",
+    "user_config_path",
+]
+
+ENV_PREFIX = "AGENTLS_"
+CONFIG_FILE_ENV = "AGENTLS_CONFIG_FILE"
+WORKSPACE_CONFIG_FILE = ".agentls.toml"
+# AGENTLS_* variables that configure something other than this model; they are
+# never reported as unknown settings.
+NON_SETTING_ENV_VARS = frozenset({CONFIG_FILE_ENV, "AGENTLS_STATE_DIR"})
+DEFAULT_API_KEY_ENV: Mapping[str, str] = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+}
+
+SOURCE_INIT_OPTIONS = "initializationOptions"
+SOURCE_WORKSPACE_CONFIG = "workspace/configuration"
+SOURCE_DEFAULT = "default"
+
+_REDACTED = "<redacted>"
+_SHOWN_MAX = 80
+# Names whose values are never echoed. `token(?!s)` spares counts such as
+# maxTokens, which are not secrets and whose bad values users need to see.
+_SECRET_NAME = re.compile(r"key|secret|passw|credential|auth|token(?!s)", re.IGNORECASE)
+# providerOptions entries refused outright: a key must live in the environment.
+_SECRET_OPTIONS = frozenset(
+    {"apikey", "key", "secret", "secretkey", "clientsecret", "password", "token",
+     "accesstoken", "authtoken", "bearertoken", "authorization"}
+)
+
+
+# --------------------------------------------------------------------------- model
+
+
+def _reject_bool(value: Any) -> Any:
+    # pydantic's lax mode reads true as 1; for a count or a timeout that is
+    # always a mistake the user should hear about.
+    if isinstance(value, bool):
+        raise ValueError("a number is required, not true/false")
+    return value
+
+
+_NoBool = BeforeValidator(_reject_bool)
+# inf would serialise to null in to_wire() and NaN passes no comparison.
+_Seconds = Annotated[float, _NoBool, Field(gt=0, allow_inf_nan=False)]
+_Count = Annotated[int, _NoBool, Field(ge=0)]
+
+
+def _accepts(text: str) -> dict[str, Any]:
+    """Field metadata: what a value must look like, for problem messages."""
+    return {"accepts": text}
+
+
+class _Model(BaseModel):
+    """camelCase on the wire, snake_case in Python, immutable, no stray keys."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid"
+    )
+
+
+class ApprovalRule(_Model):
+    """One ordered approval rule; the first rule that matches a tool call wins."""
+
+    tool: str = Field("*", min_length=1)  # glob on the tool name
+    path: str | None = Field(None, min_length=1)  # glob on the path argument
+    command: str | None = None  # regex on the command line (run_command)
+    action: Literal["allow", "ask", "deny"]
+
+    @field_validator("command")
+    @classmethod
+    def _command_compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as error:
+                raise ValueError(f"command is not a valid regular expression ({error})") from None
+        return value
+
+
+def _default_rules() -> list[ApprovalRule]:
+    # Reads are harmless; anything that changes files or runs code asks.
+    allow = ("read_file", "list_files", "search_text")
+    ask = ("write_file", "edit_file", "delete_file", "rename_file", "run_command")
+    return [ApprovalRule(tool=tool, action="allow") for tool in allow] + [
+        ApprovalRule(tool=tool, action="ask") for tool in ask
+    ]
+
+
+class LinterConfig(_Model):
+    """A linter run after edits; `command` is an argv with a "{file}" placeholder."""
+
+    languages: list[Annotated[str, Field(min_length=1)]] = Field(min_length=1)
+    command: list[str] = Field(min_length=1)
+    timeout_seconds: _Seconds = 10.0
+
+
+class InlineCompletionSettings(_Model):
+    enabled: bool = True
+    model: str | None = Field(
+        None, min_length=1, json_schema_extra=_accepts("a model id, or null for the chat model")
+    )
+    debounce_ms: Annotated[int, _NoBool, Field(ge=0, le=2000)] = 50
+    max_prefix_chars: _Count = 6000
+    max_suffix_chars: _Count = 2000
+    max_tokens: Annotated[int, _NoBool, Field(ge=1, le=4096)] = 128
+
+
+class ApprovalSettings(_Model):
+    mode: Literal["auto", "annotation", "message"] = "auto"
+    timeout_seconds: _Seconds = 300.0
+    default: Literal["allow", "deny"] = "deny"
+    rules: list[ApprovalRule] = Field(
+        default_factory=_default_rules,
+        json_schema_extra=_accepts(
+            "a list of {tool, path, command, action} objects where action is 'allow', "
+            "'ask' or 'deny', tool and path are globs and command is a regular expression"
+        ),
+    )
+
+
+class SessionSettings(_Model):
+    injection_size_limit: _Count | None = Field(
+        10240, json_schema_extra=_accepts("a size in bytes (0 or more), or null for no limit")
+    )
+    injection_budget_per_turn: _Count | None = Field(
+        10000, json_schema_extra=_accepts("a number of tokens (0 or more), or null for no limit")
+    )
+    max_iterations: Annotated[int, _NoBool, Field(ge=1, le=1000)] = 25
+
+
+class FeatureSettings(_Model):
+    disabled: list[str] = Field(
+        default_factory=list, json_schema_extra=_accepts("a list of plugin names")
+    )
+
+
+class AgentlsSettings(_Model):
+    """The effective settings. Build them with `load_settings`."""
+
+    provider: str = Field(
+        "local",
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        json_schema_extra=_accepts(
+            "local, openai, anthropic, ollama, scripted, or a plugin's provider name "
+            "(letters, digits, '_', '.', '-')"
+        ),
+    )
+    model: str | None = Field(
+        None,
+        min_length=1,
+        json_schema_extra=_accepts("a model id, or null for the provider's default"),
+    )
+    base_url: str | None = Field(
+        None,
+        json_schema_extra=_accepts(
+            "an http:// or https:// URL, or null for the provider's public endpoint"
+        ),
+    )
+    api_key_env: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        json_schema_extra=_accepts(
+            "the NAME of an environment variable that holds the key (never the key "
+            "itself), or null for the provider's usual variable"
+        ),
+    )
+    provider_options: dict[str, Any] = Field(
+        default_factory=dict,
+        json_schema_extra=_accepts("an object of JSON values holding no secrets"),
+    )
+    request_timeout_seconds: _Seconds = 60.0
+    connect_timeout_seconds: _Seconds = 10.0
+    inline_completion: InlineCompletionSettings = Field(default_factory=InlineCompletionSettings)
+    approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
+    session: SessionSettings = Field(default_factory=SessionSettings)
+    linters: list[LinterConfig] | None = Field(
+        None,
+        json_schema_extra=_accepts(
+            "a list of {languages, command, timeoutSeconds} objects with non-empty "
+            'languages and command (an argv list containing "{file}"), or null for ruff '
+            "on Python when ruff is installed"
+        ),
+    )
+    features: FeatureSettings = Field(default_factory=FeatureSettings)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname or value != value.strip():
+            raise ValueError("baseUrl must be an http:// or https:// URL")
+        return value
+
+    @field_validator("provider_options")
+    @classmethod
+    def _json_without_secrets(cls, value: dict[str, Any]) -> dict[str, Any]:
+        _check_option_value(value, "providerOptions")
+        # The caller keeps its dict; frozen settings must not change under us.
+        return copy.deepcopy(value)
+
+    def to_wire(self) -> dict[str, Any]:
+        """The camelCase nested dict, JSON-ready; `load_settings` reads it back."""
+        return self.model_dump(mode="json", by_alias=True)
+
+    def api_key_env_name(self) -> str | None:
+        """The environment variable the provider's key is read from, if any."""
+        return self.api_key_env or DEFAULT_API_KEY_ENV.get(self.provider)
+
+    def api_key(self, environ: Mapping[str, str] | None = None) -> str | None:
+        """The provider's API key, read now; it is never kept on the settings."""
+        name = self.api_key_env_name()
+        if name is None:
+            return None
+        value = (os.environ if environ is None else environ).get(name, "").strip()
+        return value or None
+
+
+def _check_option_value(value: Any, where: str) -> None:
+    """providerOptions must be plain JSON (to_wire) and hold no secrets."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValueError(f"{where}: object keys must be strings")
+            if re.sub(r"[^a-z]", "", key.lower()) in _SECRET_OPTIONS:
+                raise ValueError(
+                    f"{where}.{key} looks like a secret; secrets are not settings: put it in "
+                    "an environment variable and name that variable with apiKeyEnv"
+                )
+            _check_option_value(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_option_value(item, f"{where}[{index}]")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{where}: numbers must be finite")
+    elif not isinstance(value, str | int | float | bool | None):
+        raise ValueError(f"{where}: {type(value).__name__} is not a JSON value")
+
+
+def default_settings() -> AgentlsSettings:
+    """The settings of a fresh install with no configuration at all."""
+    return AgentlsSettings()
+
+
+@dataclass(frozen=True)
+class SettingsProblem:
+    """A rejected value, unknown key or unreadable source.
+
+    `key` is the camelCase dotted path (or the variable name for environment
+    variables, or "" for a whole source); `message` is ready to show a user.
+    """
+
+    key: str
+    source: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
+class LoadedSettings:
+    settings: AgentlsSettings
+    problems: list[SettingsProblem]
+    # wire key path ("approval.mode") -> the source that supplied the value
+    sources: dict[str, str]
+
+
+# --------------------------------------------------------------------------- schema
+
+
+def _strip_optional(annotation: Any) -> tuple[Any, bool]:
+    """(T, True) for `T | None`, else (annotation, False)."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        args = [arg for arg in get_args(annotation) if arg is not type(None)]
+        if len(args) == 1:
+            return args[0], True
+    return annotation, False
+
+
+def _nested_model(field: FieldInfo) -> type[_Model] | None:
+    annotation = field.annotation
+    if get_origin(annotation) is None and isinstance(annotation, type):
+        if issubclass(annotation, _Model):
+            return annotation
+    return None
+
+
+def _bounds_text(metadata: list[Any]) -> str:
+    bounds = {name: getattr(item, name) for item in metadata for name in ("ge", "gt", "le", "lt")
+              if getattr(item, name, None) is not None}
+    if "ge" in bounds and "le" in bounds:
+        return f" from {bounds['ge']} to {bounds['le']}"
+    if "gt" in bounds:
+        return f" greater than {bounds['gt']}"
+    if "ge" in bounds:
+        return f" of {bounds['ge']} or more"
+    return ""
+
+
+def _accepted_text(field: FieldInfo) -> str:
+    extra = field.json_schema_extra
+    if isinstance(extra, dict) and isinstance(extra.get("accepts"), str):
+        return f"accepted: {extra['accepts']}"
+    annotation, _ = _strip_optional(field.annotation)
+    if get_origin(annotation) is Literal:
+        return "accepted values: " + ", ".join(repr(arg) for arg in get_args(annotation))
+    if annotation is bool:
+        return "accepted values: true, false"
+    if annotation is int:
+        return "accepted: an integer" + _bounds_text(field.metadata)
+    if annotation is float:
+        return "accepted: a number" + _bounds_text(field.metadata)
+    # Raised at import: a new field cannot ship without a text for its problems.
+    raise TypeError(f"settings field needs json_schema_extra=_accepts(...): {annotation}")
+
+
+_EnvKind = Literal["text", "list", "json"]
+
+
+def _env_kind(field: FieldInfo) -> _EnvKind:
+    """How an environment variable's text becomes a value for this field."""
+    annotation, _ = _strip_optional(field.annotation)
+    origin = get_origin(annotation)
+    if origin is list and get_args(annotation) == (str,):
+        return "list"  # JSON list or comma-separated
+    if origin in (list, dict):
+        return "json"
+    return "text"  # pydantic parses numbers and booleans from text
+
+
+@dataclass(frozen=True)
+class _Leaf:
+    """A settable key: a field that is not itself a nested settings object."""
+
+    model: type[_Model]
+    name: str
+    path: tuple[str, ...]  # snake_case attribute path
+    wire: str  # camelCase dotted path
+    field: FieldInfo
+    accepted: str
+    nullable: bool
+    env_kind: _EnvKind
+
+
+def _build_schema() -> tuple[dict[tuple[str, ...], type[_Model]], dict[tuple[str, ...], _Leaf]]:
+    nodes: dict[tuple[str, ...], type[_Model]] = {}
+    leaves: dict[tuple[str, ...], _Leaf] = {}
+
+    def walk(model: type[_Model], path: tuple[str, ...]) -> None:
+        nodes[path] = model
+        for name, field in model.model_fields.items():
+            child = (*path, name)
+            nested = _nested_model(field)
+            if nested is not None:
+                walk(nested, child)
+                continue
+            leaves[child] = _Leaf(
+                model=model, name=name, path=child, wire=_wire(child), field=field,
+                accepted=_accepted_text(field), nullable=_strip_optional(field.annotation)[1],
+                env_kind=_env_kind(field),
+            )
+
+    walk(AgentlsSettings, ())
+    return nodes, leaves
+
+
+def _wire(path: tuple[str, ...]) -> str:
+    return ".".join(to_camel(name) for name in path)
+
+
+def _env_name(path: tuple[str, ...]) -> str:
+    return ENV_PREFIX + "__".join(name.upper() for name in path)
+
+
+_NODES, _LEAVES = _build_schema()
+_ENV_NAMES = sorted(_env_name(path) for path in [*_LEAVES, *_NODES] if path)
+
+
+@cache
+def _spellings(model: type[_Model]) -> dict[str, str]:
+    """Accepted key -> attribute name: snake_case and camelCase."""
+    return {**{to_camel(name): name for name in model.model_fields},
+            **{name: name for name in model.model_fields}}
+
+
+@cache
+def _env_spellings(model: type[_Model]) -> dict[str, str]:
+    """Environment names are case-insensitive: BASE_URL and BASEURL both work."""
+    return {spelling.lower(): name for spelling, name in _spellings(model).items()}
+
+
+def _known_keys(model: type[_Model]) -> list[str]:
+    return [to_camel(name) for name in model.model_fields]
+
+
+# --------------------------------------------------------------------------- display
+
+
+def _truncate(text: str) -> str:
+    return text if len(text) <= _SHOWN_MAX else text[: _SHOWN_MAX - 3] + "..."
+
+
+def _masked(value: Any) -> Any:
+    """A copy of value with secret-looking entries replaced, for display only."""
+    if isinstance(value, Mapping):
+        return {k: _REDACTED if isinstance(k, str) and _SECRET_NAME.search(k) else _masked(v)
+                for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_masked(item) for item in value]
+    return value
+
+
+def _shown(value: Any, wire: str) -> str:
+    if _SECRET_NAME.search(wire.rsplit(".", 1)[-1]):
+        return _REDACTED
+    return _truncate(repr(_masked(value)))
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", by_alias=True)
+    if isinstance(value, list):
+        return [_jsonable(item) for item in value]
+    return value
+
+
+def _reason(error: ValidationError) -> str:
+    """The part of pydantic's error the accepted-values text does not already say.
+
+    Only messages are used, never pydantic's `input`, so no value is echoed.
+    """
+    first = error.errors(include_url=False)[0]
+    inner = first["loc"][1:]  # drop the field's own name
+    if not inner and first["type"] != "value_error":
+        return ""
+    message = str(first["msg"]).removeprefix("Value error, ")
+    where = "".join(f"[{part}]" if isinstance(part, int) else f".{to_camel(str(part))}"
+                    for part in inner).lstrip(".")
+    more = error.error_count() - 1
+    suffix = f" (and {more} more)" if more else ""
+    return f": {where + ': ' if where else ''}{message}{suffix}"
+
+
+# --------------------------------------------------------------------------- sources
+
+
+@dataclass(frozen=True)
+class _Given:
+    """One value for one leaf from one source, not yet validated."""
+
+    leaf: _Leaf
+    value: Any
+    source: str
+    error: str | None = None  # set when the source could not even decode it
+
+
+_Layer = dict[tuple[str, ...], _Given]
+
+
+def _unknown_key(path: tuple[str, ...], key: Any, source: str) -> SettingsProblem:
+    known = _known_keys(_NODES[path])
+    dotted = _truncate(".".join([*(to_camel(p) for p in path), str(key)]))
+    near = difflib.get_close_matches(str(key), known, n=1, cutoff=0.75)
+    hint = f"did you mean {near[0]!r}? " if near else ""
+    under = f" under {_wire(path)}" if path else ""
+    message = (f"unknown setting {dotted!r} (from {source}); {hint}"
+               f"known keys{under}: {', '.join(known)}. It is ignored.")
+    return SettingsProblem(dotted, source, message)
+
+
+def _collect(raw: Mapping[Any, Any], path: tuple[str, ...], source: str,
+             out: _Layer, problems: list[SettingsProblem]) -> None:
+    """Flatten one (nested) mapping into leaves, reporting unknown keys."""
+    model = _NODES[path]
+    for key, value in raw.items():
+        name = _spellings(model).get(key) if isinstance(key, str) else None
+        if name is None:
+            problems.append(_unknown_key(path, key, source))
+            continue
+        child = (*path, name)
+        if child in _LEAVES:
+            if value is not None or _LEAVES[child].nullable:
+                out[child] = _Given(_LEAVES[child], value, source)
+        elif isinstance(value, Mapping):
+            _collect(value, child, source, out, problems)
+        elif value is not None:  # null: an empty section
+            wire = _wire(child)
+            problems.append(SettingsProblem(wire, source, (
+                f"{wire}: {_shown(value, wire)} is not valid (from {source}); accepted: an "
+                f"object with keys {', '.join(_known_keys(_NODES[child]))}. It is ignored.")))
+
+
+def _mapping_layer(raw: Any, source: str, problems: list[SettingsProblem]) -> _Layer:
+    out: _Layer = {}
+    if raw is None:
+        return out
+    if not isinstance(raw, Mapping):
+        problems.append(SettingsProblem("", source, (
+            f"settings from {source} must be an object, not {type(raw).__name__}; "
+            "they are ignored.")))
+        return out
+    _collect(raw, (), source, out, problems)
+    return out
+
+
+def _env_path(name: str) -> tuple[str, ...] | None:
+    """AGENTLS_APPROVAL__MODE -> ("approval", "mode"); None if not a setting."""
+    path: tuple[str, ...] = ()
+    for segment in name[len(ENV_PREFIX):].split("__"):
+        model = _NODES.get(path)
+        attribute = _env_spellings(model).get(segment.lower()) if model else None
+        if attribute is None:
+            return None
+        path = (*path, attribute)
+    return path
+
+
+def _unknown_env(name: str) -> SettingsProblem | None:
+    """Report an AGENTLS_* variable only when it is plausibly a mistyped setting.
+
+    Other components and tools may use their own AGENTLS_* variables, so a name
+    is reported only when it is close to a setting or lies under a settings
+    object (AGENTLS_APPROVAL__MODDE).
+    """
+    near = difflib.get_close_matches(name.upper(), _ENV_NAMES, n=1, cutoff=0.8)
+    head = _env_path(name.split("__", 1)[0]) if "__" in name else None
+    if not near and (head is None or head not in _NODES):
+        return None
+    source = f"environment ({name})"
+    if near:
+        hint = f"did you mean {near[0]}?"
+    else:
+        assert head is not None
+        hint = "known names: " + ", ".join(n for n in _ENV_NAMES
+                                           if n.startswith(_env_name(head) + "__"))
+    return SettingsProblem(name, source, f"unknown setting {name!r} (from environment); "
+                                         f"{hint} It is ignored.")
+
+
+def _env_given(leaf: _Leaf, text: str, source: str) -> _Given:
+    if leaf.nullable and text.strip().lower() in ("null", "none"):
+        return _Given(leaf, None, source)
+    if leaf.env_kind == "text":
+        return _Given(leaf, text, source)
+    if leaf.env_kind == "list" and not text.lstrip().startswith("["):
+        return _Given(leaf, [part.strip() for part in text.split(",") if part.strip()], source)
+    try:
+        return _Given(leaf, json.loads(text), source)
+    except ValueError as error:
+        return _Given(leaf, text, source, error=f": not valid JSON ({error})")
+
+
+def _env_layer(environ: Mapping[str, str], problems: list[SettingsProblem]) -> _Layer:
+    """AGENTLS_* variables, named like pydantic-settings' env_prefix +
+    env_nested_delimiter="__" would name them.
+
+    Hand-rolled rather than pydantic-settings' EnvSettingsSource because that
+    reads only os.environ, fails the whole source on one bad JSON value, drops
+    unknown names silently and cannot say which variable supplied a value.
+    """
+    found: list[tuple[int, str, tuple[str, ...], str]] = []
+    for name, text in environ.items():
+        upper = name.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in NON_SETTING_ENV_VARS or text == "":
+            continue
+        path = _env_path(name)
+        if path is None:
+            problem = _unknown_env(name)
+            if problem is not None:
+                problems.append(problem)
+            continue
+        found.append((len(path), name, path, text))
+
+    out: _Layer = {}
+    # Whole objects (AGENTLS_APPROVAL='{"mode": ...}') first, so that a more
+    # specific variable (AGENTLS_APPROVAL__MODE) wins over them.
+    for _, name, path, text in sorted(found):
+        source = f"environment ({name})"
+        if path in _LEAVES:
+            out[path] = _env_given(_LEAVES[path], text, source)
+            continue
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        if isinstance(value, Mapping):
+            _collect(value, path, source, out, problems)
+        else:
+            wire = _wire(path)
+            problems.append(SettingsProblem(wire, source, (
+                f"{wire}: {_shown(value, wire)} is not valid (from {source}); accepted: a JSON "
+                f"object, or one variable per key such as {_first_env_name_under(path)}. "
+                "It is ignored.")))
+    return out
+
+
+def _first_env_name_under(path: tuple[str, ...]) -> str:
+    prefix = _env_name(path) + "__"
+    return next(name for name in _ENV_NAMES if name.startswith(prefix))
+
+
+def user_config_path(environ: Mapping[str, str] | None = None) -> Path:
+    """The user config file: $AGENTLS_CONFIG_FILE, else the platform's config dir."""
+    env = os.environ if environ is None else environ
+    override = env.get(CONFIG_FILE_ENV, "")
+    if override:
+        return Path(override).expanduser()
+    return Path(platformdirs.user_config_dir("agentls")) / "config.toml"
+
+
+def _toml_layer(path: Path | None, kind: str, problems: list[SettingsProblem]) -> _Layer:
+    if path is None:
+        return {}
+    source = f"{kind} ({path})"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}  # having no config file is the normal case
+    except (OSError, UnicodeDecodeError) as error:
+        problems.append(SettingsProblem("", source, f"cannot read {path}: {error}. It is ignored."))
+        return {}
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        # tomllib's message ends with "(at line N, column M)".
+        problems.append(SettingsProblem("", source, (
+            f"{path} is not valid TOML: {error}. The file is ignored; "
+            "the other settings sources still apply.")))
+        return {}
+    out: _Layer = {}
+    _collect(data, (), source, out, problems)
+    return out
+
+
+# --------------------------------------------------------------------------- resolution
+
+
+def _validate(given: _Given) -> tuple[bool, Any, str]:
+    """(ok, value, reason) for one leaf value, validated on its own."""
+    if given.error is not None:
+        return False, None, given.error
+    leaf = given.leaf
+    try:
+        # Every other field has a default, so this checks exactly one value.
+        validated = leaf.model.model_validate({leaf.name: given.value})
+    except ValidationError as error:
+        return False, None, _reason(error)
+    return True, getattr(validated, leaf.name), ""
+
+
+def _rejection(given: _Given, reason: str, value: Any, source: str) -> SettingsProblem:
+    leaf = given.leaf
+    fallback = _shown(_jsonable(value), leaf.wire)
+    if fallback.endswith("..."):
+        # A truncated list of rules helps nobody; say where the value comes from.
+        fallback = "the default" if source == SOURCE_DEFAULT else f"the value from {source}"
+    elif source != SOURCE_DEFAULT:
+        fallback += f" (from {source})"
+    message = (f"{leaf.wire}: {_shown(given.value, leaf.wire)} is not valid "
+               f"(from {given.source}){reason}; {leaf.accepted}. Using {fallback} instead.")
+    return SettingsProblem(leaf.wire, given.source, message)
+
+
+def _resolve(layers: list[_Layer], problems: list[SettingsProblem]
+             ) -> tuple[dict[tuple[str, ...], Any], dict[str, str]]:
+    """Per leaf: the highest-precedence valid value, else the default."""
+    values: dict[tuple[str, ...], Any] = {}
+    sources: dict[str, str] = {}
+    for path, leaf in _LEAVES.items():
+        chosen: tuple[Any, str] | None = None
+        rejected: list[tuple[_Given, str]] = []
+        for layer in layers:
+            given = layer.get(path)
+            if given is None:
+                continue
+            ok, value, reason = _validate(given)
+            if not ok:
+                # Reported even when a higher source shadows it: `agentls check`
+                # should show every broken line of configuration.
+                rejected.append((given, reason))
+            elif chosen is None:
+                chosen = (value, given.source)
+        if chosen is None:
+            chosen = (leaf.field.get_default(call_default_factory=True), SOURCE_DEFAULT)
+        values[path], sources[leaf.wire] = chosen
+        problems.extend(_rejection(given, reason, *chosen) for given, reason in rejected)
+    return values, sources
+
+
+def _nest(values: dict[tuple[str, ...], Any]) -> dict[str, Any]:
+    nested: dict[str, Any] = {}
+    for path, value in values.items():
+        target = nested
+        for name in path[:-1]:
+            target = target.setdefault(name, {})
+        target[path[-1]] = value
+    return nested
+
+
+def load_settings(
+    *,
+    init_options: Mapping[str, Any] | None = None,
+    workspace_config: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    workspace_root: Path | None = None,
+    user_config_file: Path | None = None,
+) -> LoadedSettings:
+    """Merge all sources into valid settings; never raises for bad input.
+
+    `init_options` is the object under "agentls" in initializationOptions and
+    `workspace_config` the "agentls" section of workspace/configuration.
+    `environ` defaults to os.environ; `user_config_file` to `user_config_path()`.
+    """
+    env = os.environ if environ is None else environ
+    problems: list[SettingsProblem] = []
+    workspace_file = workspace_root / WORKSPACE_CONFIG_FILE if workspace_root else None
+    layers = [  # highest precedence first
+        _mapping_layer(init_options, SOURCE_INIT_OPTIONS, problems),
+        _mapping_layer(workspace_config, SOURCE_WORKSPACE_CONFIG, problems),
+        _env_layer(env, problems),
+        _toml_layer(workspace_file, WORKSPACE_CONFIG_FILE, problems),
+        _toml_layer(user_config_file or user_config_path(env), "user config", problems),
+    ]
+    values, sources = _resolve(layers, problems)
+    settings = AgentlsSettings.model_validate(_nest(values))
+    return LoadedSettings(settings=settings, problems=problems, sources=sources)
