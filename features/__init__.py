@@ -1,1 +1,4 @@
-"""Built-in feature, tool and hook plugins (entry-point groups `agentls.features`, `agentls.tools`)."""
+"""Built-in feature, tool and hook plugins.
+
+Entry-point groups: `agentls.features` and `agentls.tools`.
+"""

@@ -85,7 +85,7 @@ def load_script(source: Any) -> dict[str, Any]:
 def _parse_script_text(text: str, path: Path) -> Any:
     if path.suffix in (".yaml", ".yml"):
         try:
-            import yaml  # optional: only for YAML scripts
+            import yaml  # type: ignore[import-untyped]  # optional: only for YAML scripts
         except ImportError as exc:
             raise ModelError(
                 f"{path} is YAML but PyYAML is not installed; `pip install pyyaml` or use JSON.",

@@ -317,7 +317,7 @@ async def test_oversized_injection_is_refused_and_user_told() -> None:
 
     hooks.register(events.TOOL_POST, big, name="big")
     display = Display()
-    orch, provider, _ = make(
+    orch, _provider, _ = make(
         [{"tool_calls": [{"name": "echo", "arguments": {"text": "a"}}]}, {"text": "ok"}],
         hooks=hooks, display=display,
         limits=TurnLimits(injection=InjectionLimits(size_limit=100)),

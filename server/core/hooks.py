@@ -84,7 +84,7 @@ class HookRegistry:
             event=event,
             handler=handler,
             priority=priority,
-            name=name or getattr(handler, "__name__", repr(handler)),
+            name=name or str(getattr(handler, "__name__", None) or repr(handler)),
             order=next(self._counter),
         )
         handlers = self._handlers.setdefault(event, [])

@@ -31,10 +31,11 @@ from types import TracebackType
 from typing import Any
 
 import platformdirs
-from agentls.core.models import AgentlsError, SessionStatus
-from agentls.core.session_types import Message, Session
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
+
+from agentls.core.models import AgentlsError, SessionStatus
+from agentls.core.session_types import Message, Session
 
 __all__ = [
     "STATE_DIR_ENV",

@@ -1,0 +1,128 @@
+"""Command line: `agentls` (serve LSP on stdio), `--tcp`, `--version`,
+`agentls check`.
+
+Imports are lazy: editors spawn this process on every start, and pygls
+alone costs a few hundred milliseconds to import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from agentls import __version__
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agentls",
+        description="agentls: a language server that hosts an AI agent core inside the editor. "
+        "With no command it serves LSP on stdio.",
+        epilog="Commands: `agentls` or `agentls serve` runs the server; `agentls check` validates "
+        "the configuration and probes the provider.",
+    )
+    parser.add_argument("command", nargs="?", choices=["serve", "check"], default="serve",
+                        help="serve (default) or check")
+    parser.add_argument("--version", action="version", version=f"agentls {__version__}")
+    transport = parser.add_mutually_exclusive_group()
+    transport.add_argument("--stdio", action="store_true",
+                           help="serve LSP on stdin/stdout (the default)")
+    transport.add_argument("--tcp", action="store_true", help="serve LSP on a TCP socket")
+    parser.add_argument("--host", default="127.0.0.1", help="TCP host (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=2087, help="TCP port (default 2087)")
+    parser.add_argument("--log-file", type=Path, help="write the server log to this file")
+    parser.add_argument("--log-level", default="INFO",
+                        choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="log level")
+    parser.add_argument("--workspace", type=Path, default=None,
+                        help="workspace folder for `check` (default: the current directory)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "check":
+        _configure_logging(args.log_file, "WARNING")
+        return run_check(args.workspace or Path.cwd())
+    _configure_logging(args.log_file, args.log_level)
+    return serve(tcp=args.tcp, host=args.host, port=args.port)
+
+
+def _configure_logging(log_file: Path | None, level: str) -> None:
+    # Never log to stdout: in stdio mode it is the LSP channel.
+    handler: logging.Handler
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(log_file, encoding="utf-8")
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+        level = "WARNING" if level in ("DEBUG", "INFO") else level
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+
+
+def serve(*, tcp: bool = False, host: str = "127.0.0.1", port: int = 2087) -> int:
+    from agentls.lsp.server import create_server
+
+    server = create_server()
+    if tcp:
+        server.start_tcp(host, port)
+    else:
+        server.start_io()
+    return 0
+
+
+def run_check(workspace: Path) -> int:
+    """Print the effective configuration, its problems, and whether the
+    provider answers. Exit status 1 when anything needs fixing."""
+    from agentls.app import build_provider, probe_provider
+    from agentls.core.models import AgentlsError
+    from agentls.core.settings import load_settings
+
+    out = sys.stdout
+    loaded = load_settings(workspace_root=workspace)
+    settings = loaded.settings
+    failed = False
+    print(f"agentls {__version__}", file=out)
+    print(f"workspace: {workspace}", file=out)
+    print("configuration:", file=out)
+    for key in ("provider", "model", "baseUrl", "apiKeyEnv"):
+        value = settings.to_wire().get(key)
+        source = loaded.sources.get(key, "default")
+        print(f"  {key} = {value!r}  ({source})", file=out)
+    if loaded.problems:
+        failed = True
+        print("problems:", file=out)
+        for problem in loaded.problems:
+            print(f"  - {problem.message}", file=out)
+    key_env = settings.api_key_env_name()
+    if key_env:
+        present = settings.api_key() is not None
+        print(f"api key: {key_env} is {'set' if present else 'NOT set'}", file=out)
+    print(f"provider: {settings.provider}", file=out)
+    try:
+        provider = build_provider(settings)
+    except AgentlsError as exc:
+        print(f"  error: {exc}", file=out)
+        return 1
+    report = asyncio.run(probe_provider(provider))
+    if report.ok:
+        names = ", ".join(m.id for m in report.models[:8]) or "(the provider lists no models)"
+        print(f"  ok: {report.info.display_name if report.info else settings.provider} "
+              f"answered; models: {names}", file=out)
+    else:
+        failed = True
+        print(f"  error [{report.error_code}]: {report.error}", file=out)
+    print("result: " + ("FAILED, fix the items above" if failed else "OK"), file=out)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

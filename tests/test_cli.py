@@ -1,0 +1,53 @@
+"""The console script as a user runs it: --version, --help, check."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from agentls import __version__
+
+
+def run(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+        ) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLS_")}
+    return subprocess.run([sys.executable, "-m", "agentls", *args], capture_output=True,
+                          text=True, cwd=cwd, env={**base, **(env or {})}, timeout=60)
+
+
+def test_version_and_help() -> None:
+    assert run("--version").stdout.strip() == f"agentls {__version__}"
+    helped = run("--help")
+    assert helped.returncode == 0
+    for flag in ("--stdio", "--tcp", "--host", "--port", "--log-file", "check"):
+        assert flag in helped.stdout
+
+
+def test_check_passes_with_scripted_provider(tmp_path: Path) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"text": "hi"}]))
+    (tmp_path / ".agentls.toml").write_text(
+        f'provider = "scripted"\n[providerOptions]\nscript = "{script}"\n')
+    result = run("check", cwd=tmp_path, env={"AGENTLS_CONFIG_FILE": str(tmp_path / "none.toml")})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "provider = 'scripted'" in result.stdout
+    assert "result: OK" in result.stdout
+
+
+def test_check_reports_bad_setting_with_accepted_values(tmp_path: Path) -> None:
+    (tmp_path / ".agentls.toml").write_text('provider = "scripted"\n[approval]\nmode = "yolo"\n')
+    result = run("check", cwd=tmp_path, env={"AGENTLS_CONFIG_FILE": str(tmp_path / "none.toml")})
+    assert result.returncode == 1
+    assert "approval.mode" in result.stdout and "'message'" in result.stdout
+    assert "FAILED" in result.stdout
+
+
+def test_check_unknown_provider_says_what_to_do(tmp_path: Path) -> None:
+    result = run("check", cwd=tmp_path, env={"AGENTLS_PROVIDER": "nosuchprovider",
+                                              "AGENTLS_CONFIG_FILE": str(tmp_path / "none")})
+    assert result.returncode == 1
+    assert "No provider named 'nosuchprovider'" in result.stdout
+    assert "scripted" in result.stdout  # lists what is installed
