@@ -1,21 +1,58 @@
 """The pygls language server object. Handlers stay thin: each translates one
-LSP method into calls on the core (ARCHITECTURE.md, "Style to follow")."""
+LSP method into calls on the core (ARCHITECTURE.md, "Style to follow").
+
+Each area registers its handlers from its own module (`register(server)`),
+listed in AREAS; capabilities are computed by pygls from what is registered,
+so only implemented features are advertised.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import logging
+from typing import Any
 
 from pygls.lsp.server import LanguageServer
 
 from agentls import __version__
 
+from .protocol import AgentlsProtocol
+from .state import ServerState
+
 log = logging.getLogger("agentls.lsp")
+
+# Modules under agentls.lsp with a `register(server)` function.
+AREAS: tuple[str, ...] = ("lifecycle", "status")
 
 
 class AgentlsLanguageServer(LanguageServer):
-    """agentls over LSP. Capabilities are advertised only for what is
-    implemented; features register their handlers in `create_server`."""
+    def __init__(self, state: ServerState | None = None) -> None:
+        super().__init__("agentls", __version__, protocol_cls=AgentlsProtocol)
+        self.state = state or ServerState()
+        self.pending_problems: list[Any] = []
+        # Coroutines run at shutdown (finish turns, close providers, flush sessions).
+        self.shutdown_steps: list[Any] = []
+
+    async def graceful_shutdown(self) -> None:
+        """Finish what must not be lost, then release resources. Each step is
+        bounded so a stuck step cannot keep the editor waiting."""
+        for step in self.shutdown_steps:
+            try:
+                await asyncio.wait_for(step(), 10)
+            except Exception:
+                log.exception("Shutdown step %r failed", step)
+        provider = self.state._provider
+        if provider is not None:
+            try:
+                await asyncio.wait_for(provider.aclose(), 5)
+            except Exception:
+                log.exception("Closing the provider failed")
+        self.state.close_store()
 
 
-def create_server() -> AgentlsLanguageServer:
-    return AgentlsLanguageServer("agentls", __version__)
+def create_server(state: ServerState | None = None) -> AgentlsLanguageServer:
+    server = AgentlsLanguageServer(state)
+    for area in AREAS:
+        importlib.import_module(f"agentls.lsp.{area}").register(server)
+    return server

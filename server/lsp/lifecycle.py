@@ -1,0 +1,126 @@
+"""initialize / initialized / didChangeConfiguration / shutdown.
+
+Settings come from initializationOptions (under `agentls`) and the
+`workspace/configuration` section `agentls` (re-read on
+didChangeConfiguration); problems go to the user once with
+window/showMessage (Error), and the server keeps running on the last valid
+value of each key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+
+from .convert import to_plain
+
+if TYPE_CHECKING:
+    from .server import AgentlsLanguageServer
+
+log = logging.getLogger("agentls.lsp.lifecycle")
+
+SECTION = "agentls"
+
+
+def register(server: AgentlsLanguageServer) -> None:
+    @server.feature(types.INITIALIZE)
+    def on_initialize(ls: AgentlsLanguageServer, params: types.InitializeParams) -> None:
+        ls.state.workspace_root = _workspace_root(params)
+        options = to_plain(params.initialization_options) or {}
+        if isinstance(options, Mapping) and isinstance(options.get(SECTION), Mapping):
+            options = options[SECTION]
+        problems = ls.state.reload_settings(
+            init_options=options if isinstance(options, Mapping) else {}
+        )
+        ls.pending_problems = problems  # shown once the client is ready
+
+    @server.feature(types.INITIALIZED)
+    async def on_initialized(ls: AgentlsLanguageServer, params: types.InitializedParams) -> None:
+        await refresh_configuration(ls)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def on_did_change_configuration(
+        ls: AgentlsLanguageServer, params: types.DidChangeConfigurationParams
+    ) -> None:
+        # Clients that push settings put them in params.settings; pull-model
+        # clients send null and expect us to ask.
+        pushed = to_plain(params.settings)
+        if isinstance(pushed, Mapping) and isinstance(pushed.get(SECTION), Mapping):
+            problems = ls.state.reload_settings(workspace_config=pushed[SECTION])
+            report_problems(ls, problems)
+        await refresh_configuration(ls)
+        await close_retired_providers(ls)
+
+    @server.feature(types.SHUTDOWN)
+    async def on_shutdown(ls: AgentlsLanguageServer, params: Any) -> None:
+        await ls.graceful_shutdown()
+
+
+async def refresh_configuration(ls: AgentlsLanguageServer) -> None:
+    problems = list(ls.pending_problems)
+    ls.pending_problems = []
+    if _client_supports_configuration(ls):
+        try:
+            result = await asyncio.wait_for(
+                ls.workspace_configuration_async(
+                    types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])
+                ),
+                10,
+            )
+            section = to_plain(result[0]) if result else None
+            problems = ls.state.reload_settings(
+                workspace_config=section if isinstance(section, Mapping) else {}
+            )
+        except Exception as exc:  # an odd client must not stop the server
+            log.warning("workspace/configuration failed: %s", exc)
+    report_problems(ls, problems)
+
+
+def report_problems(ls: AgentlsLanguageServer, problems: list[Any]) -> None:
+    for problem in problems:
+        message = f"agentls settings: {problem.message}"
+        if ls.state.first_time(message):
+            ls.window_show_message(
+                types.ShowMessageParams(type=types.MessageType.Error, message=message)
+            )
+        log.warning("%s", message)
+
+
+async def close_retired_providers(ls: AgentlsLanguageServer) -> None:
+    for provider in ls.state.take_retired_providers():
+        try:
+            closing = provider.aclose()
+            if inspect.isawaitable(closing):
+                await closing
+        except Exception:
+            log.exception("Closing the previous provider failed")
+
+
+def _client_supports_configuration(ls: AgentlsLanguageServer) -> bool:
+    try:
+        workspace = ls.client_capabilities.workspace
+    except Exception:
+        return False
+    return bool(workspace and workspace.configuration)
+
+
+def _workspace_root(params: types.InitializeParams) -> Path | None:
+    from pygls.uris import to_fs_path
+
+    uri = None
+    if params.workspace_folders:
+        uri = params.workspace_folders[0].uri
+    elif params.root_uri:
+        uri = params.root_uri
+    if uri:
+        path = to_fs_path(uri)
+        return Path(path) if path else None
+    if params.root_path:
+        return Path(params.root_path)
+    return None

@@ -1,0 +1,142 @@
+"""What one server process knows: settings (with their sources), the plugin
+registry, the provider, the session store, counters. Built lazily, so the
+first `initialize` answer does not wait for any of it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentls.app import build_provider
+from agentls.core.models import AgentlsError
+from agentls.core.registry import PluginRegistry
+from agentls.core.settings import AgentlsSettings, LoadedSettings, SettingsProblem, load_settings
+
+if TYPE_CHECKING:
+    from agentls.core.provider import Provider
+    from agentls.core.session_store import SessionStore
+
+log = logging.getLogger("agentls.lsp.state")
+
+# Settings whose change means the provider must be rebuilt.
+_PROVIDER_KEYS = ("provider", "model", "baseUrl", "apiKeyEnv", "providerOptions",
+                  "requestTimeoutSeconds", "connectTimeoutSeconds")
+
+
+@dataclass
+class CompletionCounters:
+    served: int = 0  # non-empty inline completion answers
+    shown: int = 0  # textDocument/didShowCompletion received
+    accepted: int = 0  # agentls.inlineCompletionAccepted run
+
+    def to_wire(self) -> dict[str, int]:
+        return {"served": self.served, "shown": self.shown, "accepted": self.accepted}
+
+
+class ServerState:
+    def __init__(self, *, environ: Mapping[str, str] | None = None) -> None:
+        self.environ = environ
+        self.registry = PluginRegistry.discover()
+        self.init_options: dict[str, Any] = {}
+        self.workspace_config: dict[str, Any] = {}
+        self.workspace_root: Path | None = None
+        self.loaded: LoadedSettings = load_settings(environ=environ)
+        self.counters = CompletionCounters()
+        self._provider: Provider | None = None
+        self._retired: list[Provider] = []  # replaced providers, closed by lifecycle
+        self._provider_error: str | None = None
+        self._store: SessionStore | None = None
+        self._told: set[str] = set()
+
+    # -- settings --------------------------------------------------------------
+    @property
+    def settings(self) -> AgentlsSettings:
+        return self.loaded.settings
+
+    def reload_settings(
+        self,
+        *,
+        init_options: Mapping[str, Any] | None = None,
+        workspace_config: Mapping[str, Any] | None = None,
+    ) -> list[SettingsProblem]:
+        """Re-read every source. Invalid values fall back per key, so the
+        result is always usable; the problems are for the user to fix."""
+        if init_options is not None:
+            self.init_options = dict(init_options)
+        if workspace_config is not None:
+            self.workspace_config = dict(workspace_config)
+        before = {k: self.settings.to_wire().get(k) for k in _PROVIDER_KEYS}
+        self.loaded = load_settings(
+            init_options=self.init_options,
+            workspace_config=self.workspace_config,
+            environ=self.environ,
+            workspace_root=self.workspace_root,
+        )
+        after = {k: self.settings.to_wire().get(k) for k in _PROVIDER_KEYS}
+        if before != after:
+            self.drop_provider()
+        return list(self.loaded.problems)
+
+    # -- provider ----------------------------------------------------------------
+    def provider(self) -> Provider:
+        """The configured provider, built on first use. AgentlsError with
+        what to change when it cannot be built."""
+        if self._provider is None:
+            try:
+                self._provider = build_provider(self.settings, self.registry)
+                self._provider_error = None
+            except AgentlsError as exc:
+                self._provider_error = str(exc)
+                raise
+        return self._provider
+
+    def drop_provider(self) -> None:
+        """Forget the provider (settings changed); it is closed in the background
+        by whoever holds the event loop (see lifecycle)."""
+        old, self._provider = self._provider, None
+        if old is not None:
+            self._retired.append(old)
+
+    def take_retired_providers(self) -> list[Provider]:
+        retired = list(self._retired)
+        self._retired.clear()
+        return retired
+
+    # -- sessions ------------------------------------------------------------------
+    def store(self) -> SessionStore:
+        if self._store is None:
+            from agentls.core.session_store import SessionStore
+
+            self._store = SessionStore.open_default(self.environ or _os_environ())
+        return self._store
+
+    def close_store(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def session_statuses(self) -> list[Any]:
+        """SessionStatus of the sessions this process ran (filled by chat)."""
+        orchestrator = getattr(self, "orchestrator", None)
+        return list(orchestrator.statuses()) if orchestrator is not None else []
+
+    # -- user notices ----------------------------------------------------------------
+    def first_time(self, key: str) -> bool:
+        """True once per key: errors the user can act on are shown once, not
+        per keystroke."""
+        if key in self._told:
+            return False
+        self._told.add(key)
+        return True
+
+    def forget_notice(self, key: str) -> None:
+        self._told.discard(key)
+
+
+def _os_environ() -> Mapping[str, str]:
+    import os
+
+    return os.environ

@@ -1,0 +1,45 @@
+"""agentls/status and agentls/models (PROTOCOL.md, "Other requests")."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from agentls.core.models import AgentlsError, ModelError
+
+if TYPE_CHECKING:
+    from .server import AgentlsLanguageServer
+
+log = logging.getLogger("agentls.lsp.status")
+
+
+def register(server: AgentlsLanguageServer) -> None:
+    @server.feature("agentls/status")
+    def status(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
+        state = ls.state
+        settings = state.settings
+        try:
+            info: dict[str, Any] = state.provider().get_info().model_dump(mode="json")
+        except AgentlsError as exc:
+            info = {"id": settings.provider, "display_name": settings.provider,
+                    "error": str(exc)}
+        return {
+            "provider": info,
+            "model": settings.model or info.get("defaults", {}).get("model"),
+            "sessions": [s.to_dict() for s in state.session_statuses()],
+            "completions": state.counters.to_wire(),
+        }
+
+    @server.feature("agentls/models")
+    async def models(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
+        try:
+            provider = ls.state.provider()
+            listed = await provider.list_models()
+        except (AgentlsError, ModelError) as exc:
+            from pygls.exceptions import JsonRpcInternalError
+
+            raise JsonRpcInternalError(f"Cannot list models: {exc}") from exc
+        return {
+            "provider": provider.get_info().model_dump(mode="json"),
+            "models": [m.model_dump(mode="json") for m in listed],
+        }

@@ -1,0 +1,106 @@
+"""Helpers for end-to-end tests: plain-data conversion of pygls results and a
+raw JSON-RPC client that can send what a typed client refuses to (malformed
+params, bad framing)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from typing import Any
+
+
+def plain(value: Any) -> Any:
+    """pygls returns custom-method results as namedtuple-like objects."""
+    if hasattr(value, "_asdict"):
+        return {k: plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+def server_env(**extra: str) -> dict[str, str]:
+    """The test process's environment without AGENTLS_* leaking in."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLS_")}
+    env.setdefault("AGENTLS_CONFIG_FILE", "/nonexistent/agentls.toml")
+    env.update(extra)
+    return env
+
+
+class RawClient:
+    """Speaks LSP framing directly to a server subprocess."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self._next_id = 0
+        self.notifications: list[dict[str, Any]] = []
+
+    @classmethod
+    async def start(cls, *args: str, env: dict[str, str] | None = None) -> RawClient:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "agentls", *args,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL, env=env or server_env(),
+        )
+        return cls(proc)
+
+    async def send_raw(self, body: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        await self.proc.stdin.drain()
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self.send_raw(json.dumps(message).encode())
+
+    async def request(self, method: str, params: Any = None, *, timeout: float = 10) -> dict[str, Any]:
+        self._next_id += 1
+        msg_id = self._next_id
+        await self.send({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+        return await asyncio.wait_for(self._response(msg_id), timeout)
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        await self.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    async def read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        length = 0
+        while True:
+            line = await self.proc.stdout.readline()
+            if not line:
+                raise EOFError("server closed stdout")
+            line = line.strip()
+            if not line:
+                break
+            name, _, value = line.decode().partition(":")
+            if name.lower() == "content-length":
+                length = int(value)
+        data: dict[str, Any] = json.loads(await self.proc.stdout.readexactly(length))
+        return data
+
+    async def _response(self, msg_id: int) -> dict[str, Any]:
+        while True:
+            message = await self.read()
+            if message.get("id") == msg_id and "method" not in message:
+                return message
+            if "method" in message and "id" in message:  # server -> client request
+                await self.send({"jsonrpc": "2.0", "id": message["id"], "result": None})
+            elif "method" in message:
+                self.notifications.append(message)
+
+    async def initialize(self, **params: Any) -> dict[str, Any]:
+        result = await self.request("initialize", {"processId": None, "capabilities": {},
+                                                   "rootUri": None, **params})
+        await self.notify("initialized", {})
+        return result
+
+    async def close(self) -> None:
+        try:
+            await self.request("shutdown", None, timeout=5)
+            await self.notify("exit", None)
+            await asyncio.wait_for(self.proc.wait(), 5)
+        except Exception:
+            self.proc.kill()
+            await self.proc.wait()
