@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+
 from agentls.core.models import AgentlsError, SessionStatus
 from agentls.core.session_store import (
     SessionNotFound,

@@ -9,6 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
 from agentls.core.settings import (
     AgentlsSettings,
     ApprovalRule,
@@ -17,9 +21,6 @@ from agentls.core.settings import (
     load_settings,
     user_config_path,
 )
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from pydantic import ValidationError
 
 
 @pytest.fixture

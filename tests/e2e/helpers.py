@@ -55,7 +55,9 @@ class RawClient:
     async def send(self, message: dict[str, Any]) -> None:
         await self.send_raw(json.dumps(message).encode())
 
-    async def request(self, method: str, params: Any = None, *, timeout: float = 10) -> dict[str, Any]:
+    async def request(
+        self, method: str, params: Any = None, *, timeout: float = 10
+    ) -> dict[str, Any]:
         self._next_id += 1
         msg_id = self._next_id
         await self.send({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
