@@ -32,6 +32,7 @@ def register(server: AgentlsLanguageServer) -> None:
     @server.feature(types.INITIALIZE)
     def on_initialize(ls: AgentlsLanguageServer, params: types.InitializeParams) -> None:
         ls.state.workspace_root = _workspace_root(params)
+        ls.state.workspace_folders = _workspace_folders(params, ls.state.workspace_root)
         options = to_plain(params.initialization_options) or {}
         if isinstance(options, Mapping) and isinstance(options.get(SECTION), Mapping):
             options = options[SECTION]
@@ -108,6 +109,19 @@ def _client_supports_configuration(ls: AgentlsLanguageServer) -> bool:
     except Exception:
         return False
     return bool(workspace and workspace.configuration)
+
+
+def _workspace_folders(params: types.InitializeParams, root: Path | None) -> list[Path]:
+    from pygls.uris import to_fs_path
+
+    folders = []
+    for folder in params.workspace_folders or []:
+        path = to_fs_path(folder.uri)
+        if path:
+            folders.append(Path(path))
+    if not folders and root is not None:
+        folders.append(root)
+    return folders
 
 
 def _workspace_root(params: types.InitializeParams) -> Path | None:

@@ -42,7 +42,8 @@ class ServerState:
         self.registry = PluginRegistry.discover()
         self.init_options: dict[str, Any] = {}
         self.workspace_config: dict[str, Any] = {}
-        self.workspace_root: Path | None = None
+        self.workspace_root: Path | None = None  # the first workspace folder
+        self.workspace_folders: list[Path] = []
         self.loaded: LoadedSettings = load_settings(environ=environ)
         self.counters = CompletionCounters()
         self._provider: Provider | None = None
@@ -117,6 +118,31 @@ class ServerState:
         if self._store is not None:
             self._store.close()
             self._store = None
+
+    # -- plugins -------------------------------------------------------------------
+    def feature_config(self) -> dict[str, Any]:
+        """The `config` dict every FeaturePlugin/ToolPlugin hook receives."""
+        return {
+            "settings": self.settings.to_wire(),
+            "workspace_root": str(self.workspace_root) if self.workspace_root else None,
+            "workspace_folders": [str(p) for p in self.workspace_folders],
+        }
+
+    def features(self) -> list[Any]:
+        """Enabled feature plugins, by priority (features.disabled applies)."""
+        config = self.feature_config()
+        return self.registry.enabled(
+            "feature", config, tags=self.registry.collect_tags(config),
+            disabled=self.settings.features.disabled,
+        )
+
+    def tools(self) -> list[Any]:
+        """Enabled tool plugins (features.disabled applies to them too)."""
+        config = self.feature_config()
+        return self.registry.enabled(
+            "tool", config, tags=self.registry.collect_tags(config),
+            disabled=self.settings.features.disabled,
+        )
 
     def session_statuses(self) -> list[Any]:
         """SessionStatus of the sessions this process ran (filled by chat)."""
