@@ -1,0 +1,641 @@
+"""HTTP plumbing every HTTP provider shares (openai, anthropic, ollama).
+
+`HttpClient` owns one lazily created httpx.AsyncClient per provider instance
+and gives providers three calls:
+
+    async with http.stream_sse("POST", "/chat/completions", body=..., model=m) as events:
+        async for event in events: ...          # SSEEvent(data, event, id)
+    async with http.stream_ndjson("POST", "/api/chat", body=..., model=m) as values:
+        async for value in values: ...          # one parsed JSON value per line
+    data = await http.request_json("GET", "/models", model=m)
+
+Failures surface as ModelError with a code (auth, not_found, rate_limit,
+timeout, server_error, context_length, bad_request, connection,
+invalid_response) and a message that carries the server's own words plus a
+hint; API keys are redacted from every message and log line.
+
+Rules that matter to callers:
+- Retries (429, 408, 5xx, connection failures) happen only while opening
+  the request, before the body is handed out, so a streamed byte is never
+  replayed.
+- asyncio.CancelledError is never turned into a ModelError: BaseProvider
+  translates the cancellation of the consumer task into
+  ProviderRequestCancelled. The `async with` closes the response, so the
+  server sees the connection close.
+- The SSE/NDJSON readers are our own, over `response.aiter_bytes()`, rather
+  than httpx-sse: httpx-sse (like `aiter_lines`) buffers a line without
+  bound and decodes with errors="replace", so it can enforce neither the
+  line-size cap nor strict UTF-8.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import os
+import random
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpx
+
+from agentls.core.models import ModelError
+from agentls.core.provider import ProviderConfig
+
+__all__ = [
+    "DEFAULT_MAX_ATTEMPTS",
+    "DEFAULT_MAX_LINE_BYTES",
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "MAX_RETRY_AFTER",
+    "HttpClient",
+    "LineSplitter",
+    "ResponseFormatError",
+    "SSEDecoder",
+    "SSEEvent",
+    "bearer_auth",
+    "classify_status",
+    "extract_error_message",
+    "parse_retry_after",
+    "read_api_key",
+    "redact",
+]
+
+logger = logging.getLogger("agentls.providers.http")
+
+DEFAULT_MAX_ATTEMPTS = 3
+DEFAULT_MAX_LINE_BYTES = 1 << 20  # one SSE/NDJSON line; real chunks are < 10 KiB
+DEFAULT_MAX_RESPONSE_BYTES = 64 << 20  # a whole response; bounds memory, not time
+MAX_RETRY_AFTER = 30.0  # longer waits help nobody typing in an editor
+_ERROR_BODY_BYTES = 64 << 10  # error bodies are read only this far
+_BASE_DELAY = 0.5
+_MAX_DELAY = 8.0
+_REDACTED = "[redacted]"
+
+# Phrases servers use for "the prompt does not fit" (OpenAI, vLLM, llama.cpp,
+# Anthropic, Ollama); a 4xx with one of these is context_length.
+_CONTEXT_WORDS = (
+    "context_length_exceeded",
+    "maximum context length",
+    "context length",
+    "context window",
+    "prompt is too long",
+    "too many tokens",
+    "exceeds the available context",
+)
+
+_RETRYABLE_TRANSPORT = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.RemoteProtocolError,
+    httpx.ReadError,
+    httpx.WriteError,
+)
+
+
+# --------------------------------------------------------------------------- secrets
+
+
+def redact(text: str, secrets: Iterable[str | None]) -> str:
+    """Replace every occurrence of each secret in `text` with "[redacted]".
+
+    Very short values are skipped: redacting "a" would shred the message and
+    nothing that short is a real key.
+    """
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, _REDACTED)
+    return text
+
+
+def read_api_key(env_var: str | None) -> str | None:
+    """The key in `env_var`, read now (never cached, never stored); None if unset/blank."""
+    if not env_var:
+        return None
+    value = os.environ.get(env_var, "").strip()
+    return value or None
+
+
+def bearer_auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Seconds the server asks us to wait: `retry-after-ms` (OpenAI), or
+    `Retry-After` as seconds or an HTTP date. None when absent or unreadable."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    value = (headers.get("retry-after") or "").strip()
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def extract_error_message(body: bytes | str | Any) -> tuple[str, str]:
+    """(message, machine code) from an error body, whatever its dialect:
+    {"error": {"message", "code"|"type"}} (OpenAI, Anthropic), {"error": "..."}
+    (Ollama, llama.cpp), {"message"} / {"detail"} (FastAPI, vLLM), or text."""
+    payload: Any = body
+    if isinstance(body, bytes | str):
+        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+        try:
+            payload = json.loads(text)
+        except ValueError:
+            return " ".join(text.split())[:500], ""
+    if not isinstance(payload, dict):
+        return str(payload)[:500], ""
+    error = payload.get("error", payload)
+    if isinstance(error, str):
+        return error[:500], ""
+    if not isinstance(error, dict):
+        return json.dumps(payload)[:500], ""
+    message = error.get("message") or error.get("detail") or error.get("msg") or ""
+    if not isinstance(message, str):
+        message = json.dumps(message)
+    code = error.get("code") or error.get("type") or ""
+    return message[:500], str(code)
+
+
+def classify_status(status: int, message: str = "", error_code: str = "") -> str:
+    """The ModelError code for an HTTP error status (see module doc)."""
+    if status in (401, 403):
+        return "auth"
+    if status == 404:
+        return "not_found"
+    if status == 429:
+        return "rate_limit"
+    if status == 408:
+        return "timeout"
+    if status >= 500:
+        return "server_error"
+    words = f"{message} {error_code}".lower()
+    if any(phrase in words for phrase in _CONTEXT_WORDS):
+        return "context_length"
+    return "bad_request"
+
+
+_SUMMARY = {
+    "auth": "authentication failed",
+    "not_found": "not found",
+    "rate_limit": "rate limited",
+    "timeout": "timed out",
+    "server_error": "server error",
+    "context_length": "input too long for the model",
+    "bad_request": "request rejected",
+    "connection": "cannot reach the server",
+    "invalid_response": "invalid response",
+}
+
+# Hints name the setting to change; providers may replace any of them.
+# Fields: {provider} {model} {base_url} {env} {attempts} {timeout}.
+_HINTS = {
+    "auth": "Check the API key in the environment variable {env} "
+    "(or set apiKeyEnv to the variable that holds it).",
+    "auth_missing": "No API key: the environment variable {env} is not set "
+    "(set it, or set apiKeyEnv to the variable that holds the key).",
+    "not_found": "Model {model!r} (or the endpoint) does not exist there: list the "
+    "models the server offers (agentls/models) and set `model` to one of them, "
+    "and check baseUrl ({base_url}).",
+    "rate_limit": "Gave up after {attempts} attempt(s); wait a moment, or check the "
+    "account's rate limits and quota.",
+    "timeout": "No data within {timeout:g} s; the model may be overloaded or too slow "
+    "for this timeout.",
+    "server_error": "Gave up after {attempts} attempt(s); try again later.",
+    "context_length": "The conversation does not fit the model's context window: start "
+    "a new session or send less context.",
+    "bad_request": "The server rejected the request as sent.",
+    "connection": "Check baseUrl ({base_url}) and that the server is running.",
+    "invalid_response": "Check that baseUrl ({base_url}) points at a {provider}-compatible API.",
+}
+
+
+# --------------------------------------------------------------------------- framing
+
+
+class ResponseFormatError(ValueError):
+    """The body breaks framing, size or encoding rules (-> invalid_response)."""
+
+
+class LineSplitter:
+    """Incremental bytes -> str lines, with a per-line and a total size cap.
+
+    Lines end in \\n (a preceding \\r is dropped); bare-\\r line endings, legal
+    in SSE but used by no model server we know, are not split. Splitting on
+    the \\n byte before decoding is safe: it never occurs inside a multi-byte
+    UTF-8 sequence. Each line is decoded strictly, so invalid UTF-8 fails.
+    """
+
+    def __init__(self, *, max_line_bytes: int, max_total_bytes: int) -> None:
+        self.max_line_bytes = max_line_bytes
+        self.max_total_bytes = max_total_bytes
+        self._buffer = bytearray()
+        self._total = 0
+
+    def feed(self, data: bytes) -> list[str]:
+        self._total += len(data)
+        if self._total > self.max_total_bytes:
+            raise ResponseFormatError(
+                f"response larger than {self.max_total_bytes} bytes (max_response_bytes)"
+            )
+        self._buffer += data
+        lines: list[str] = []
+        start = 0
+        while (end := self._buffer.find(b"\n", start)) != -1:
+            lines.append(self._decode(self._buffer[start:end]))
+            start = end + 1
+        del self._buffer[:start]
+        if len(self._buffer) > self.max_line_bytes:
+            raise ResponseFormatError(
+                f"a line longer than {self.max_line_bytes} bytes (max_line_bytes)"
+            )
+        return lines
+
+    def close(self) -> list[str]:
+        """The unterminated last line, if any."""
+        rest, self._buffer = self._buffer, bytearray()
+        return [self._decode(rest)] if rest else []
+
+    def _decode(self, raw: bytearray) -> str:
+        if len(raw) > self.max_line_bytes:
+            raise ResponseFormatError(
+                f"a line longer than {self.max_line_bytes} bytes (max_line_bytes)"
+            )
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ResponseFormatError(f"invalid UTF-8 at byte {exc.start} of a line") from None
+
+
+@dataclass(frozen=True, slots=True)
+class SSEEvent:
+    data: str
+    event: str = "message"
+    id: str | None = None
+
+
+class SSEDecoder:
+    """Server-sent events from lines (WHATWG rules: `data:` lines join with
+    \\n, a blank line dispatches, `:` lines are comments). An event left
+    without its blank line at end of stream is dropped, as the spec says."""
+
+    def __init__(self) -> None:
+        self._data: list[str] = []
+        self._event = ""
+        self._id: str | None = None
+
+    def feed(self, line: str) -> SSEEvent | None:
+        if not line:
+            if not self._data:
+                self._event = ""
+                return None
+            event = SSEEvent("\n".join(self._data), self._event or "message", self._id)
+            self._data, self._event = [], ""
+            return event
+        if line.startswith(":"):
+            return None
+        name, _, value = line.partition(":")
+        if value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+        elif name == "id":
+            self._id = value
+        return None
+
+
+# --------------------------------------------------------------------------- client
+
+
+def _option(options: Mapping[str, Any], snake: str, camel: str, default: int) -> int:
+    value = options.get(snake, options.get(camel, default))
+    return int(value) if isinstance(value, int | float | str) and str(value).strip() else default
+
+
+class HttpClient:
+    """One provider's HTTP side: base URL, key lookup, retries, error mapping.
+
+    Options read from ProviderConfig.options (snake_case or camelCase):
+    max_attempts (3), max_line_bytes (1 MiB), max_response_bytes (64 MiB).
+    """
+
+    def __init__(
+        self,
+        config: ProviderConfig,
+        *,
+        provider: str,
+        default_base_url: str,
+        default_api_key_env: str | None = None,
+        auth_headers: Callable[[str], dict[str, str]] = bearer_auth,
+        hints: Mapping[str, str] | None = None,
+    ) -> None:
+        self.provider = provider
+        self.base_url = (config.base_url or default_base_url).rstrip("/")
+        self.api_key_env = config.api_key_env or default_api_key_env
+        self.connect_timeout = config.connect_timeout
+        self.read_timeout = config.request_timeout
+        self.max_attempts = max(1, _option(config.options, "max_attempts", "maxAttempts", 3))
+        self.max_line_bytes = _option(
+            config.options, "max_line_bytes", "maxLineBytes", DEFAULT_MAX_LINE_BYTES
+        )
+        self.max_response_bytes = _option(
+            config.options, "max_response_bytes", "maxResponseBytes", DEFAULT_MAX_RESPONSE_BYTES
+        )
+        self._auth_headers = auth_headers
+        self._hints = {**_HINTS, **(hints or {})}
+        self._client: httpx.AsyncClient | None = None
+
+    def __repr__(self) -> str:  # never shows a key: we do not hold one
+        return f"HttpClient(provider={self.provider!r}, base_url={self.base_url!r})"
+
+    # -- small helpers ---------------------------------------------------------
+    def api_key(self) -> str | None:
+        return read_api_key(self.api_key_env)
+
+    def url(self, path: str) -> str:
+        return f"{self.base_url}/{path.lstrip('/')}"
+
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            timeout = httpx.Timeout(
+                connect=self.connect_timeout,
+                read=self.read_timeout,
+                write=self.read_timeout,
+                pool=self.connect_timeout,
+            )
+            self._client = httpx.AsyncClient(timeout=timeout)
+        return self._client
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    def error(
+        self, code: str, detail: str, *, model: str, url: str | None = None, attempts: int = 1
+    ) -> ModelError:
+        """A ModelError in the house style: what failed, the server's words,
+        a hint; keys redacted. Providers use it for in-stream errors too."""
+        where = f" ({url})" if url else ""
+        hint_key = "auth_missing" if code == "auth" and self.api_key() is None else code
+        hint = self._hints.get(hint_key, "").format(
+            provider=self.provider,
+            model=model,
+            base_url=self.base_url,
+            env=self.api_key_env or "(none configured)",
+            attempts=attempts,
+            timeout=self.read_timeout,
+        )
+        summary = _SUMMARY.get(code, "request failed")
+        message = f"{self.provider}: {summary}{where}: {detail}".rstrip(": ")
+        if hint:
+            message = f"{message}. {hint}" if not message.endswith(".") else f"{message} {hint}"
+        return ModelError(self.redact(message), model=model, code=code)
+
+    def error_from_body(self, payload: Any, *, model: str, status: int = 400) -> ModelError:
+        """A ModelError for an error the server sent as data (an HTTP error
+        body, or an error event inside a 200 stream)."""
+        message, error_code = extract_error_message(payload)
+        code = classify_status(status, message, error_code)
+        if status < 400 and code == "bad_request":
+            code = "server_error"  # a mid-stream failure is the server's, not ours
+        return self.error(code, message or f"HTTP {status}", model=model)
+
+    def redact(self, text: str) -> str:
+        return redact(text, [self.api_key()])
+
+    # -- public calls ----------------------------------------------------------
+    @asynccontextmanager
+    async def stream_sse(
+        self,
+        method: str,
+        path: str,
+        *,
+        model: str,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> AsyncIterator[AsyncIterator[SSEEvent]]:
+        """Open a streaming request and yield its server-sent events."""
+        headers = {"Accept": "text/event-stream", **(headers or {})}
+        async with self._open(method, path, model=model, body=body, headers=headers) as response:
+            content_type = response.headers.get("content-type", "")
+            if content_type.startswith("application/json"):
+                # The server ignored stream=true, or sent an error as JSON with 200.
+                raw = await self._read_capped(response, _ERROR_BODY_BYTES)
+                if b'"error"' in raw:
+                    raise self.error_from_body(raw, model=model, status=response.status_code)
+                raise self.error(
+                    "invalid_response",
+                    f"expected an event stream, got JSON: {raw[:200]!r}",
+                    model=model,
+                    url=str(response.url),
+                )
+            events = self._events(response, model)
+            try:
+                yield events
+            finally:
+                await events.aclose()
+
+    @asynccontextmanager
+    async def stream_ndjson(
+        self,
+        method: str,
+        path: str,
+        *,
+        model: str,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> AsyncIterator[AsyncIterator[Any]]:
+        """Open a streaming request and yield one parsed JSON value per line."""
+        headers = {"Accept": "application/x-ndjson", **(headers or {})}
+        async with self._open(method, path, model=model, body=body, headers=headers) as response:
+            values = self._ndjson(response, model)
+            try:
+                yield values
+            finally:
+                await values.aclose()
+
+    async def request_json(
+        self,
+        method: str,
+        path: str,
+        *,
+        model: str,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Any:
+        """A non-streaming call returning the parsed JSON body (size-capped)."""
+        headers = {"Accept": "application/json", **(headers or {})}
+        async with self._open(method, path, model=model, body=body, headers=headers) as response:
+            url = str(response.url)
+            try:
+                raw = await self._read_capped(response, self.max_response_bytes, strict=True)
+                return json.loads(raw.decode("utf-8"))
+            except httpx.HTTPError as exc:
+                raise self._transport_error(exc, url, model) from exc
+            except (ValueError, ResponseFormatError) as exc:  # JSON and UTF-8 errors
+                raise self.error("invalid_response", str(exc), model=model, url=url) from None
+
+    # -- internals -------------------------------------------------------------
+    @asynccontextmanager
+    async def _open(
+        self, method: str, path: str, *, model: str, body: Any, headers: Mapping[str, str]
+    ) -> AsyncIterator[httpx.Response]:
+        """Send with retries; yield a 2xx response with its body unread, and
+        close it on exit (also on cancellation, so the server sees it)."""
+        url = self.url(path)
+        key = self.api_key()
+        all_headers = {**headers, **(self._auth_headers(key) if key else {})}
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                request = self.client().build_request(method, url, json=body, headers=all_headers)
+                response = await self.client().send(request, stream=True)
+            except httpx.HTTPError as exc:
+                error = self._transport_error(exc, url, model, attempts=attempt)
+                if attempt < self.max_attempts and isinstance(exc, _RETRYABLE_TRANSPORT):
+                    await self._backoff(attempt, None, f"{type(exc).__name__} from {url}")
+                    continue
+                raise error from exc
+            except httpx.InvalidURL as exc:
+                raise self.error("connection", f"invalid URL {url!r}: {exc}", model=model) from exc
+            if response.is_success:
+                break
+            try:
+                raw = await self._read_capped(response, _ERROR_BODY_BYTES)
+            finally:
+                await response.aclose()
+            message, error_code = extract_error_message(raw)
+            code = classify_status(response.status_code, message, error_code)
+            retryable = response.status_code in (408, 429) or response.status_code >= 500
+            if retryable and attempt < self.max_attempts:
+                retry_after = parse_retry_after(response.headers)
+                await self._backoff(attempt, retry_after, f"HTTP {response.status_code} from {url}")
+                continue
+            detail = f"HTTP {response.status_code}" + (f": {message}" if message else "")
+            raise self.error(code, detail, model=model, url=url, attempts=attempt)
+        try:
+            yield response
+        finally:
+            await response.aclose()
+
+    async def _backoff(self, attempt: int, retry_after: float | None, why: str) -> None:
+        if retry_after is not None:
+            # Never earlier than asked; a little jitter so clients do not stampede.
+            delay = min(retry_after, MAX_RETRY_AFTER) * (1 + 0.1 * random.random())
+        else:
+            ceiling = min(_MAX_DELAY, _BASE_DELAY * 2 ** (attempt - 1))
+            delay = ceiling / 2 + random.uniform(0, ceiling / 2)
+        logger.warning(
+            "%s: %s; retrying in %.2f s (attempt %d of %d)",
+            self.provider,
+            self.redact(why),
+            delay,
+            attempt + 1,
+            self.max_attempts,
+        )
+        await anyio.sleep(delay)
+
+    def _transport_error(
+        self, exc: httpx.HTTPError, url: str, model: str, *, attempts: int = 1
+    ) -> ModelError:
+        reason = str(exc) or type(exc).__name__
+        if isinstance(exc, httpx.ConnectTimeout):
+            detail = f"could not connect within {self.connect_timeout:g} s"
+            return self.error("connection", detail, model=model, url=url, attempts=attempts)
+        if isinstance(exc, httpx.TimeoutException):
+            return self.error("timeout", "read timed out", model=model, url=url)
+        if isinstance(exc, httpx.ConnectError | httpx.UnsupportedProtocol):
+            return self.error("connection", reason, model=model, url=url, attempts=attempts)
+        if isinstance(exc, httpx.TransportError):
+            detail = f"connection closed mid-response ({reason})"
+            return self.error("connection", detail, model=model, url=url, attempts=attempts)
+        return self.error("invalid_response", reason, model=model, url=url)
+
+    async def _read_capped(
+        self, response: httpx.Response, limit: int, *, strict: bool = False
+    ) -> bytes:
+        """Up to `limit` bytes of the body; with strict, more is an error."""
+        data = bytearray()
+        try:
+            async for chunk in response.aiter_bytes():
+                data += chunk
+                if len(data) > limit:
+                    if strict:
+                        raise ResponseFormatError(
+                            f"response larger than {limit} bytes (max_response_bytes)"
+                        )
+                    break
+        except httpx.HTTPError:
+            if strict:
+                raise
+        return bytes(data[:limit])
+
+    async def _lines(self, response: httpx.Response, model: str) -> AsyncGenerator[str, None]:
+        url = str(response.url)
+        splitter = LineSplitter(
+            max_line_bytes=self.max_line_bytes, max_total_bytes=self.max_response_bytes
+        )
+        try:
+            async for chunk in response.aiter_bytes():
+                for line in splitter.feed(chunk):
+                    yield line
+            for line in splitter.close():
+                yield line
+        except httpx.HTTPError as exc:
+            raise self._transport_error(exc, url, model) from exc
+        except ResponseFormatError as exc:
+            raise self.error("invalid_response", str(exc), model=model, url=url) from None
+
+    async def _events(self, response: httpx.Response, model: str) -> AsyncGenerator[SSEEvent, None]:
+        decoder = SSEDecoder()
+        lines = self._lines(response, model)
+        try:
+            async for line in lines:
+                event = decoder.feed(line)
+                if event is not None:
+                    yield event
+        finally:
+            await lines.aclose()
+
+    async def _ndjson(self, response: httpx.Response, model: str) -> AsyncGenerator[Any, None]:
+        lines = self._lines(response, model)
+        try:
+            async for line in lines:
+                if not line.strip():
+                    continue
+                try:
+                    value = json.loads(line)
+                except ValueError as exc:
+                    raise self.error(
+                        "invalid_response",
+                        f"a line is not JSON ({exc}): {line[:200]!r}",
+                        model=model,
+                        url=str(response.url),
+                    ) from None
+                yield value
+        finally:
+            await lines.aclose()

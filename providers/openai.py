@@ -1,0 +1,474 @@
+"""The `openai` provider: any OpenAI-compatible chat completions endpoint
+(OpenAI, vLLM, llama.cpp server, LM Studio, LiteLLM, Ollama's /v1).
+
+baseUrl includes /v1, as OpenAI's SDKs have it. No key is fine for local
+servers: then no Authorization header is sent at all.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Any
+
+from agentls.core.models import (
+    ConfigField,
+    FinishReason,
+    ModelError,
+    ModelInfo,
+    ProviderInfo,
+    StreamChunk,
+    ToolCallDelta,
+    Usage,
+)
+from agentls.core.provider import (
+    BaseProvider,
+    CompletionOptions,
+    FimRequest,
+    ProviderConfig,
+    ToolSpec,
+)
+from agentls.core.session_types import Message
+
+from .http import HttpClient
+
+__all__ = ["OpenAIProvider", "to_openai_messages", "to_openai_tools"]
+
+logger = logging.getLogger("agentls.providers.openai")
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+DEFAULT_MODEL = "gpt-4o-mini"
+# /models says nothing about sizes on most servers; these are deliberately
+# small so that prompt budgets never overflow a local server's context.
+DEFAULT_CONTEXT_WINDOW = 8192
+DEFAULT_MAX_OUTPUT_TOKENS = 4096
+
+# Model families trained for fill-in-the-middle whose OpenAI-compatible
+# servers accept `suffix` on /completions.
+_FIM_MODELS = re.compile(
+    r"codestral|deepseek-coder|starcoder|qwen2\.5-coder|qwen-2\.5-coder|codellama|codegemma",
+    re.IGNORECASE,
+)
+
+_FINISH: dict[str, FinishReason] = {
+    "stop": "stop",
+    "eos": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "content_filter": "content_filter",
+}
+
+_HINTS = {
+    "not_found": "Model {model!r} or the endpoint does not exist at {base_url}: list the "
+    "models the server offers (agentls/models, i.e. GET {base_url}/models) and set `model` "
+    "to one of them; baseUrl must include /v1.",
+    "invalid_response": "Check that baseUrl ({base_url}) is an OpenAI-compatible API "
+    "ending in /v1.",
+}
+
+
+class OpenAIProvider(BaseProvider):
+    name = "openai"
+
+    def __init__(self, config: ProviderConfig) -> None:
+        super().__init__(config)
+        self._http = HttpClient(
+            config,
+            provider=self.name,
+            default_base_url=DEFAULT_BASE_URL,
+            default_api_key_env=DEFAULT_API_KEY_ENV,
+            hints=_HINTS,
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAIProvider(base_url={self._http.base_url!r}, model={self.default_model!r})"
+
+    @property
+    def default_model(self) -> str:
+        return self.config.model or DEFAULT_MODEL
+
+    def model_supports_fim(self, model: str | None = None) -> bool:
+        """options.fim decides when set (true/false); else the model's family."""
+        setting = self.config.options.get("fim")
+        if setting is not None:
+            return bool(setting)
+        return bool(_FIM_MODELS.search(model or self.default_model))
+
+    # -- chat ----------------------------------------------------------------
+    async def _stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec] | None,
+        options: CompletionOptions,
+    ) -> AsyncIterator[StreamChunk]:
+        model = options.model or self.default_model
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": to_openai_messages(messages, model=model),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if tools:
+            body["tools"] = to_openai_tools(tools)
+        _apply_options(body, options)
+        reader = _ChunkReader(self._http, model, prompt_chars=_prompt_chars(body))
+        async with self._http.stream_sse(
+            "POST", "/chat/completions", model=model, body=body
+        ) as events:
+            async for event in events:
+                if reader.done:
+                    continue  # drain to the end so the connection can be reused
+                if event.data.strip() == "[DONE]":
+                    reader.done = True
+                    continue
+                chunk = reader.chat_chunk(event.data)
+                if chunk is not None:
+                    yield chunk
+        for chunk in reader.finish():
+            yield chunk
+
+    # -- fill in the middle ---------------------------------------------------
+    async def _stream_fim(self, request: FimRequest) -> AsyncIterator[StreamChunk]:
+        options = request.options
+        model = options.model or self.default_model
+        body: dict[str, Any] = {
+            "model": model,
+            "prompt": request.prefix,
+            "suffix": request.suffix,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        _apply_options(body, options)
+        reader = _ChunkReader(self._http, model, prompt_chars=len(request.prefix + request.suffix))
+        async with self._http.stream_sse("POST", "/completions", model=model, body=body) as events:
+            async for event in events:
+                if reader.done:
+                    continue  # drain to the end so the connection can be reused
+                if event.data.strip() == "[DONE]":
+                    reader.done = True
+                    continue
+                chunk = reader.text_chunk(event.data)
+                if chunk is not None:
+                    yield chunk
+        for chunk in reader.finish():
+            yield chunk
+
+    # -- metadata ----------------------------------------------------------------
+    async def list_models(self) -> list[ModelInfo]:
+        payload = await self._http.request_json("GET", "/models", model=self.default_model)
+        entries = payload.get("data") if isinstance(payload, dict) else payload
+        if not isinstance(entries, list):
+            raise self._http.error(
+                "invalid_response", "GET /models returned no `data` list", model=self.default_model
+            )
+        models = []
+        for entry in entries:
+            if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+                continue
+            model_id = entry["id"]
+            # vLLM reports max_model_len; some proxies context_length/context_window.
+            window = next(
+                (
+                    entry[key]
+                    for key in ("max_model_len", "context_length", "context_window")
+                    if isinstance(entry.get(key), int)
+                ),
+                DEFAULT_CONTEXT_WINDOW,
+            )
+            models.append(
+                ModelInfo(
+                    id=model_id,
+                    display_name=model_id,
+                    context_window=window,
+                    max_output_tokens=min(DEFAULT_MAX_OUTPUT_TOKENS, window),
+                    capabilities=self._capabilities(model_id),
+                )
+            )
+        return sorted(models, key=lambda m: m.id)
+
+    def get_info(self) -> ProviderInfo:
+        env = self._http.api_key_env or DEFAULT_API_KEY_ENV
+        return ProviderInfo(
+            id="openai",
+            display_name="OpenAI-compatible",
+            credential_env_vars=[env],
+            capabilities=self._capabilities(self.default_model),
+            defaults={"model": self.default_model, "base_url": self._http.base_url},
+            config_fields=[
+                ConfigField(
+                    id="baseUrl",
+                    display_name="Base URL",
+                    prompt="Endpoint including /v1 (e.g. http://127.0.0.1:8000/v1 for vLLM)",
+                    required=False,
+                    default=DEFAULT_BASE_URL,
+                ),
+                ConfigField(
+                    id="apiKeyEnv",
+                    display_name="API key variable",
+                    prompt="Name of the environment variable holding the API key",
+                    required=False,
+                    default=DEFAULT_API_KEY_ENV,
+                ),
+                ConfigField(
+                    id="apiKey",
+                    display_name="API key",
+                    field_type="secret",
+                    prompt="Not needed for local servers",
+                    env_var=env,
+                    required=False,
+                ),
+                ConfigField(
+                    id="model",
+                    display_name="Model",
+                    prompt="Model id as the server names it (see agentls/models)",
+                    required=False,
+                    default=DEFAULT_MODEL,
+                ),
+            ],
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def _capabilities(self, model: str) -> list[str]:
+        return ["streaming", "tools", *(["fim"] if self.model_supports_fim(model) else [])]
+
+
+# --------------------------------------------------------------------------- requests
+
+
+def to_openai_messages(messages: Iterable[Message], *, model: str = "") -> list[dict[str, Any]]:
+    """Core messages -> chat completions `messages`."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "tool":
+            call_id = message.tool_call_id
+            if not call_id:
+                raise ModelError(
+                    "openai: a tool message has no metadata.tool_call_id, so the model "
+                    "cannot match it to its call",
+                    model=model,
+                    code="bad_request",
+                )
+            out.append({"role": "tool", "tool_call_id": call_id, "content": _tool_text(message)})
+        elif message.role == "assistant" and message.tool_calls:
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": _text(message.content) or None,
+                    "tool_calls": [_tool_call(call) for call in message.tool_calls],
+                }
+            )
+        else:
+            content = message.content
+            if message.multipart_content and message.role == "user":
+                content = message.multipart_content  # OpenAI content parts, as given
+            out.append({"role": message.role, "content": _content(content)})
+    return out
+
+
+def to_openai_tools(tools: Iterable[ToolSpec]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool["name"],
+                "description": tool.get("description", ""),
+                "parameters": tool.get("parameters") or {"type": "object", "properties": {}},
+            },
+        }
+        for tool in tools
+    ]
+
+
+def _tool_call(call: Any) -> dict[str, Any]:
+    if hasattr(call, "model_dump"):  # a ToolCall rather than its dict form
+        call = call.model_dump()
+    name = call.get("tool") or call.get("name")
+    arguments = call.get("arguments") or {}
+    return {
+        "id": call.get("id"),
+        "type": "function",
+        "function": {
+            "name": name,
+            "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+        },
+    }
+
+
+def _tool_text(message: Message) -> str:
+    if message.content not in (None, ""):
+        return _text(message.content)
+    result = message.tool_result or {}
+    if result.get("success", True):
+        return _text(result.get("output", ""))
+    return _text({"error": result.get("error")})
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def _content(value: Any) -> Any:
+    return value if isinstance(value, list) else _text(value)
+
+
+def _apply_options(body: dict[str, Any], options: CompletionOptions) -> None:
+    if options.max_tokens is not None:
+        body["max_tokens"] = options.max_tokens
+    if options.temperature is not None:
+        body["temperature"] = options.temperature
+    if options.stop:
+        body["stop"] = list(options.stop)
+    # `extra` wins; a None value removes a field a server chokes on
+    # (e.g. {"stream_options": None} for servers that reject it).
+    for key, value in options.extra.items():
+        if value is None:
+            body.pop(key, None)
+        else:
+            body[key] = value
+
+
+def _prompt_chars(body: dict[str, Any]) -> int:
+    return len(json.dumps(body["messages"])) + len(json.dumps(body.get("tools", [])))
+
+
+# --------------------------------------------------------------------------- responses
+
+
+class _ChunkReader:
+    """Turns stream payloads into StreamChunks and remembers what the final
+    chunk needs (usage, whether the stream ended properly)."""
+
+    def __init__(self, http: HttpClient, model: str, *, prompt_chars: int) -> None:
+        self.http = http
+        self.model = model
+        self.prompt_chars = prompt_chars
+        self.output_chars = 0
+        self.done = False
+        self.finished = False
+        self.usage: Usage | None = None
+        self.saw_tool_calls = False
+
+    def _payload(self, data: str) -> dict[str, Any]:
+        try:
+            payload = json.loads(data)
+        except ValueError as exc:
+            raise self.http.error(
+                "invalid_response",
+                f"a stream chunk is not JSON ({exc}): {data[:200]!r}",
+                model=self.model,
+            ) from None
+        if not isinstance(payload, dict):
+            raise self.http.error(
+                "invalid_response",
+                f"a stream chunk is not an object: {data[:200]!r}",
+                model=self.model,
+            )
+        if payload.get("error"):  # vLLM, LiteLLM and others report failures in-stream
+            raise self.http.error_from_body(payload, model=self.model, status=200)
+        usage = payload.get("usage")
+        if isinstance(usage, dict):
+            prompt = int(usage.get("prompt_tokens") or 0)
+            completion = int(usage.get("completion_tokens") or 0)
+            self.usage = Usage(
+                input_tokens=prompt,
+                output_tokens=completion,
+                total_tokens=int(usage.get("total_tokens") or prompt + completion),
+            )
+        return payload
+
+    def chat_chunk(self, data: str) -> StreamChunk | None:
+        payload = self._payload(data)
+        choice = _first_choice(payload)
+        if choice is None:
+            return None  # the usage-only chunk; usage goes out in finish()
+        delta = choice.get("delta") or {}
+        text = delta.get("content") or ""
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
+        calls = _tool_call_deltas(delta)
+        if calls:
+            self.saw_tool_calls = True
+        self.output_chars += len(text) + len(reasoning) + sum(len(c.arguments) for c in calls)
+        finish = self._finish_reason(choice)
+        if not (text or reasoning or calls or finish):
+            return None
+        return StreamChunk(
+            delta=text, reasoning=reasoning, tool_call_deltas=calls, finish_reason=finish
+        )
+
+    def text_chunk(self, data: str) -> StreamChunk | None:
+        choice = _first_choice(self._payload(data))
+        if choice is None:
+            return None
+        text = choice.get("text") or ""
+        self.output_chars += len(text)
+        finish = self._finish_reason(choice)
+        if not (text or finish):
+            return None
+        return StreamChunk(delta=text, finish_reason=finish)
+
+    def _finish_reason(self, choice: dict[str, Any]) -> FinishReason | None:
+        raw = choice.get("finish_reason")
+        if not raw:
+            return None
+        self.finished = True
+        reason = _FINISH.get(str(raw), "stop")
+        # Some servers (older llama.cpp, Ollama) say "stop" after tool calls.
+        return "tool_calls" if reason == "stop" and self.saw_tool_calls else reason
+
+    def finish(self) -> list[StreamChunk]:
+        """The closing usage chunk; raises if the stream was cut short."""
+        if not (self.done or self.finished):
+            raise self.http.error(
+                "connection",
+                "the server ended the stream before it finished (no finish_reason, no [DONE])",
+                model=self.model,
+            )
+        usage = self.usage
+        if usage is None:
+            prompt, output = -(-self.prompt_chars // 4), -(-self.output_chars // 4)
+            usage = Usage(input_tokens=prompt, output_tokens=output, total_tokens=prompt + output)
+            logger.debug(
+                "openai: %s sent no usage; estimated %d in / %d out tokens as characters/4",
+                self.http.base_url,
+                prompt,
+                output,
+            )
+        return [StreamChunk(usage=usage)]
+
+
+def _first_choice(payload: dict[str, Any]) -> dict[str, Any] | None:
+    choices = payload.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return None
+    first: dict[str, Any] = choices[0]
+    return first
+
+
+def _tool_call_deltas(delta: dict[str, Any]) -> list[ToolCallDelta]:
+    raw = delta.get("tool_calls")
+    if not raw and isinstance(delta.get("function_call"), dict):
+        raw = [{"index": 0, "function": delta["function_call"]}]  # the legacy form
+    if not isinstance(raw, list):
+        return []
+    calls = []
+    for position, call in enumerate(raw):
+        if not isinstance(call, dict):
+            continue
+        function = call.get("function") or {}
+        calls.append(
+            ToolCallDelta(
+                index=int(call.get("index", position)),
+                id=call.get("id") or None,
+                name=function.get("name") or None,
+                arguments=function.get("arguments") or "",
+            )
+        )
+    return calls
