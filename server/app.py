@@ -61,22 +61,14 @@ def build_provider(settings: AgentlsSettings, registry: PluginRegistry | None = 
 
 
 def _as_factory(target: Any) -> Callable[[ProviderConfig], Any]:
-    """Provider entry points name a factory taking a ProviderConfig. An
-    agent_core-style ProviderPlugin (call_api/stream_api) is wrapped by the
-    adapter in agentls.providers.plugin_adapter."""
-    looks_like_plugin = (
-        (hasattr(target, "stream_api") or hasattr(target, "call_api"))
-        and not hasattr(target, "stream")
-    )
-    if looks_like_plugin:
-        from agentls.providers.plugin_adapter import as_provider_factory
+    """Provider entry points name a factory taking a ProviderConfig, or an
+    agent_core-style ProviderPlugin, which the adapter wraps."""
+    from agentls.providers.plugin_adapter import as_provider_factory
 
-        factory: Callable[[ProviderConfig], Any] = as_provider_factory(target)
-        return factory
-    if not callable(target):
-        raise AgentlsError(f"Provider entry point {target!r} is not callable")
-    plain: Callable[[ProviderConfig], Any] = target
-    return plain
+    try:
+        return as_provider_factory(target)
+    except TypeError as exc:
+        raise AgentlsError(str(exc)) from exc
 
 
 @dataclass

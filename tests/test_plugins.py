@@ -189,6 +189,18 @@ def third_party(tmp_path: Path) -> Any:
         def make_provider(config):
             from agentls.providers.scripted import ScriptedProvider
             return ScriptedProvider(config)
+
+        class EchoPlugin:
+            # An agent_core ProviderPlugin, as in seed 003's example.
+            name = "echo"
+            version = "1.0.0"
+            def init(self, config):
+                return {"config": config}
+            def call_api(self, native_messages, state, *, request_id=None):
+                last = next((m["content"] for m in reversed(native_messages)
+                             if m.get("role") == "user"), "")
+                msg = {"role": "assistant", "content": f"Echo: {last}"}
+                return [], [msg], [*native_messages, msg], state
     """))
     dist = tmp_path / "thirdparty_plugins-1.0.dist-info"
     dist.mkdir()
@@ -204,6 +216,7 @@ def third_party(tmp_path: Path) -> Any:
 
         [agentls.providers]
         echo3 = thirdparty_plugins:make_provider
+        echoplugin = thirdparty_plugins:EchoPlugin
     """))
     sys.path.insert(0, str(tmp_path))
     try:
@@ -225,3 +238,17 @@ def test_third_party_plugins_discovered(third_party: Path) -> None:
     assert provider.get_info().id == "scripted"
     with pytest.raises(UnknownPlugin, match="could not be loaded"):
         reg.get("feature", "broken")
+
+
+async def test_agent_core_provider_plugin_entry_point_runs_a_turn(third_party: Path) -> None:
+    from agentls.app import build_provider
+    from agentls.core.orchestrator import Orchestrator
+    from agentls.core.session_types import Session
+    from agentls.core.settings import load_settings
+
+    settings = load_settings(init_options={"provider": "echoplugin"}, environ={}).settings
+    provider = build_provider(settings)
+    result = await Orchestrator(provider).run_turn(Session("s"), "ping")
+    assert result.status == "completed"
+    assert result.messages[-1].content == "Echo: ping"
+    await provider.aclose()
