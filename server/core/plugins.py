@@ -71,10 +71,9 @@ class _Enablement(Protocol):
         return []
 
 
-class FeaturePlugin(BasePlugin, _Enablement, Protocol):
-    """Cold-path feature: completions, templates, message transforms, actions."""
-
-    priority: int
+class _ColdPath(Protocol):
+    """Message transforms and lifecycle shared by features and provider
+    extensions (identical in agent_core's two protocols)."""
 
     def init(self, config: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         return state
@@ -122,6 +121,26 @@ class FeaturePlugin(BasePlugin, _Enablement, Protocol):
         self, config: dict[str, Any], models: list[dict[str, Any]]
     ) -> list[dict[str, Any]]:
         return list(models)
+
+    def get_actions(self, state: dict[str, Any]) -> list[dict[str, Any]]:
+        return []
+
+    def execute_action(
+        self,
+        action_id: str,
+        session: Session,
+        native_messages: list[dict[str, Any]],
+        params: dict[str, Any],
+        context: dict[str, Any] | None,
+        state: dict[str, Any],
+    ) -> dict[str, Any]:
+        return {"native_messages": list(native_messages)}
+
+
+class FeaturePlugin(BasePlugin, _Enablement, _ColdPath, Protocol):
+    """Cold-path feature: completions, templates, message transforms, actions."""
+
+    priority: int
 
     def prepare_tools(
         self,
@@ -142,28 +161,11 @@ class FeaturePlugin(BasePlugin, _Enablement, Protocol):
     def get_template(self, config: dict[str, Any]) -> str:
         return ""
 
-    def get_actions(self, state: dict[str, Any]) -> list[dict[str, Any]]:
-        return []
 
-    def execute_action(
-        self,
-        action_id: str,
-        session: Session,
-        native_messages: list[dict[str, Any]],
-        params: dict[str, Any],
-        context: dict[str, Any] | None,
-        state: dict[str, Any],
-    ) -> dict[str, Any]:
-        return {"native_messages": list(native_messages)}
-
-
-class ProviderExtensionPlugin(BasePlugin, _Enablement, Protocol):
+class ProviderExtensionPlugin(BasePlugin, _Enablement, _ColdPath, Protocol):
     """Observes/transforms provider chunks (hot path) and finals (cold path)."""
 
     priority: int
-
-    def init(self, config: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
-        return state
 
     def accepted_tool_schema_formats(
         self, config: dict[str, Any], state: dict[str, Any] | None = None
@@ -180,35 +182,6 @@ class ProviderExtensionPlugin(BasePlugin, _Enablement, Protocol):
     ) -> ToolInteropContribution:
         return ToolInteropContribution()
 
-    def initialize_request(
-        self,
-        native_messages: list[dict[str, Any]],
-        state: dict[str, Any],
-        *,
-        context: dict[str, Any] | None = None,
-    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        return native_messages, state
-
-    def to_native_messages(
-        self,
-        messages: list[dict[str, Any]],
-        native_messages: list[dict[str, Any]],
-        state: dict[str, Any] | None = None,
-        *,
-        context: dict[str, Any] | None = None,
-    ) -> list[dict[str, Any]]:
-        return list(native_messages)
-
-    def from_native_messages(
-        self,
-        native_messages: list[dict[str, Any]],
-        messages: list[dict[str, Any]],
-        state: dict[str, Any] | None = None,
-        *,
-        context: dict[str, Any] | None = None,
-    ) -> list[dict[str, Any]]:
-        return list(messages)
-
     def process_chunk(
         self,
         native_chunk: dict[str, Any] | None,
@@ -218,35 +191,6 @@ class ProviderExtensionPlugin(BasePlugin, _Enablement, Protocol):
         state: dict[str, Any],
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
         return partial_messages, final_messages, native_messages, state
-
-    def finalize(
-        self,
-        final_messages: list[dict[str, Any]],
-        native_messages: list[dict[str, Any]],
-        state: dict[str, Any],
-        *,
-        context: dict[str, Any] | None = None,
-    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
-        return final_messages, native_messages, state
-
-    def get_models(
-        self, config: dict[str, Any], models: list[dict[str, Any]]
-    ) -> list[dict[str, Any]]:
-        return list(models)
-
-    def get_actions(self, state: dict[str, Any]) -> list[dict[str, Any]]:
-        return []
-
-    def execute_action(
-        self,
-        action_id: str,
-        session: Session,
-        native_messages: list[dict[str, Any]],
-        params: dict[str, Any],
-        context: dict[str, Any] | None,
-        state: dict[str, Any],
-    ) -> dict[str, Any]:
-        return {"native_messages": list(native_messages)}
 
 
 class ProviderPlugin(BasePlugin, _Enablement, Protocol):
