@@ -158,9 +158,8 @@ def format_diagnostics(diagnostics: Sequence[Mapping[str, Any] | str]) -> str:
         severity = _SEVERITY.get(level) if isinstance(level, int) else None
         head = " ".join(parts + ([severity] if severity else []))
         message = str(diagnostic.get("message", "")).strip()
-        origin = " ".join(
-            str(v) for v in (diagnostic.get("source"), diagnostic.get("code")) if v not in (None, "")
-        )
+        origin = " ".join(str(v) for v in (diagnostic.get("source"), diagnostic.get("code"))
+                          if v not in (None, ""))
         line = f"{head}: {message}" if head else message
         lines.append(f"- {line} ({origin})" if origin else f"- {line}")
     return "\n".join(lines)
