@@ -1,0 +1,560 @@
+"""The `ollama` provider: Ollama's native API.
+
+    POST {base}/api/chat       chat, NDJSON stream (text, thinking, tool calls)
+    POST {base}/api/generate   fill in the middle (`prompt` + `suffix`)
+    GET  {base}/api/tags       list_models
+
+baseUrl is the server root (default http://127.0.0.1:11434), without /v1;
+Ollama's OpenAI-compatible /v1 is what the `openai` provider is for.
+
+Ollama streams one JSON object per line. Text arrives in
+`message.content` (chat) or `response` (generate), reasoning in
+`message.thinking`, tool calls whole (arguments as an object, no id, usually
+all in one line); the last line has `"done": true`, `done_reason` and the
+token counts `prompt_eval_count` / `eval_count`. A failure after the 200
+status is a line `{"error": "..."}`.
+
+No API key by default (a local server). When apiKeyEnv is set (Ollama behind
+an authenticating proxy), its value goes out as a bearer token.
+
+Options, from ProviderConfig.options (providerOptions, snake_case or
+camelCase): `fim` (true/false overrides the model-family guess),
+`keep_alive` (sent with every request), `num_ctx` (sent in `options`, and
+reported as the models' context window). Per call, CompletionOptions.extra
+entries that are top-level /api/chat fields (keep_alive, think, format, ...)
+go top-level; anything else goes into `options` (num_ctx, top_p, seed, ...);
+a None value removes a field.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import uuid
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Any
+
+from agentls.core.models import (
+    ConfigField,
+    FinishReason,
+    ModelError,
+    ModelInfo,
+    ProviderInfo,
+    StreamChunk,
+    ToolCallDelta,
+    Usage,
+)
+from agentls.core.provider import (
+    BaseProvider,
+    CompletionOptions,
+    FimRequest,
+    ProviderConfig,
+    ToolSpec,
+)
+from agentls.core.session_types import Message
+
+from .http import HttpClient
+
+__all__ = ["OllamaProvider", "to_ollama_messages", "to_ollama_tools"]
+
+logger = logging.getLogger("agentls.providers.ollama")
+
+DEFAULT_BASE_URL = "http://127.0.0.1:11434"
+DEFAULT_MODEL = "qwen2.5-coder:1.5b"
+# /api/tags says nothing about context sizes, and what counts is the server's
+# num_ctx (Ollama's default is 4096 tokens; it silently truncates longer
+# prompts), not the model's trained window. So models report num_ctx when
+# providerOptions sets it (and then it is sent with every request), else
+# Ollama's default, so prompt budgets never overflow it.
+DEFAULT_CONTEXT_WINDOW = 4096
+DEFAULT_MAX_OUTPUT_TOKENS = 2048
+
+# Model families whose Ollama templates accept `suffix` on /api/generate.
+# codellama only in its code (base) variants: codellama:code, :7b-code, ...
+_FIM_MODELS = re.compile(
+    r"qwen2\.5-coder|codellama:(?:[\w.]+-)?code|deepseek-coder|starcoder2|codegemma|codestral",
+    re.IGNORECASE,
+)
+
+# Top-level /api/chat and /api/generate fields; other `extra` keys are model
+# options (num_ctx, top_p, seed, ...) and go under `options`.
+_TOP_LEVEL = frozenset(
+    {"keep_alive", "think", "format", "raw", "template", "system", "context", "images"}
+)
+
+_FINISH: dict[str, FinishReason] = {
+    "stop": "stop",
+    "length": "length",
+    "load": "stop",  # an empty conversation only loads the model
+    "unload": "stop",
+}
+
+_HINTS = {
+    "not_found": "Model {model!r} is not on the Ollama server at {base_url}: run "
+    "`ollama pull {model}` there, or set `model` to one it has (agentls/models, i.e. "
+    "GET {base_url}/api/tags). baseUrl is the server root, without /v1.",
+    "connection": "Check baseUrl ({base_url}) and that Ollama is running there (`ollama serve`).",
+    "invalid_response": "Check that baseUrl ({base_url}) is an Ollama server root "
+    "(without /v1; use provider `openai` for Ollama's /v1).",
+    "auth": "The server (a proxy in front of Ollama?) refused the bearer token in "
+    "{env}; check it, or set apiKeyEnv to the variable that holds the right one.",
+    "auth_missing": "The server (a proxy in front of Ollama?) wants credentials: set "
+    "apiKeyEnv to the name of an environment variable holding a bearer token "
+    "(currently {env}).",
+}
+
+
+class OllamaProvider(BaseProvider):
+    name = "ollama"
+
+    def __init__(self, config: ProviderConfig) -> None:
+        super().__init__(config)
+        self._http = HttpClient(
+            config,
+            provider=self.name,
+            default_base_url=DEFAULT_BASE_URL,
+            default_api_key_env=None,
+            hints=_HINTS,
+        )
+
+    def __repr__(self) -> str:
+        return f"OllamaProvider(base_url={self._http.base_url!r}, model={self.default_model!r})"
+
+    @property
+    def default_model(self) -> str:
+        return self.config.model or DEFAULT_MODEL
+
+    def model_supports_fim(self, model: str | None = None) -> bool:
+        """options.fim decides when set (true/false); else the model's family."""
+        setting = self.config.options.get("fim")
+        if setting is not None:
+            return bool(setting)
+        return bool(_FIM_MODELS.search(model or self.default_model))
+
+    # -- chat ----------------------------------------------------------------
+    async def _stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec] | None,
+        options: CompletionOptions,
+    ) -> AsyncIterator[StreamChunk]:
+        model = options.model or self.default_model
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": to_ollama_messages(messages, model=model),
+            "stream": True,
+        }
+        if tools:
+            body["tools"] = to_ollama_tools(tools)
+        self._apply_options(body, options)
+        prompt_chars = len(json.dumps(body["messages"])) + len(json.dumps(body.get("tools", [])))
+        reader = _LineReader(self._http, model, prompt_chars=prompt_chars)
+        async with self._http.stream_ndjson("POST", "/api/chat", model=model, body=body) as lines:
+            async for value in lines:
+                if reader.done:
+                    continue  # drain to the end so the connection can be reused
+                chunk = reader.chat_chunk(value)
+                if chunk is not None:
+                    yield chunk
+        yield reader.finish()
+
+    # -- fill in the middle ---------------------------------------------------
+    async def _stream_fim(self, request: FimRequest) -> AsyncIterator[StreamChunk]:
+        options = request.options
+        model = options.model or self.default_model
+        body: dict[str, Any] = {
+            "model": model,
+            "prompt": request.prefix,
+            "suffix": request.suffix,
+            "stream": True,
+            "raw": False,  # `suffix` needs the model's template, which raw skips
+        }
+        self._apply_options(body, options)
+        reader = _LineReader(self._http, model, prompt_chars=len(request.prefix + request.suffix))
+        async with self._http.stream_ndjson(
+            "POST", "/api/generate", model=model, body=body
+        ) as lines:
+            async for value in lines:
+                if reader.done:
+                    continue
+                chunk = reader.generate_chunk(value)
+                if chunk is not None:
+                    yield chunk
+        yield reader.finish()
+
+    def _apply_options(self, body: dict[str, Any], options: CompletionOptions) -> None:
+        model_options: dict[str, Any] = {}
+        num_ctx = _int_option(self.config.options, "num_ctx", "numCtx")
+        if num_ctx is not None:
+            model_options["num_ctx"] = num_ctx
+        keep_alive = self.config.options.get("keep_alive", self.config.options.get("keepAlive"))
+        if keep_alive is not None:
+            body["keep_alive"] = keep_alive
+        if options.max_tokens is not None:
+            model_options["num_predict"] = options.max_tokens
+        if options.temperature is not None:
+            model_options["temperature"] = options.temperature
+        if options.stop:
+            model_options["stop"] = list(options.stop)
+        for key, value in options.extra.items():
+            items: Iterable[tuple[str, Any]]
+            if key == "options" and isinstance(value, dict):
+                items = value.items()  # extra={"options": {...}}: merged into options
+            elif key in _TOP_LEVEL:
+                if value is None:
+                    body.pop(key, None)
+                else:
+                    body[key] = value
+                continue
+            else:
+                items = [(key, value)]
+            for name, item in items:
+                if item is None:
+                    model_options.pop(name, None)
+                else:
+                    model_options[name] = item
+        if model_options:
+            body["options"] = model_options
+
+    # -- metadata ----------------------------------------------------------------
+    async def list_models(self) -> list[ModelInfo]:
+        payload = await self._http.request_json("GET", "/api/tags", model=self.default_model)
+        entries = payload.get("models") if isinstance(payload, dict) else None
+        if not isinstance(entries, list):
+            raise self._http.error(
+                "invalid_response",
+                "GET /api/tags returned no `models` list",
+                model=self.default_model,
+                url=self._http.url("/api/tags"),
+            )
+        window = self._context_window()
+        models = []
+        for entry in entries:
+            if not isinstance(entry, dict):
+                continue
+            name = entry.get("name") or entry.get("model")
+            if not isinstance(name, str) or not name:
+                continue
+            raw_details = entry.get("details")
+            details: dict[str, Any] = raw_details if isinstance(raw_details, dict) else {}
+            size = details.get("parameter_size")
+            defaults = {
+                key: details[key]
+                for key in ("family", "parameter_size", "quantization_level", "format")
+                if isinstance(details.get(key), str) and details[key]
+            }
+            models.append(
+                ModelInfo(
+                    id=name,
+                    display_name=f"{name} ({size})" if isinstance(size, str) and size else name,
+                    context_window=window,
+                    max_output_tokens=min(DEFAULT_MAX_OUTPUT_TOKENS, window),
+                    capabilities=self._capabilities(name),
+                    defaults=defaults,
+                )
+            )
+        return sorted(models, key=lambda m: m.id)
+
+    def get_info(self) -> ProviderInfo:
+        env = self._http.api_key_env
+        return ProviderInfo(
+            id="ollama",
+            display_name="Ollama",
+            credential_env_vars=[env] if env else [],
+            capabilities=self._capabilities(self.default_model),
+            defaults={
+                "model": self.default_model,
+                "base_url": self._http.base_url,
+                "context_window": self._context_window(),
+            },
+            config_fields=[
+                ConfigField(
+                    id="baseUrl",
+                    display_name="Base URL",
+                    prompt="Ollama server root, without /v1 (e.g. http://127.0.0.1:11434)",
+                    required=False,
+                    default=DEFAULT_BASE_URL,
+                ),
+                ConfigField(
+                    id="model",
+                    display_name="Model",
+                    prompt="Model name as `ollama list` shows it (pull it first)",
+                    required=False,
+                    default=DEFAULT_MODEL,
+                ),
+                ConfigField(
+                    id="apiKeyEnv",
+                    display_name="Bearer token variable",
+                    prompt="Only for a proxy in front of Ollama: the environment variable "
+                    "holding its bearer token",
+                    required=False,
+                ),
+            ],
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def _context_window(self) -> int:
+        return _int_option(self.config.options, "num_ctx", "numCtx") or DEFAULT_CONTEXT_WINDOW
+
+    def _capabilities(self, model: str) -> list[str]:
+        return ["streaming", "tools", *(["fim"] if self.model_supports_fim(model) else [])]
+
+
+def _int_option(options: dict[str, Any], snake: str, camel: str) -> int | None:
+    value = options.get(snake, options.get(camel))
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number > 0 else None
+
+
+# --------------------------------------------------------------------------- requests
+
+
+def to_ollama_messages(messages: Iterable[Message], *, model: str = "") -> list[dict[str, Any]]:
+    """Core messages -> /api/chat `messages`."""
+    out: list[dict[str, Any]] = []
+    names_by_id: dict[str, str] = {}  # tool call id -> tool name, for tool results
+    for message in messages:
+        if message.role == "tool":
+            name = (message.metadata or {}).get("tool_name")
+            if not name and message.tool_call_id:
+                name = names_by_id.get(message.tool_call_id)
+            entry: dict[str, Any] = {"role": "tool", "content": _tool_text(message)}
+            if name:
+                entry["tool_name"] = name
+            out.append(entry)
+        elif message.role == "assistant" and message.tool_calls:
+            calls = []
+            for call in message.tool_calls:
+                converted, call_id = _tool_call(call, model)
+                if call_id:
+                    names_by_id[call_id] = converted["function"]["name"]
+                calls.append(converted)
+            out.append(
+                {"role": "assistant", "content": _text(message.content), "tool_calls": calls}
+            )
+        else:
+            entry = {"role": message.role, "content": _text(message.content)}
+            if message.multipart_content and message.role == "user":
+                entry.update(_multipart(message.multipart_content, model))
+            out.append(entry)
+    return out
+
+
+def to_ollama_tools(tools: Iterable[ToolSpec]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool["name"],
+                "description": tool.get("description", ""),
+                "parameters": tool.get("parameters") or {"type": "object", "properties": {}},
+            },
+        }
+        for tool in tools
+    ]
+
+
+def _tool_call(call: Any, model: str) -> tuple[dict[str, Any], str | None]:
+    if hasattr(call, "model_dump"):  # a ToolCall rather than its dict form
+        call = call.model_dump()
+    name = call.get("tool") or call.get("name")
+    arguments = call.get("arguments") or {}
+    if isinstance(arguments, str):  # Ollama wants an object, not a JSON string
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            raise ModelError(
+                f"ollama: the arguments of tool call {name!r} in the history are not JSON: "
+                f"{arguments[:200]!r}",
+                model=model,
+                code="bad_request",
+            ) from None
+    call_id = call.get("id")
+    return (
+        {"function": {"name": name, "arguments": arguments}},
+        str(call_id) if call_id else None,
+    )
+
+
+def _multipart(parts: list[Any], model: str) -> dict[str, Any]:
+    """OpenAI-style content parts -> Ollama's `content` text + `images` (base64)."""
+    texts: list[str] = []
+    images: list[str] = []
+    for part in parts:
+        if isinstance(part, str):
+            texts.append(part)
+            continue
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "text":
+            texts.append(str(part.get("text", "")))
+        elif part.get("type") == "image_url":
+            url = part.get("image_url")
+            url = url.get("url") if isinstance(url, dict) else url
+            if not isinstance(url, str) or not url.startswith("data:") or "," not in url:
+                raise ModelError(
+                    "ollama: images must be inline (data: URLs with base64); Ollama "
+                    "cannot fetch image URLs",
+                    model=model,
+                    code="bad_request",
+                )
+            images.append(url.split(",", 1)[1])
+    result: dict[str, Any] = {"content": "\n".join(texts)}
+    if images:
+        result["images"] = images
+    return result
+
+
+def _tool_text(message: Message) -> str:
+    if message.content not in (None, ""):
+        return _text(message.content)
+    result = message.tool_result or {}
+    if result.get("success", True):
+        return _text(result.get("output", ""))
+    return _text({"error": result.get("error")})
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+# --------------------------------------------------------------------------- responses
+
+
+class _LineReader:
+    """Turns NDJSON lines into StreamChunks and remembers what the closing
+    usage chunk needs."""
+
+    def __init__(self, http: HttpClient, model: str, *, prompt_chars: int) -> None:
+        self.http = http
+        self.model = model
+        self.prompt_chars = prompt_chars
+        self.output_chars = 0
+        self.done = False
+        self.tool_calls = 0
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
+
+    def _check(self, value: Any) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.http.error(
+                "invalid_response",
+                f"a stream line is not an object: {json.dumps(value)[:200]!r}",
+                model=self.model,
+            )
+        if value.get("error"):
+            raise self.http.error_from_body(value, model=self.model, status=200)
+        return value
+
+    def chat_chunk(self, value: Any) -> StreamChunk | None:
+        line = self._check(value)
+        message = line.get("message")
+        message = message if isinstance(message, dict) else {}
+        text = _str(message.get("content"))
+        reasoning = _str(message.get("thinking"))
+        self.output_chars += len(text) + len(reasoning)
+        finish = self._finish(line) if line.get("done") is True else None
+        raw_calls = message.get("tool_calls")
+        if not raw_calls:
+            # The common line: one text piece. Only the fields that are set
+            # are passed (a measurable share of the per-chunk cost).
+            if finish is not None:
+                return StreamChunk(delta=text, reasoning=reasoning, finish_reason=finish)
+            if reasoning:
+                return StreamChunk(delta=text, reasoning=reasoning)
+            return StreamChunk(delta=text) if text else None
+        calls = self._tool_call_deltas(raw_calls)
+        self.output_chars += sum(len(c.arguments) for c in calls)
+        if finish == "stop" and calls:  # calls and "done" on one line
+            finish = "tool_calls"
+        return StreamChunk(
+            delta=text, reasoning=reasoning, tool_call_deltas=calls, finish_reason=finish
+        )
+
+    def generate_chunk(self, value: Any) -> StreamChunk | None:
+        line = self._check(value)
+        text = _str(line.get("response"))
+        reasoning = _str(line.get("thinking"))
+        self.output_chars += len(text) + len(reasoning)
+        finish = self._finish(line)
+        if not (text or reasoning or finish):
+            return None
+        return StreamChunk(delta=text, reasoning=reasoning, finish_reason=finish)
+
+    def _tool_call_deltas(self, raw: Any) -> list[ToolCallDelta]:
+        if not isinstance(raw, list):
+            return []
+        deltas = []
+        for call in raw:
+            function = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+                raise self.http.error(
+                    "invalid_response",
+                    f"a tool call without a function name: {json.dumps(call)[:200]!r}",
+                    model=self.model,
+                )
+            arguments = function.get("arguments")
+            if arguments is None:
+                arguments = {}
+            # Ollama sends whole calls, arguments as an object and (before
+            # 0.12) no id: each call is one complete delta with an id of ours.
+            call_id = call.get("id") if isinstance(call.get("id"), str) and call["id"] else None
+            deltas.append(
+                ToolCallDelta(
+                    index=self.tool_calls,
+                    id=call_id or f"call_{uuid.uuid4().hex[:12]}",
+                    name=function["name"],
+                    arguments=arguments if isinstance(arguments, str) else json.dumps(arguments),
+                )
+            )
+            self.tool_calls += 1
+        return deltas
+
+    def _finish(self, line: dict[str, Any]) -> FinishReason | None:
+        if line.get("done") is not True:
+            return None
+        self.done = True
+        prompt, output = line.get("prompt_eval_count"), line.get("eval_count")
+        if isinstance(prompt, int) and not isinstance(prompt, bool):
+            self.input_tokens = prompt
+        if isinstance(output, int) and not isinstance(output, bool):
+            self.output_tokens = output
+        reason = _FINISH.get(str(line.get("done_reason") or "stop"), "stop")
+        # Ollama says "stop" after tool calls.
+        return "tool_calls" if reason == "stop" and self.tool_calls else reason
+
+    def finish(self) -> StreamChunk:
+        """The closing usage chunk; raises if the stream was cut short."""
+        if not self.done:
+            raise self.http.error(
+                "connection",
+                'the server ended the stream before it finished (no line with "done": true)',
+                model=self.model,
+            )
+        # Ollama omits prompt_eval_count when the whole prompt came from its
+        # cache; estimate what is missing as characters / 4 (usage is always filled).
+        prompt = self.input_tokens
+        if prompt is None:
+            prompt = -(-self.prompt_chars // 4)
+            logger.debug("ollama: no prompt_eval_count; estimated %d input tokens", prompt)
+        output = self.output_tokens
+        if output is None:
+            output = -(-self.output_chars // 4)
+            logger.debug("ollama: no eval_count; estimated %d output tokens", output)
+        return StreamChunk(
+            usage=Usage(input_tokens=prompt, output_tokens=output, total_tokens=prompt + output)
+        )
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
