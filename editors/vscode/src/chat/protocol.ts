@@ -1,0 +1,66 @@
+/** Wire types of the agentls/* methods the extension uses (PROTOCOL.md). */
+
+export interface WireMessage {
+  role: "system" | "user" | "assistant" | "tool" | string;
+  content: unknown;
+  metadata?: { [key: string]: unknown } | null;
+  multipartContent?: unknown[] | null;
+  toolResult?: { success?: boolean; output?: unknown; error?: { [key: string]: unknown } | null } | null;
+}
+
+export interface MessageDeltaParams {
+  sessionId: string;
+  index: number;
+  delta: string;
+  kind?: "text" | "thinking" | string;
+}
+
+export interface MessageParams {
+  sessionId: string;
+  message: WireMessage;
+}
+
+export interface ChatParams {
+  sessionId?: string;
+  prompt: string;
+  context?: { uri?: string; range?: unknown };
+}
+
+export interface ChatResult {
+  sessionId: string;
+  status: "completed" | "failed" | "cancelled" | string;
+  messages?: WireMessage[];
+  usage?: { input_tokens?: number; output_tokens?: number; total_tokens?: number };
+  error?: { code?: string; message?: string } | null;
+}
+
+export interface SessionSummary {
+  sessionId: string;
+  title?: string | null;
+  updatedAt?: string | null;
+  status?: { status?: string; total_messages?: number } | null;
+}
+
+export interface SessionsResult {
+  sessions: SessionSummary[];
+}
+
+export interface SessionData {
+  session_id?: string;
+  sessionId?: string;
+  messages?: WireMessage[];
+  metadata?: { [key: string]: unknown };
+}
+
+export const Methods = {
+  chat: "agentls/chat",
+  messageDelta: "agentls/messageDelta",
+  message: "agentls/message",
+  sessions: "agentls/sessions",
+  session: "agentls/session",
+  deleteSession: "agentls/deleteSession",
+  complete: "agentls/complete",
+  status: "agentls/status",
+  templates: "agentls/templates",
+  didChangeStatus: "didChangeStatus",
+} as const;

@@ -1,0 +1,218 @@
+/**
+ * The chat view's model: one transcript per shown session, fed by the
+ * prompt the user sent, streamed `agentls/messageDelta` notifications, final
+ * `agentls/message` notifications and the `agentls/chat` result.
+ *
+ * Deltas build a streaming assistant entry per (session, index); the final
+ * assistant message replaces the oldest streaming entry, so the text the
+ * user watched grow is swapped for the stored one without flicker or
+ * duplicates. Every mutation returns the ids of the entries it changed, so
+ * the webview can update just those.
+ *
+ * Pure: no `vscode` import.
+ */
+
+import type { ChatResult, MessageDeltaParams, WireMessage } from "./protocol";
+
+export interface ToolCallView {
+  id?: string;
+  name: string;
+  arguments: unknown;
+  preview?: string;
+}
+
+export interface Entry {
+  id: string;
+  role: "user" | "assistant" | "tool" | "hook" | "system" | "error" | "info";
+  text: string;
+  thinking: string;
+  streaming: boolean;
+  /** A user prompt shown before the server confirmed it. */
+  local?: boolean;
+  toolCalls?: ToolCallView[];
+  tool?: { name: string; success: boolean; output: string; error?: string };
+  hookName?: string;
+}
+
+export class Transcript {
+  sessionId: string | undefined;
+  readonly entries: Entry[] = [];
+  private nextId = 1;
+  private readonly streamingByIndex = new Map<number, Entry>();
+  private readonly toolNames = new Map<string, string>();
+
+  constructor(sessionId?: string, messages: readonly WireMessage[] = []) {
+    this.sessionId = sessionId;
+    for (const message of messages) this.applyMessage(message);
+  }
+
+  /** The prompt the user just sent, shown at once. */
+  addUserPrompt(prompt: string): string[] {
+    const entry = this.push({ role: "user", text: prompt, local: true });
+    return [entry.id];
+  }
+
+  applyDelta(params: MessageDeltaParams): string[] {
+    if (!this.accepts(params.sessionId)) return [];
+    let entry = this.streamingByIndex.get(params.index);
+    if (!entry) {
+      entry = this.push({ role: "assistant", streaming: true });
+      this.streamingByIndex.set(params.index, entry);
+    }
+    if (params.kind === "thinking") entry.thinking += params.delta;
+    else entry.text += params.delta;
+    return [entry.id];
+  }
+
+  applyMessage(message: WireMessage, sessionId?: string): string[] {
+    if (sessionId !== undefined && !this.accepts(sessionId)) return [];
+    const metadata = message.metadata ?? {};
+    const text = contentText(message.content);
+
+    if (metadata["source"] === "hook") {
+      const entry = this.push({ role: "hook", text, hookName: String(metadata["hook_name"] ?? "hook") });
+      return [entry.id];
+    }
+    if (message.role === "user") {
+      const local = this.entries.find((e) => e.role === "user" && e.local && e.text.trim() === text.trim());
+      if (local) {
+        local.local = false;
+        return [local.id];
+      }
+      return [this.push({ role: "user", text }).id];
+    }
+    if (message.role === "assistant") {
+      const toolCalls = readToolCalls(metadata);
+      for (const call of toolCalls) if (call.id) this.toolNames.set(call.id, call.name);
+      const reasoning = typeof metadata["reasoning"] === "string" ? (metadata["reasoning"] as string) : "";
+      const streaming = this.oldestStreaming();
+      if (streaming) {
+        this.finishStreaming(streaming);
+        streaming.text = text;
+        streaming.thinking = reasoning || streaming.thinking;
+        streaming.toolCalls = toolCalls;
+        return [streaming.id];
+      }
+      return [this.push({ role: "assistant", text, thinking: reasoning, toolCalls }).id];
+    }
+    if (message.role === "tool") {
+      const callId = metadata["tool_call_id"] !== undefined ? String(metadata["tool_call_id"]) : undefined;
+      const name = String(metadata["tool_name"] ?? (callId && this.toolNames.get(callId)) ?? "tool");
+      const result = message.toolResult ?? {};
+      const success = result.success !== false;
+      const error = result.error ? String(result.error["message"] ?? JSON.stringify(result.error)) : undefined;
+      const output = result.output !== undefined && result.output !== null ? stringify(result.output) : text;
+      return [this.push({ role: "tool", text, tool: { name, success, output, error } }).id];
+    }
+    return [this.push({ role: message.role === "system" ? "system" : "info", text }).id];
+  }
+
+  /** The agentls/chat result: close streaming entries, show failures. */
+  finishTurn(result: ChatResult): string[] {
+    const changed: string[] = [];
+    if (!this.sessionId) this.sessionId = result.sessionId;
+    for (const entry of [...this.streamingByIndex.values()]) {
+      this.finishStreaming(entry);
+      changed.push(entry.id);
+    }
+    if (result.status === "failed") {
+      const message = result.error?.message ?? "The agent turn failed.";
+      changed.push(this.push({ role: "error", text: message }).id);
+    } else if (result.status === "cancelled") {
+      changed.push(this.push({ role: "info", text: "Cancelled." }).id);
+    }
+    return changed;
+  }
+
+  /** A request that failed before the server answered (connection lost...). */
+  addError(text: string): string[] {
+    for (const entry of [...this.streamingByIndex.values()]) this.finishStreaming(entry);
+    return [this.push({ role: "error", text }).id];
+  }
+
+  get isStreaming(): boolean {
+    return this.streamingByIndex.size > 0;
+  }
+
+  find(id: string): Entry | undefined {
+    return this.entries.find((e) => e.id === id);
+  }
+
+  private accepts(sessionId: string): boolean {
+    if (this.sessionId === undefined) {
+      this.sessionId = sessionId;
+      return true;
+    }
+    return this.sessionId === sessionId;
+  }
+
+  private oldestStreaming(): Entry | undefined {
+    let oldest: [number, Entry] | undefined;
+    for (const [index, entry] of this.streamingByIndex) {
+      if (!oldest || index < oldest[0]) oldest = [index, entry];
+    }
+    return oldest?.[1];
+  }
+
+  private finishStreaming(entry: Entry): void {
+    entry.streaming = false;
+    for (const [index, candidate] of this.streamingByIndex) {
+      if (candidate === entry) this.streamingByIndex.delete(index);
+    }
+  }
+
+  private push(partial: Partial<Entry> & Pick<Entry, "role">): Entry {
+    const entry: Entry = { id: `e${this.nextId++}`, text: "", thinking: "", streaming: false, ...partial };
+    this.entries.push(entry);
+    return entry;
+  }
+}
+
+/** Message content as text: strings as-is, content parts joined, else JSON. */
+export function contentText(content: unknown): string {
+  if (content === null || content === undefined) return "";
+  if (typeof content === "string") return content;
+  if (Array.isArray(content)) {
+    return content
+      .map((part) => {
+        if (typeof part === "string") return part;
+        if (part && typeof part === "object" && typeof (part as { text?: unknown }).text === "string") {
+          return (part as { text: string }).text;
+        }
+        return "";
+      })
+      .join("");
+  }
+  return stringify(content);
+}
+
+export function readToolCalls(metadata: { [key: string]: unknown }): ToolCallView[] {
+  const calls = metadata["tool_calls"];
+  if (!Array.isArray(calls)) return [];
+  const previews = (metadata["tool_call_previews"] ?? {}) as { [id: string]: unknown };
+  return calls.map((raw): ToolCallView => {
+    const call = (raw ?? {}) as { [key: string]: unknown };
+    const fn = (call["function"] ?? {}) as { [key: string]: unknown };
+    const name = String(call["tool"] ?? call["name"] ?? fn["name"] ?? "tool");
+    let args: unknown = call["arguments"] ?? fn["arguments"] ?? {};
+    if (typeof args === "string") {
+      try {
+        args = JSON.parse(args);
+      } catch {
+        // keep the raw text
+      }
+    }
+    const id = call["id"] !== undefined && call["id"] !== null ? String(call["id"]) : undefined;
+    const preview = id !== undefined && previews[id] ? stringify(previews[id]) : undefined;
+    return { id, name, arguments: args, preview };
+  });
+}
+
+function stringify(value: unknown): string {
+  if (typeof value === "string") return value;
+  try {
+    return JSON.stringify(value, null, 2);
+  } catch {
+    return String(value);
+  }
+}

@@ -1,0 +1,267 @@
+/**
+ * Owns the LanguageClient: finds and starts the `agentls` server, forwards
+ * settings through workspace/configuration, restarts it, and fans the
+ * server's agentls/* notifications out to the chat view and status bar.
+ */
+
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as vscode from "vscode";
+import {
+  DidChangeConfigurationNotification,
+  LanguageClient,
+  State,
+  TransportKind,
+  type LanguageClientOptions,
+  type ServerOptions,
+} from "vscode-languageclient/node";
+import { Methods, type MessageDeltaParams, type MessageParams } from "./chat/protocol";
+import { discoverServer } from "./serverPath";
+import { needsRestart, toWireSettings, type Inspected } from "./settings";
+import type { DidChangeStatus, ServerState, StatusResult } from "./status";
+
+const SECTION = "agentls";
+const ACCEPT_COMMAND = "agentls.inlineCompletionAccepted";
+
+export class ServerConnection implements vscode.Disposable {
+  client: LanguageClient | undefined;
+  state: ServerState = "stopped";
+  status: StatusResult | undefined;
+  lastStatusNotification: DidChangeStatus | undefined;
+
+  private readonly stateEmitter = new vscode.EventEmitter<ServerState>();
+  private readonly statusEmitter = new vscode.EventEmitter<void>();
+  private readonly deltaEmitter = new vscode.EventEmitter<MessageDeltaParams>();
+  private readonly messageEmitter = new vscode.EventEmitter<MessageParams>();
+  readonly onDidChangeState = this.stateEmitter.event;
+  readonly onDidChangeStatus = this.statusEmitter.event;
+  readonly onMessageDelta = this.deltaEmitter.event;
+  readonly onMessage = this.messageEmitter.event;
+
+  private readonly disposables: vscode.Disposable[] = [];
+  private clientDisposables: vscode.Disposable[] = [];
+  private starting: Promise<void> | undefined;
+
+  constructor(
+    private readonly output: vscode.LogOutputChannel,
+  ) {
+    this.disposables.push(
+      vscode.workspace.onDidChangeConfiguration((event) => this.configurationChanged(event)),
+      this.stateEmitter,
+      this.statusEmitter,
+      this.deltaEmitter,
+      this.messageEmitter,
+    );
+  }
+
+  /** Starts the server unless it runs; resolves once it answered initialize. */
+  start(): Promise<void> {
+    if (this.client && this.state === "running") return Promise.resolve();
+    if (!this.starting) {
+      this.starting = this.doStart().finally(() => {
+        this.starting = undefined;
+      });
+    }
+    return this.starting;
+  }
+
+  async restart(): Promise<void> {
+    await this.stop();
+    await this.start();
+  }
+
+  async stop(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    for (const d of this.clientDisposables) d.dispose();
+    this.clientDisposables = [];
+    if (client) {
+      try {
+        await client.stop(5000);
+      } catch (error) {
+        this.output.warn(`Stopping the server: ${String(error)}`);
+      }
+      await client.dispose();
+    }
+    this.setState("stopped");
+  }
+
+  /** Sends a request once the server runs; throws if it cannot start. */
+  async request<R>(method: string, params: unknown, token?: vscode.CancellationToken): Promise<R> {
+    await this.start();
+    if (!this.client) throw new Error("The agentls server is not running. See Output > agentls.");
+    return this.client.sendRequest<R>(method, params, token);
+  }
+
+  async refreshStatus(): Promise<void> {
+    if (!this.client || this.state !== "running") return;
+    try {
+      this.status = await this.client.sendRequest<StatusResult>(Methods.status, {});
+    } catch (error) {
+      this.output.warn(`agentls/status failed: ${String(error)}`);
+    }
+    this.statusEmitter.fire();
+  }
+
+  dispose(): void {
+    void this.stop();
+    for (const d of this.disposables) d.dispose();
+  }
+
+  private async doStart(): Promise<void> {
+    const config = vscode.workspace.getConfiguration(SECTION);
+    const folders = (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath);
+    const discovery = discoverServer({
+      configured: config.get<string>("server.path"),
+      workspaceFolders: folders,
+      pythonInterpreter: await selectedPythonInterpreter(),
+      envPath: process.env.PATH,
+      platform: process.platform,
+      home: os.homedir(),
+      isExecutable,
+    });
+    if (!discovery.found) {
+      this.output.error(`${discovery.message}\nLooked at:\n  ${discovery.tried.join("\n  ")}`);
+      this.setState("failed");
+      void vscode.window
+        .showErrorMessage(`agentls: ${discovery.message}`, "Configure", "Show Output")
+        .then((choice) => {
+          if (choice === "Configure") {
+            void vscode.commands.executeCommand("workbench.action.openSettings", "agentls.server.path");
+          } else if (choice === "Show Output") {
+            this.output.show();
+          }
+        });
+      return;
+    }
+    this.output.info(`Starting ${discovery.path} (found via ${discovery.source})`);
+
+    const extraEnv = config.get<{ [key: string]: string }>("server.env") ?? {};
+    const serverOptions: ServerOptions = {
+      command: discovery.path,
+      args: config.get<string[]>("server.args") ?? [],
+      transport: TransportKind.stdio,
+      options: { env: { ...process.env, ...extraEnv }, cwd: folders[0] },
+    };
+    const clientOptions: LanguageClientOptions = {
+      documentSelector: [{ scheme: "file" }, { scheme: "untitled" }],
+      outputChannel: this.output,
+      // Settings travel through workspace/configuration only (see
+      // settings.ts): initializationOptions would outrank them and could
+      // not change without a restart.
+      initializationOptions: {},
+      middleware: {
+        workspace: {
+          configuration: async (params, token, next) => {
+            const answer = await next(params, token);
+            if (!Array.isArray(answer)) return answer;
+            return params.items.map((item, i) =>
+              item.section === SECTION ? wireSettings(item.scopeUri) : answer[i],
+            );
+          },
+        },
+      },
+    };
+
+    const client = new LanguageClient("agentls", "agentls", serverOptions, clientOptions);
+    this.client = client;
+    this.setState("starting");
+    this.clientDisposables.push(
+      client.onNotification(Methods.messageDelta, (p: MessageDeltaParams) => this.deltaEmitter.fire(p)),
+      client.onNotification(Methods.message, (p: MessageParams) => this.messageEmitter.fire(p)),
+      client.onNotification(Methods.didChangeStatus, (p: DidChangeStatus) => {
+        this.lastStatusNotification = p;
+        void this.refreshStatus();
+      }),
+      client.onDidChangeState((event) => {
+        if (event.newState === State.Stopped && this.client === client && this.state === "running") {
+          this.setState("failed");
+        }
+      }),
+    );
+    try {
+      await client.start();
+    } catch (error) {
+      this.output.error(`The agentls server failed to start: ${String(error)}`);
+      if (this.client === client) this.client = undefined;
+      this.setState("failed");
+      void vscode.window
+        .showErrorMessage(`agentls: the server failed to start (${discovery.path}).`, "Show Output", "Configure")
+        .then((choice) => {
+          if (choice === "Show Output") this.output.show();
+          if (choice === "Configure") {
+            void vscode.commands.executeCommand("workbench.action.openSettings", "agentls.server");
+          }
+        });
+      return;
+    }
+    this.registerAcceptFallback(client);
+    this.setState("running");
+    await this.refreshStatus();
+  }
+
+  /**
+   * Inline completion items carry `agentls.inlineCompletionAccepted`; VS Code
+   * runs it on Tab. The client forwards it to the server when the server
+   * lists it in executeCommandProvider; otherwise a local no-op keeps VS
+   * Code from reporting an unknown command.
+   */
+  private registerAcceptFallback(client: LanguageClient): void {
+    const commands = client.initializeResult?.capabilities.executeCommandProvider?.commands ?? [];
+    if (!commands.includes(ACCEPT_COMMAND)) {
+      this.clientDisposables.push(vscode.commands.registerCommand(ACCEPT_COMMAND, () => undefined));
+    }
+  }
+
+  private configurationChanged(event: vscode.ConfigurationChangeEvent): void {
+    if (!event.affectsConfiguration(SECTION)) return;
+    const restart = needsRestart(
+      ["server.path", "server.args", "server.env"].filter((key) => event.affectsConfiguration(`${SECTION}.${key}`)),
+    );
+    if (restart) {
+      this.output.info("agentls.server.* changed: restarting the server");
+      void this.restart();
+      return;
+    }
+    if (this.client && this.state === "running") {
+      // Pull model: the server asks for section "agentls" again.
+      void this.client
+        .sendNotification(DidChangeConfigurationNotification.type, { settings: null })
+        .then(() => setTimeout(() => void this.refreshStatus(), 300));
+    }
+  }
+
+  private setState(state: ServerState): void {
+    this.state = state;
+    this.stateEmitter.fire(state);
+  }
+}
+
+function wireSettings(scopeUri?: string) {
+  const scope = scopeUri ? vscode.Uri.parse(scopeUri) : undefined;
+  const config = vscode.workspace.getConfiguration(SECTION, scope);
+  return toWireSettings((key) => config.inspect(key) as Inspected | undefined);
+}
+
+function isExecutable(file: string): boolean {
+  try {
+    fs.accessSync(file, fs.constants.X_OK);
+    return fs.statSync(file).isFile();
+  } catch {
+    return false;
+  }
+}
+
+/** The interpreter the Python extension selected, when it is installed. */
+async function selectedPythonInterpreter(): Promise<string | undefined> {
+  try {
+    const python = vscode.extensions.getExtension("ms-python.python");
+    if (!python) return undefined;
+    const api = python.isActive ? python.exports : await python.activate();
+    const resource = vscode.workspace.workspaceFolders?.[0]?.uri;
+    const env = api?.environments?.getActiveEnvironmentPath?.(resource);
+    return typeof env?.path === "string" ? env.path : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,62 @@
+/** Entry point: wires the server connection, chat view, status bar and commands. */
+
+import * as vscode from "vscode";
+import { ChatViewProvider } from "./chat/view";
+import { ServerConnection } from "./connection";
+import { showSessions } from "./sessions";
+import { statusView } from "./status";
+
+let connection: ServerConnection | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  const output = vscode.window.createOutputChannel("agentls", { log: true });
+  connection = new ServerConnection(output);
+  const chat = new ChatViewProvider(context.extensionUri, connection);
+
+  const statusItem = vscode.window.createStatusBarItem("agentls.status", vscode.StatusBarAlignment.Right, 100);
+  statusItem.name = "agentls";
+  statusItem.command = "agentls.openChat";
+  const renderStatus = () => {
+    const conn = connection;
+    if (!conn) return;
+    const view = statusView(conn.state, conn.status, chat.busy, conn.lastStatusNotification);
+    statusItem.text = view.text;
+    statusItem.tooltip = view.tooltip;
+    statusItem.command = conn.state === "failed" ? "agentls.showOutput" : "agentls.openChat";
+    statusItem.backgroundColor = view.error ? new vscode.ThemeColor("statusBarItem.errorBackground") : undefined;
+    statusItem.show();
+  };
+
+  context.subscriptions.push(
+    output,
+    connection,
+    chat,
+    statusItem,
+    connection.onDidChangeState(renderStatus),
+    connection.onDidChangeStatus(renderStatus),
+    chat.onDidChangeBusy(renderStatus),
+    vscode.window.registerWebviewViewProvider(ChatViewProvider.viewId, chat),
+    vscode.commands.registerCommand("agentls.openChat", () => chat.reveal()),
+    vscode.commands.registerCommand("agentls.startNewSession", async () => {
+      chat.newSession();
+      await chat.reveal();
+    }),
+    vscode.commands.registerCommand("agentls.cancelTurn", () => {
+      if (!chat.cancel()) void vscode.window.setStatusBarMessage("agentls: no turn is running", 3000);
+    }),
+    vscode.commands.registerCommand("agentls.showSessions", () => showSessions(connection!, chat)),
+    vscode.commands.registerCommand("agentls.restartServer", () => connection!.restart()),
+    vscode.commands.registerCommand("agentls.showOutput", () => output.show()),
+    vscode.commands.registerCommand("agentls.sendPrompt", async (prompt?: string) => {
+      await chat.reveal();
+      if (typeof prompt === "string") await chat.send(prompt);
+    }),
+  );
+  renderStatus();
+  await connection.start();
+}
+
+export async function deactivate(): Promise<void> {
+  await connection?.stop();
+  connection = undefined;
+}

@@ -1,0 +1,53 @@
+/**
+ * The status bar item's text and tooltip from `agentls/status` and the
+ * server's `didChangeStatus` notification. Pure: no `vscode` import.
+ */
+
+export interface StatusResult {
+  provider?: { id?: string; display_name?: string; error?: string } | null;
+  model?: string | null;
+  sessions?: unknown[];
+  completions?: { served?: number; shown?: number; accepted?: number };
+}
+
+/** Copilot's didChangeStatus: {busy?, kind?: Normal|Error|Warning|Inactive, message?}. */
+export interface DidChangeStatus {
+  busy?: boolean;
+  kind?: string;
+  message?: string;
+}
+
+export type ServerState = "starting" | "running" | "stopped" | "failed";
+
+export interface StatusView {
+  text: string;
+  tooltip: string;
+  error: boolean;
+}
+
+export function statusView(
+  state: ServerState,
+  status: StatusResult | undefined,
+  busy: boolean,
+  extra?: DidChangeStatus,
+): StatusView {
+  if (state === "starting") return { text: "$(loading~spin) agentls", tooltip: "agentls: starting the server", error: false };
+  if (state === "failed") return { text: "$(error) agentls", tooltip: "agentls: the server is not running. Click for the output.", error: true };
+  if (state === "stopped") return { text: "$(circle-slash) agentls", tooltip: "agentls: stopped", error: false };
+
+  const provider = status?.provider?.id ?? "?";
+  const model = status?.model ?? "";
+  const providerError = status?.provider?.error;
+  const kindError = extra?.kind === "Error" || extra?.kind === "Warning";
+  const icon = busy || extra?.busy ? "$(sync~spin)" : providerError || kindError ? "$(warning)" : "$(sparkle)";
+  const text = `${icon} agentls: ${provider}${model ? ` · ${model}` : ""}`;
+  const lines = [
+    `agentls — provider ${status?.provider?.display_name ?? provider}${model ? `, model ${model}` : ""}`,
+    busy || extra?.busy ? "Busy" : "Idle",
+  ];
+  if (providerError) lines.push(`Provider problem: ${providerError}`);
+  if (extra?.message) lines.push(extra.message);
+  const c = status?.completions;
+  if (c) lines.push(`Inline completions: ${c.served ?? 0} served, ${c.shown ?? 0} shown, ${c.accepted ?? 0} accepted`);
+  return { text, tooltip: lines.join("\n"), error: Boolean(providerError) || extra?.kind === "Error" };
+}

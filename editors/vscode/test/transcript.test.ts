@@ -1,0 +1,113 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { contentText, readToolCalls, Transcript } from "../src/chat/transcript";
+
+describe("Transcript", () => {
+  it("accumulates deltas and swaps in the final message", () => {
+    const t = new Transcript();
+    const [userId] = t.addUserPrompt("hi");
+    t.applyDelta({ sessionId: "s1", index: 1, delta: "Hel", kind: "text" });
+    const [id] = t.applyDelta({ sessionId: "s1", index: 1, delta: "lo", kind: "text" });
+    assert.equal(t.sessionId, "s1");
+    assert.equal(t.find(id)?.text, "Hello");
+    assert.equal(t.find(id)?.streaming, true);
+    t.applyMessage({ role: "user", content: "hi" }, "s1");
+    assert.equal(t.find(userId)?.local, false, "the server's copy confirms the local prompt");
+    const changed = t.applyMessage({ role: "assistant", content: "Hello!" }, "s1");
+    assert.deepEqual(changed, [id]);
+    assert.equal(t.find(id)?.text, "Hello!");
+    assert.equal(t.find(id)?.streaming, false);
+    assert.equal(t.entries.length, 2);
+  });
+
+  it("keeps thinking apart from text", () => {
+    const t = new Transcript("s");
+    const [id] = t.applyDelta({ sessionId: "s", index: 0, delta: "hmm", kind: "thinking" });
+    t.applyDelta({ sessionId: "s", index: 0, delta: "Yes", kind: "text" });
+    assert.equal(t.find(id)?.thinking, "hmm");
+    assert.equal(t.find(id)?.text, "Yes");
+  });
+
+  it("ignores notifications for other sessions", () => {
+    const t = new Transcript("mine");
+    assert.deepEqual(t.applyDelta({ sessionId: "other", index: 0, delta: "x" }), []);
+    assert.deepEqual(t.applyMessage({ role: "assistant", content: "x" }, "other"), []);
+    assert.equal(t.entries.length, 0);
+  });
+
+  it("shows tool calls and their results with the tool's name", () => {
+    const t = new Transcript("s");
+    t.applyMessage({
+      role: "assistant",
+      content: "",
+      metadata: { tool_calls: [{ tool: "edit_file", arguments: { path: "a.py" }, id: "c1" }] },
+    });
+    const [resultId] = t.applyMessage({
+      role: "tool",
+      content: "Error: declined",
+      metadata: { tool_call_id: "c1" },
+      toolResult: { success: false, error: { message: "The user declined" } },
+    });
+    const call = t.entries[0].toolCalls?.[0];
+    assert.equal(call?.name, "edit_file");
+    assert.deepEqual(call?.arguments, { path: "a.py" });
+    const result = t.find(resultId)?.tool;
+    assert.equal(result?.name, "edit_file");
+    assert.equal(result?.success, false);
+    assert.equal(result?.error, "The user declined");
+  });
+
+  it("marks hook injections", () => {
+    const t = new Transcript("s");
+    const [id] = t.applyMessage({ role: "user", content: "E501 line too long", metadata: { source: "hook", hook_name: "ruff" } });
+    assert.equal(t.find(id)?.role, "hook");
+    assert.equal(t.find(id)?.hookName, "ruff");
+  });
+
+  it("finishes a turn: closes streams, reports failure and cancellation", () => {
+    const t = new Transcript();
+    t.applyDelta({ sessionId: "s", index: 0, delta: "partial" });
+    const changed = t.finishTurn({ sessionId: "s", status: "failed", error: { code: "rate_limit", message: "slow down" } });
+    assert.equal(changed.length, 2);
+    assert.equal(t.isStreaming, false);
+    assert.equal(t.entries[1].role, "error");
+    assert.equal(t.entries[1].text, "slow down");
+    t.finishTurn({ sessionId: "s", status: "cancelled" });
+    assert.equal(t.entries[2].text, "Cancelled.");
+  });
+
+  it("takes the session id from the result when no notification came", () => {
+    const t = new Transcript();
+    t.finishTurn({ sessionId: "new", status: "completed" });
+    assert.equal(t.sessionId, "new");
+  });
+
+  it("loads a stored session", () => {
+    const t = new Transcript("s", [
+      { role: "system", content: "sys" },
+      { role: "user", content: "q" },
+      { role: "assistant", content: "a" },
+    ]);
+    assert.deepEqual(
+      t.entries.map((e) => e.role),
+      ["system", "user", "assistant"],
+    );
+  });
+});
+
+describe("helpers", () => {
+  it("contentText handles strings, parts and objects", () => {
+    assert.equal(contentText("x"), "x");
+    assert.equal(contentText([{ type: "text", text: "a" }, "b", { type: "image" }]), "ab");
+    assert.equal(contentText(null), "");
+    assert.equal(contentText({ a: 1 }), '{\n  "a": 1\n}');
+  });
+
+  it("readToolCalls accepts the OpenAI shape and JSON-string arguments", () => {
+    const calls = readToolCalls({
+      tool_calls: [{ id: "x", function: { name: "read_file", arguments: '{"path":"b.py"}' } }],
+      tool_call_previews: { x: "--- b.py" },
+    });
+    assert.deepEqual(calls, [{ id: "x", name: "read_file", arguments: { path: "b.py" }, preview: "--- b.py" }]);
+  });
+});
