@@ -315,6 +315,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.server.backend._track(self.connection, True)
 
+    def handle(self) -> None:
+        # A client that hangs up with bytes unread makes the next read of a
+        # keep-alive connection raise; that is the client's right, not an error.
+        try:
+            super().handle()
+        except (ConnectionResetError, BrokenPipeError, ConnectionAbortedError):
+            self.close_connection = True
+
     def finish(self) -> None:
         self.server.backend._track(self.connection, False)
         try:
