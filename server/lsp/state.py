@@ -16,8 +16,11 @@ from agentls.core.registry import PluginRegistry
 from agentls.core.settings import AgentlsSettings, LoadedSettings, SettingsProblem, load_settings
 
 if TYPE_CHECKING:
+    from agentls.core.orchestrator import Orchestrator
     from agentls.core.provider import Provider
     from agentls.core.session_store import SessionStore
+
+    from .channels import TurnWiring
 
 log = logging.getLogger("agentls.lsp.state")
 
@@ -51,6 +54,11 @@ class ServerState:
         self._provider_error: str | None = None
         self._store: SessionStore | None = None
         self._told: set[str] = set()
+        # Agent turns: one orchestrator per process (get_orchestrator), wired to
+        # the client by agentls.lsp.chat.
+        self.orchestrator: Orchestrator | None = None
+        self.turn_wiring: TurnWiring | None = None
+        self._orchestrator_inputs: tuple[object, ...] = ()
 
     # -- settings --------------------------------------------------------------
     @property
@@ -143,6 +151,48 @@ class ServerState:
             "tool", config, tags=self.registry.collect_tags(config),
             disabled=self.settings.features.disabled,
         )
+
+    # -- agent turns -----------------------------------------------------------------
+    def get_orchestrator(self) -> Orchestrator:
+        """The turn loop, built on first use. After a settings change (new
+        provider, tools or limits) the same object is re-pointed rather than
+        replaced, so running turns stay cancellable and the per-session
+        statuses of this process are kept. AgentlsError when the provider
+        cannot be built."""
+        provider = self.provider()
+        inputs = (provider, self.loaded, tuple(self.workspace_folders), self.turn_wiring)
+        if self.orchestrator is not None and all(
+            a is b for a, b in zip(inputs, self._orchestrator_inputs, strict=True)
+        ):
+            return self.orchestrator
+        from agentls.core.injections import InjectionLimits
+        from agentls.core.orchestrator import Orchestrator, TurnLimits
+        from agentls.core.tools import ToolExecutor
+
+        session = self.settings.session
+        wiring = self.turn_wiring
+        if self.orchestrator is None:
+            self.orchestrator = Orchestrator(provider, sink=self.store())
+        core = self.orchestrator
+        core.provider = provider
+        core.model = self.settings.model
+        core.tools = ToolExecutor(self.tools(), self.feature_config())
+        core.limits = TurnLimits(
+            max_iterations=session.max_iterations,
+            injection=InjectionLimits(
+                size_limit=session.injection_size_limit,
+                budget_per_turn=session.injection_budget_per_turn,
+            ),
+        )
+        core.workspace = str(self.workspace_root) if self.workspace_root else None
+        core.approval = wiring.approval if wiring else None
+        core.display = wiring.display if wiring else None
+        core.tool_context = {
+            "workspace_folders": [str(p) for p in self.workspace_folders],
+            "documents": wiring.documents if wiring else None,
+        }
+        self._orchestrator_inputs = inputs
+        return core
 
     def session_statuses(self) -> list[Any]:
         """SessionStatus of the sessions this process ran (filled by chat)."""

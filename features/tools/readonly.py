@@ -1,0 +1,319 @@
+"""The read-only tools: `read_file {path}`, `list_files {path?, glob?}`,
+`search_text {pattern, path?, glob?}` (PROTOCOL.md, "Tool calls").
+
+One ToolPlugin per tool, so `features.disabled` can switch each off by name.
+They read open editor buffers before the disk, refuse any path outside the
+workspace folders, and cap what they return so one call cannot flood the
+model's context. The file system work runs in a thread: a large tree must
+not stall the language server's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from .workspace import Workspace, WorkspacePathError, matches_glob
+
+__all__ = [
+    "LIST_MAX_FILES",
+    "READ_MAX_CHARS",
+    "SEARCH_MAX_MATCHES",
+    "ListFilesTool",
+    "ReadFileTool",
+    "SearchTextTool",
+]
+
+READ_MAX_CHARS = 100_000
+LIST_MAX_FILES = 500
+LIST_MAX_WALK = 20_000  # entries visited before giving up on a huge tree
+SEARCH_MAX_MATCHES = 200
+SEARCH_MAX_FILES = 5_000
+SEARCH_MAX_FILE_BYTES = 2 * 1024 * 1024
+SEARCH_MAX_LINE_CHARS = 300
+
+_VERSION = "0.1.0"
+
+
+class _ToolFailure(Exception):
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+@dataclass(frozen=True)
+class _Call:
+    workspace: Workspace
+    arguments: dict[str, Any]
+
+    def text(self, key: str, *, required: bool = False) -> str | None:
+        value = self.arguments.get(key)
+        if value is None or value == "":
+            if required:
+                raise _ToolFailure(f"The argument {key!r} is required.", "invalid_arguments")
+            return None
+        if not isinstance(value, str):
+            raise _ToolFailure(
+                f"The argument {key!r} must be a string, not {type(value).__name__}.",
+                "invalid_arguments",
+            )
+        return value
+
+
+class _ReadOnlyTool:
+    """What the three tools share: schema, context, failure handling."""
+
+    name: ClassVar[str]
+    version: ClassVar[str] = _VERSION
+    description: ClassVar[str]
+    parameters: ClassVar[dict[str, Any]]
+
+    def init(self, config: dict[str, Any]) -> dict[str, Any]:
+        return {"config": config}
+
+    def get_tool_schemas(self, state: dict[str, Any], **kwargs: Any) -> list[dict[str, Any]]:
+        return [{"name": self.name, "description": self.description,
+                 "parameters": self.parameters}]
+
+    def get_ui_elements(
+        self, config: dict[str, Any], context: dict[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
+        return []
+
+    async def execute_tool_async(
+        self, tool_name: str | None, payload: Any, state: dict[str, Any], **kwargs: Any
+    ) -> dict[str, Any]:
+        arguments = payload if isinstance(payload, dict) else {}
+        workspace = Workspace.from_tool_context(kwargs.get("context"), state.get("config"))
+        call = _Call(workspace, arguments)
+        try:
+            output = await asyncio.to_thread(self.run, call)
+        except _ToolFailure as exc:
+            return {"success": False, "error": {"message": exc.message, "code": exc.code}}
+        except WorkspacePathError as exc:
+            return {"success": False, "error": {"message": str(exc), "code": exc.code}}
+        except OSError as exc:
+            return {"success": False,
+                    "error": {"message": f"{self.name} failed: {exc.strerror or exc}",
+                              "code": "io_error"}}
+        return {"success": True, "output": output}
+
+    def run(self, call: _Call) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def format_tool_result(self, result: dict[str, Any], state: dict[str, Any]) -> str:
+        if not result.get("success"):
+            error = result.get("error") or {}
+            message = error.get("message") if isinstance(error, dict) else error
+            return f"Error: {message}"
+        return self.render(result.get("output") or {})
+
+    def render(self, output: dict[str, Any]) -> str:
+        raise NotImplementedError
+
+    def format_tool_call_preview(
+        self, tool_name: str | None, payload: Any, state: dict[str, Any], **kwargs: Any
+    ) -> str:
+        arguments = payload if isinstance(payload, dict) else {}
+        return self.preview(arguments)
+
+    def preview(self, arguments: dict[str, Any]) -> str:
+        raise NotImplementedError
+
+
+class ReadFileTool(_ReadOnlyTool):
+    name = "read_file"
+    description = (
+        "Read a text file of the workspace. Returns the content of the editor's open "
+        "buffer when the file is open (unsaved changes included), else the file on disk. "
+        f"Output is cut at {READ_MAX_CHARS} characters."
+    )
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string",
+                     "description": "Path relative to the workspace root, or absolute "
+                                    "inside a workspace folder."},
+        },
+        "required": ["path"],
+    }
+
+    def run(self, call: _Call) -> dict[str, Any]:
+        resolved = call.workspace.resolve(call.text("path", required=True))
+        read = call.workspace.read_text(resolved, limit=READ_MAX_CHARS)
+        return {
+            "path": call.workspace.relative(resolved),
+            "content": read.text,
+            "source": read.source,
+            "truncated": read.truncated,
+        }
+
+    def render(self, output: dict[str, Any]) -> str:
+        text = str(output.get("content", ""))
+        if output.get("truncated"):
+            text += (f"\n\n[read_file: truncated after {READ_MAX_CHARS} characters; the rest "
+                     "of the file was not shown. Use search_text to find specific lines.]")
+        return text
+
+    def preview(self, arguments: dict[str, Any]) -> str:
+        return f"read_file {arguments.get('path', '?')}"
+
+
+class ListFilesTool(_ReadOnlyTool):
+    name = "list_files"
+    description = (
+        "List the files under a folder of the workspace, recursively (version-control, "
+        "dependency and cache folders and what .gitignore names are skipped). "
+        f"At most {LIST_MAX_FILES} paths are returned."
+    )
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string",
+                     "description": "Folder relative to the workspace root (default: the root)."},
+            "glob": {"type": "string",
+                     "description": "Only files matching this glob: `*.py` matches file names "
+                                    "at any depth, `src/**/*.ts` matches paths."},
+        },
+    }
+
+    def run(self, call: _Call) -> dict[str, Any]:
+        workspace = call.workspace
+        base = workspace.resolve(call.text("path"))
+        pattern = call.text("glob")
+        if not base.is_dir():
+            if base.exists():
+                return {"path": workspace.relative(base), "files": [workspace.relative(base)],
+                        "truncated": False}
+            raise _ToolFailure(f"{workspace.relative(base)} does not exist.", "not_found")
+        files: list[str] = []
+        truncated = False
+        visited = 0
+        for path, is_dir in workspace.walk(base, max_entries=LIST_MAX_WALK):
+            visited += 1
+            if is_dir:
+                continue
+            if pattern and not matches_glob(path.relative_to(base).as_posix(), pattern):
+                continue
+            if len(files) >= LIST_MAX_FILES:
+                truncated = True
+                break
+            files.append(workspace.relative(path))
+        if visited >= LIST_MAX_WALK:
+            truncated = True
+        return {"path": workspace.relative(base), "files": files, "truncated": truncated}
+
+    def render(self, output: dict[str, Any]) -> str:
+        files = [str(f) for f in output.get("files") or []]
+        text = "\n".join(files) if files else "(no files)"
+        if output.get("truncated"):
+            text += (f"\n\n[list_files: stopped at {len(files)} files; narrow it with `path` "
+                     "or `glob`.]")
+        return text
+
+    def preview(self, arguments: dict[str, Any]) -> str:
+        where = arguments.get("path") or "."
+        pattern = arguments.get("glob")
+        return f"list_files {where}" + (f" (glob {pattern})" if pattern else "")
+
+
+class SearchTextTool(_ReadOnlyTool):
+    name = "search_text"
+    description = (
+        "Search the workspace's text files for a regular expression (Python syntax; an "
+        "invalid expression is searched as plain text). Open buffers are searched as the "
+        f"user sees them. Returns `path:line: text`, at most {SEARCH_MAX_MATCHES} matches."
+    )
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "pattern": {"type": "string", "description": "Regular expression to find."},
+            "path": {"type": "string",
+                     "description": "File or folder to search, relative to the workspace "
+                                    "root (default: the root)."},
+            "glob": {"type": "string",
+                     "description": "Only files matching this glob (`*.py`, `src/**/*.ts`)."},
+        },
+        "required": ["pattern"],
+    }
+
+    def run(self, call: _Call) -> dict[str, Any]:
+        workspace = call.workspace
+        raw = call.text("pattern", required=True) or ""
+        literal = False
+        try:
+            regex = re.compile(raw, re.MULTILINE)  # MULTILINE: `^`/`$` work per line
+        except re.error:
+            regex, literal = re.compile(re.escape(raw)), True
+        base = workspace.resolve(call.text("path"))
+        pattern = call.text("glob")
+        candidates: Iterator[Path]
+        if base.is_dir():
+            candidates = (
+                path for path, is_dir in workspace.walk(base, max_entries=LIST_MAX_WALK)
+                if not is_dir
+                and (not pattern or matches_glob(path.relative_to(base).as_posix(), pattern))
+            )
+        elif base.exists() or workspace.buffer_text(base) is not None:
+            candidates = iter([base])
+        else:
+            raise _ToolFailure(f"{workspace.relative(base)} does not exist.", "not_found")
+        matches: list[dict[str, Any]] = []
+        truncated = False
+        for scanned, path in enumerate(candidates):
+            if scanned >= SEARCH_MAX_FILES:
+                truncated = True
+                break
+            text = self._text(workspace, path)
+            if text is None or not regex.search(text):
+                continue
+            for number, line in enumerate(text.splitlines(), start=1):
+                if regex.search(line):
+                    if len(matches) >= SEARCH_MAX_MATCHES:
+                        truncated = True
+                        break
+                    matches.append({"path": workspace.relative(path), "line": number,
+                                    "text": line[:SEARCH_MAX_LINE_CHARS]})
+            if truncated:
+                break
+        return {"pattern": raw, "literal": literal, "matches": matches, "truncated": truncated}
+
+    @staticmethod
+    def _text(workspace: Workspace, path: Path) -> str | None:
+        buffered = workspace.buffer_text(path)
+        if buffered is not None:
+            return buffered
+        try:
+            if path.stat().st_size > SEARCH_MAX_FILE_BYTES:
+                return None
+            data = path.read_bytes()
+        except OSError:
+            return None
+        if b"\0" in data[:8192]:
+            return None  # binary
+        return data.decode("utf-8", errors="replace")
+
+    def render(self, output: dict[str, Any]) -> str:
+        matches = output.get("matches") or []
+        lines = [f"{m['path']}:{m['line']}: {m['text']}" for m in matches]
+        text = "\n".join(lines) if lines else "(no matches)"
+        if output.get("literal"):
+            text = "[search_text: the pattern is not a valid regular expression; searched " \
+                   "for it as plain text]\n" + text
+        if output.get("truncated"):
+            text += (f"\n\n[search_text: stopped after {len(matches)} matches; narrow it with "
+                     "`path` or `glob`.]")
+        return text
+
+    def preview(self, arguments: dict[str, Any]) -> str:
+        text = f"search_text /{arguments.get('pattern', '')}/"
+        if arguments.get("path"):
+            text += f" in {arguments['path']}"
+        if arguments.get("glob"):
+            text += f" (glob {arguments['glob']})"
+        return text

@@ -1,0 +1,282 @@
+"""The workspace as the read-only tools and `@file:` mentions see it.
+
+- Every path is resolved (`..` and symlinks) and must land inside one of the
+  workspace folders; anything else is refused before it is touched.
+- Open editor buffers win over the disk: the language server's view of open
+  documents is the source of truth (PROTOCOL.md), so the agent reads what the
+  user sees, unsaved changes included. The lookup is a callable handed in by
+  the LSP layer, so this module knows nothing about LSP.
+- Walking skips version-control and tool directories and, roughly, what the
+  top-level `.gitignore` names, and is bounded so a huge tree cannot stall a
+  turn.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from wcmatch import fnmatch, glob
+
+from agentls.core.models import AgentlsError
+
+__all__ = [
+    "DEFAULT_IGNORED_DIRS",
+    "DocumentLookup",
+    "IgnoreRules",
+    "NoWorkspace",
+    "OutsideWorkspace",
+    "ReadText",
+    "Workspace",
+    "WorkspacePathError",
+    "matches_glob",
+]
+
+DocumentLookup = Callable[[Path], "str | None"]
+
+# Directories nobody wants an agent to wade through.
+DEFAULT_IGNORED_DIRS = frozenset(
+    {
+        ".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__",
+        ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".nox",
+    }
+)
+_GITIGNORE_MAX_BYTES = 64 * 1024
+_BINARY_SNIFF_BYTES = 8192
+_GLOB_FLAGS = glob.GLOBSTAR | glob.BRACE | glob.DOTGLOB
+_NAME_FLAGS = fnmatch.BRACE | fnmatch.DOTMATCH
+
+
+class WorkspacePathError(AgentlsError):
+    """A tool path that cannot be used; the message is for the agent."""
+
+    code = "invalid_path"
+
+
+class NoWorkspace(WorkspacePathError):
+    code = "no_workspace"
+
+
+class OutsideWorkspace(WorkspacePathError):
+    code = "outside_workspace"
+
+
+@dataclass(frozen=True)
+class ReadText:
+    """A file's text as the user sees it."""
+
+    path: Path
+    text: str
+    source: str  # "buffer" (open in the editor) or "disk"
+    truncated: bool
+    total: int  # characters (buffer) or bytes (disk) before truncation
+
+
+def matches_glob(rel: str, pattern: str) -> bool:
+    """`pattern` with a "/" matches the path (`**` spans folders); without
+    one it matches the file name at any depth (`*.py`), as ripgrep's -g does."""
+    if "/" in pattern:
+        return bool(glob.globmatch(rel, pattern, flags=_GLOB_FLAGS))
+    return bool(fnmatch.fnmatch(rel.rsplit("/", 1)[-1], pattern, flags=_NAME_FLAGS))
+
+
+class IgnoreRules:
+    """Default ignored directories plus the simple forms of `.gitignore`
+    lines (`name`, `*.ext`, `dir/`, `/anchored/path`, `a/**/b`). Negations
+    (`!keep`) are not supported and skipped: the rules only ever hide more."""
+
+    def __init__(self, patterns: Iterable[str] = ()) -> None:
+        self._rules: list[tuple[str, bool, bool]] = []  # (pattern, anchored, dir_only)
+        for line in patterns:
+            line = line.strip()
+            if not line or line.startswith(("#", "!")):
+                continue
+            dir_only = line.endswith("/")
+            line = line.rstrip("/")
+            anchored = "/" in line
+            line = line.lstrip("/")
+            if line:
+                self._rules.append((line, anchored, dir_only))
+
+    @classmethod
+    def for_folder(cls, folder: Path) -> IgnoreRules:
+        try:
+            with open(folder / ".gitignore", encoding="utf-8", errors="replace") as fh:
+                return cls(fh.read(_GITIGNORE_MAX_BYTES).splitlines())
+        except OSError:
+            return cls()
+
+    def ignored(self, rel: str, *, is_dir: bool) -> bool:
+        """`rel`: posix path relative to the folder the rules came from."""
+        name = rel.rsplit("/", 1)[-1]
+        if is_dir and name in DEFAULT_IGNORED_DIRS:
+            return True
+        for pattern, anchored, dir_only in self._rules:
+            if dir_only and not is_dir:
+                continue
+            if anchored:
+                if glob.globmatch(rel, pattern, flags=_GLOB_FLAGS):
+                    return True
+            elif fnmatch.fnmatch(name, pattern, flags=_NAME_FLAGS):
+                return True
+        return False
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """The workspace folders (resolved) and the open-buffer lookup."""
+
+    folders: tuple[Path, ...]
+    documents: DocumentLookup | None = None
+
+    @classmethod
+    def of(cls, folders: Iterable[str | Path], documents: DocumentLookup | None = None
+           ) -> Workspace:
+        return cls(tuple(Path(f).expanduser().resolve() for f in folders if f), documents)
+
+    @classmethod
+    def from_tool_context(
+        cls, context: Mapping[str, Any] | None, config: Mapping[str, Any] | None
+    ) -> Workspace:
+        """From the orchestrator's tool context ({"workspace_folders",
+        "documents"}), falling back to the plugin config the server gave."""
+        context = context or {}
+        config = config or {}
+        folders: Sequence[Any]
+        if "workspace_folders" in context:  # the server's current view wins
+            folders = context["workspace_folders"] or []
+        else:
+            folders = config.get("workspace_folders") or []
+            if not folders and config.get("workspace_root"):
+                folders = [config["workspace_root"]]
+        documents = context.get("documents")
+        return cls.of([str(f) for f in folders], documents if callable(documents) else None)
+
+    @property
+    def root(self) -> Path | None:
+        return self.folders[0] if self.folders else None
+
+    # -- paths ------------------------------------------------------------------
+    def resolve(self, path: str | None) -> Path:
+        """The real path inside a workspace folder, or WorkspacePathError.
+
+        Relative paths start at the first folder; `..` and symlinks are
+        resolved before the check, so neither can lead outside."""
+        if not self.folders:
+            raise NoWorkspace(
+                "No workspace folder is open, so there are no files to read. "
+                "Ask the user to open a folder."
+            )
+        text = (path or "").strip()
+        if text.startswith("file://"):
+            text = unquote(urlsplit(text).path)
+        raw = Path(text) if text else Path(".")
+        candidate = raw if raw.is_absolute() else self.folders[0] / raw
+        try:
+            resolved = candidate.resolve()
+        except (OSError, RuntimeError) as exc:  # symlink loops
+            raise WorkspacePathError(f"Cannot resolve {text!r}: {exc}") from exc
+        if self.folder_of(resolved) is None:
+            shown = ", ".join(str(f) for f in self.folders)
+            raise OutsideWorkspace(
+                f"{text!r} is outside the workspace folders ({shown}); the tools only "
+                "read files inside them. Use a path relative to the workspace root."
+            )
+        return resolved
+
+    def folder_of(self, resolved: Path) -> Path | None:
+        for folder in self.folders:
+            if resolved == folder or resolved.is_relative_to(folder):
+                return folder
+        return None
+
+    def relative(self, resolved: Path) -> str:
+        """How paths are shown to the agent: relative to the first folder,
+        else to the folder holding them (prefixed with its name)."""
+        for index, folder in enumerate(self.folders):
+            if resolved == folder or resolved.is_relative_to(folder):
+                rel = resolved.relative_to(folder).as_posix()
+                if index == 0:
+                    return rel or "."
+                return f"{folder.name}/{rel}" if rel != "." else folder.name
+        return str(resolved)
+
+    # -- content ----------------------------------------------------------------
+    def buffer_text(self, resolved: Path) -> str | None:
+        if self.documents is None:
+            return None
+        try:
+            return self.documents(resolved)
+        except Exception:  # a broken lookup must not break the tool
+            return None
+
+    def read_text(self, resolved: Path, *, limit: int) -> ReadText:
+        """Open buffer first, else the file on disk, at most `limit`
+        characters. OSError / WorkspacePathError when there is nothing to read."""
+        text = self.buffer_text(resolved)
+        if text is not None:
+            return ReadText(resolved, text[:limit], "buffer", len(text) > limit, len(text))
+        if resolved.is_dir():
+            raise WorkspacePathError(
+                f"{self.relative(resolved)} is a directory; use list_files to see what it holds."
+            )
+        if not resolved.exists():
+            raise WorkspacePathError(
+                f"{self.relative(resolved)} does not exist (nor is it open in the editor). "
+                "Use list_files to find the right path."
+            )
+        size = resolved.stat().st_size
+        with open(resolved, "rb") as fh:
+            data = fh.read(limit * 4 + 4)  # at most 4 UTF-8 bytes per character
+        if b"\0" in data[:_BINARY_SNIFF_BYTES]:
+            raise WorkspacePathError(f"{self.relative(resolved)} is a binary file; not shown.")
+        decoded = data.decode("utf-8", errors="replace")
+        truncated = len(decoded) > limit or size > len(data)
+        return ReadText(resolved, decoded[:limit], "disk", truncated, size)
+
+    # -- walking ---------------------------------------------------------------
+    def walk(self, base: Path, *, max_entries: int) -> Iterator[tuple[Path, bool]]:
+        """(path, is_dir) under `base` (resolved, inside the workspace), in
+        sorted order, ignored directories pruned, symlinks leading outside
+        skipped, at most `max_entries` yielded."""
+        folder = self.folder_of(base)
+        if folder is None:
+            return
+        rules = IgnoreRules.for_folder(folder)
+        count = 0
+        for dirpath, dirnames, filenames in os.walk(base):
+            current = Path(dirpath)
+            kept = []
+            for name in sorted(dirnames):
+                path = current / name
+                rel = path.relative_to(folder).as_posix()
+                if rules.ignored(rel, is_dir=True) or not self._inside(path):
+                    continue
+                kept.append(name)
+            dirnames[:] = kept  # os.walk descends only into these (no symlinked dirs)
+            for name in sorted(filenames):
+                path = current / name
+                rel = path.relative_to(folder).as_posix()
+                if rules.ignored(rel, is_dir=False) or not self._inside(path):
+                    continue
+                yield path, False
+                count += 1
+                if count >= max_entries:
+                    return
+            for name in kept:
+                yield current / name, True
+                count += 1
+                if count >= max_entries:
+                    return
+
+    def _inside(self, path: Path) -> bool:
+        if not path.is_symlink():
+            return True
+        try:
+            return self.folder_of(path.resolve()) is not None
+        except (OSError, RuntimeError):
+            return False

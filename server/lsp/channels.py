@@ -1,0 +1,159 @@
+"""The core's approval, display and turn-observer interfaces over LSP.
+
+- LspApprovalChannel: `window/showMessageRequest` with the prompt and the
+  options as actions; the chosen title, or None when dismissed.
+- LspDisplayChannel: `window/showMessage`, type by level.
+- LspTurnObserver: one per `agentls/chat` request; streams
+  `agentls/messageDelta` and `agentls/message` notifications and, when the
+  request carried a workDoneToken, `$/progress` begin/report/end.
+- TurnWiring: what ServerState needs from the LSP side to build the
+  orchestrator (the channels and the open-document lookup for tools).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+
+from agentls.core.approval import ApprovalRequest, MessageLevel
+from agentls.core.orchestrator import TurnObserver
+from agentls.core.session_types import Message
+
+if TYPE_CHECKING:
+    from pygls.lsp.server import LanguageServer
+
+__all__ = [
+    "MESSAGE",
+    "MESSAGE_DELTA",
+    "LspApprovalChannel",
+    "LspDisplayChannel",
+    "LspTurnObserver",
+    "TurnWiring",
+    "open_document_lookup",
+]
+
+log = logging.getLogger("agentls.lsp.channels")
+
+MESSAGE_DELTA = "agentls/messageDelta"
+MESSAGE = "agentls/message"
+
+_LEVELS = {
+    "info": types.MessageType.Info,
+    "warning": types.MessageType.Warning,
+    "error": types.MessageType.Error,
+}
+
+
+class LspApprovalChannel:
+    def __init__(self, ls: LanguageServer) -> None:
+        self.ls = ls
+
+    async def request_approval(self, request: ApprovalRequest) -> str | None:
+        params = types.ShowMessageRequestParams(
+            type=types.MessageType.Warning,
+            message=request.prompt,
+            actions=[types.MessageActionItem(title=option) for option in request.options],
+        )
+        chosen = await self.ls.window_show_message_request_async(params)
+        title = getattr(chosen, "title", None)
+        return str(title) if title is not None else None
+
+
+class LspDisplayChannel:
+    def __init__(self, ls: LanguageServer) -> None:
+        self.ls = ls
+
+    async def show_message(self, message: str, level: MessageLevel = "info") -> None:
+        self.ls.window_show_message(
+            types.ShowMessageParams(type=_LEVELS.get(level, types.MessageType.Info),
+                                    message=message)
+        )
+
+
+class LspTurnObserver(TurnObserver):
+    """Notifications for one turn. Progress needs `begin()` before and
+    `end()` after the turn; both are no-ops without a workDoneToken."""
+
+    def __init__(self, ls: LanguageServer, work_done_token: str | int | None = None) -> None:
+        self.ls = ls
+        self.token = work_done_token
+        self._begun = False
+
+    async def on_delta(self, session_id: str, index: int, delta: str, kind: str) -> None:
+        self.ls.protocol.notify(
+            MESSAGE_DELTA, {"sessionId": session_id, "index": index, "delta": delta, "kind": kind}
+        )
+
+    async def on_message(self, session_id: str, index: int, message: Message) -> None:
+        self.ls.protocol.notify(
+            MESSAGE, {"sessionId": session_id, "index": index, "message": message.to_dict()}
+        )
+
+    async def on_progress(self, session_id: str, text: str) -> None:
+        if self.token is None or not self._begun:
+            return
+        self.ls.work_done_progress.report(
+            self.token, types.WorkDoneProgressReport(message=text)
+        )
+
+    def begin(self, title: str = "agentls") -> None:
+        if self.token is None or self._begun:
+            return
+        self._begun = True
+        self.ls.work_done_progress.begin(
+            self.token, types.WorkDoneProgressBegin(title=title, cancellable=False)
+        )
+
+    def end(self, message: str) -> None:
+        if self.token is None or not self._begun:
+            return
+        self._begun = False
+        self.ls.work_done_progress.end(self.token, types.WorkDoneProgressEnd(message=message))
+        # pygls keeps a future per client token it has seen; drop ours.
+        self.ls.work_done_progress.tokens.pop(self.token, None)
+
+
+@dataclass(frozen=True)
+class TurnWiring:
+    approval: LspApprovalChannel
+    display: LspDisplayChannel
+    documents: Callable[[Path], str | None]
+
+
+def open_document_lookup(ls: LanguageServer) -> Callable[[Path], str | None]:
+    """path -> the text of the open document with that path, or None.
+
+    Compares resolved paths, so a buffer opened through a symlink or with a
+    differently spelled path is still found. Thread-safe enough for the tools'
+    worker thread: it only takes a snapshot of pygls' document table."""
+
+    def lookup(path: Path) -> str | None:
+        from pygls.uris import to_fs_path
+
+        try:
+            target = path.resolve()
+        except (OSError, RuntimeError):
+            return None
+        documents: list[Any] = list(ls.workspace.text_documents.values())
+        for document in documents:
+            fs_path = to_fs_path(document.uri)
+            if not fs_path:
+                continue
+            candidate = Path(fs_path)
+            if candidate == path or _resolved(candidate) == target:
+                return str(document.source)
+        return None
+
+    return lookup
+
+
+def _resolved(path: Path) -> Path | None:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return None

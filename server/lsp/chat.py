@@ -1,0 +1,415 @@
+"""Agent turns over LSP (PROTOCOL.md, "Agent turns" and "Other requests").
+
+`agentls/chat` runs one turn of the core's Orchestrator: the prompt (with
+`@file:` mentions and the editor selection attached) goes in, deltas and
+final messages stream out as notifications, the TurnResult comes back as the
+result. `$/cancelRequest` turns into Orchestrator.cancel(), so a cancelled
+chat still answers normally, with status "cancelled" and a valid session.
+Also `agentls/sessions`, `agentls/session`, `agentls/deleteSession`,
+`agentls/uiSchema` and the commands `agentls.chat`, `agentls.cancel`,
+`agentls.newSession`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams, JsonRpcInvalidRequest
+
+from agentls.core.models import AgentlsError
+from agentls.core.orchestrator import Orchestrator, TurnInProgress, TurnResult
+from agentls.core.session_store import SessionNotFound, SessionStore, SessionStoreError
+from agentls.core.session_types import Message, Session
+from agentls.features.mentions import ATTACHMENT_MAX_CHARS, expand_mentions, render_attachments
+from agentls.features.tools.workspace import Workspace
+
+from .channels import (
+    LspApprovalChannel,
+    LspDisplayChannel,
+    LspTurnObserver,
+    TurnWiring,
+    open_document_lookup,
+)
+from .convert import to_plain
+
+# At run time, not under TYPE_CHECKING: pygls reads the command handlers'
+# annotations (typing.get_type_hints) to find the server parameter.
+from .server import AgentlsLanguageServer
+
+__all__ = ["ChatService", "register"]
+
+log = logging.getLogger("agentls.lsp.chat")
+
+# ModelError codes the user can fix (provider unreachable, bad key, model
+# missing, context too long): shown once with window/showMessage.
+ACTIONABLE_CODES = ("connection", "auth", "not_found", "context_length")
+SELECTION_MAX_CHARS = 20_000
+SHUTDOWN_WAIT_SECONDS = 8.0
+
+
+def register(server: AgentlsLanguageServer) -> None:
+    service = ChatService(server)
+    server.state.turn_wiring = TurnWiring(
+        approval=LspApprovalChannel(server),
+        display=LspDisplayChannel(server),
+        documents=open_document_lookup(server),
+    )
+    server.shutdown_steps.append(service.shutdown)
+
+    @server.feature("agentls/chat")
+    async def chat(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
+        return await service.chat(_params(params))
+
+    @server.feature("agentls/sessions")
+    async def sessions(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
+        return await service.sessions(_params(params))
+
+    @server.feature("agentls/session")
+    async def session(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
+        return await service.session(_params(params))
+
+    @server.feature("agentls/deleteSession")
+    async def delete_session(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
+        return await service.delete_session(_params(params))
+
+    @server.feature("agentls/uiSchema")
+    def ui_schema(ls: AgentlsLanguageServer, params: Any = None) -> list[dict[str, Any]]:
+        state = ls.state
+        config = state.feature_config()
+        return state.registry.get_ui_schema(
+            config, None, plugins=[*state.features(), *state.tools()]
+        )
+
+    @server.command("agentls.chat")
+    async def chat_command(ls: AgentlsLanguageServer, *args: Any) -> dict[str, Any]:
+        first = args[0] if args else None
+        if not isinstance(first, Mapping):
+            raise JsonRpcInvalidParams(
+                "agentls.chat takes one argument: {prompt, sessionId?, context?}."
+            )
+        return await service.chat(dict(first))
+
+    @server.command("agentls.cancel")
+    async def cancel_command(ls: AgentlsLanguageServer, *args: Any) -> dict[str, Any]:
+        if args and not all(isinstance(a, str) for a in args):
+            raise JsonRpcInvalidParams(
+                "agentls.cancel takes [sessionId], or [] to cancel every running turn."
+            )
+        return {"cancelled": service.cancel([str(a) for a in args] or None)}
+
+    @server.command("agentls.newSession")
+    async def new_session_command(ls: AgentlsLanguageServer, *args: Any) -> dict[str, Any]:
+        created = await asyncio.to_thread(service.store().create_session)
+        return {"sessionId": created.session_id}
+
+
+def _params(params: Any) -> dict[str, Any]:
+    plain = to_plain(params)
+    if plain is None:
+        return {}
+    if not isinstance(plain, dict):
+        raise JsonRpcInvalidParams("Params must be an object.")
+    return plain
+
+
+class ChatService:
+    """Turns in flight (one per session) and the session requests."""
+
+    def __init__(self, ls: AgentlsLanguageServer) -> None:
+        self.ls = ls
+        self.tasks: dict[str, asyncio.Task[TurnResult]] = {}
+        self.reserved: set[str] = set()  # sessions with a chat request in progress
+        self.closing = False
+
+    # -- helpers -----------------------------------------------------------------
+    def store(self) -> SessionStore:
+        try:
+            return self.ls.state.store()
+        except SessionStoreError as exc:
+            self._tell_once(f"store:{exc}", str(exc))
+            raise JsonRpcInternalError(str(exc)) from exc
+
+    def _tell_once(self, key: str, message: str) -> None:
+        if self.ls.state.first_time(key):
+            self.ls.window_show_message(
+                types.ShowMessageParams(type=types.MessageType.Error, message=message)
+            )
+
+    def _orchestrator(self) -> Orchestrator | None:
+        return self.ls.state.orchestrator
+
+    # -- agentls/chat ----------------------------------------------------------------
+    async def chat(self, params: dict[str, Any]) -> dict[str, Any]:
+        prompt = params.get("prompt")
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise JsonRpcInvalidParams("agentls/chat needs a non-empty string `prompt`.")
+        session_id = params.get("sessionId")
+        if session_id is not None and (not isinstance(session_id, str) or not session_id):
+            raise JsonRpcInvalidParams("`sessionId` must be a non-empty string (or omitted).")
+        context = params.get("context")
+        if context is not None and not isinstance(context, dict):
+            raise JsonRpcInvalidParams("`context` must be an object {uri?, range?}.")
+        if context and context.get("range") is not None and _range(context["range"]) is None:
+            raise JsonRpcInvalidParams(
+                "`context.range` must be an LSP Range {start: {line, character}, end: {...}}."
+            )
+        token = params.get("workDoneToken")
+        if token is not None and not isinstance(token, str | int):
+            raise JsonRpcInvalidParams("`workDoneToken` must be a string or an integer.")
+        if self.closing:
+            raise JsonRpcInvalidRequest("The server is shutting down; no new turns start.")
+        store = self.store()
+        if session_id is not None:
+            self._reserve(session_id)
+        reserved = session_id
+        try:
+            if session_id is None:
+                session = await asyncio.to_thread(store.create_session)
+                session_id = reserved = session.session_id
+                self.reserved.add(session_id)
+            else:
+                session = await self._load(store, session_id)
+            message = await self._user_message(prompt, context or {})
+            try:
+                orchestrator = self.ls.state.get_orchestrator()
+            except AgentlsError as exc:
+                self._tell_once(f"provider:{exc}", f"agentls: {exc}")
+                return _failed_wire(session_id, "internal", str(exc))
+            return await self._run(orchestrator, session, message, token)
+        finally:
+            if reserved is not None:
+                self.reserved.discard(reserved)
+
+    def _reserve(self, session_id: str) -> None:
+        orchestrator = self._orchestrator()
+        if session_id in self.reserved or (
+            orchestrator is not None and orchestrator.is_running(session_id)
+        ):
+            raise JsonRpcInvalidParams(
+                f"Session {session_id} already has a turn running; wait for its result or "
+                "cancel it (agentls.cancel) before sending the next prompt."
+            )
+        self.reserved.add(session_id)
+
+    async def _load(self, store: SessionStore, session_id: str) -> Session:
+        try:
+            return await asyncio.to_thread(store.load, session_id)
+        except SessionNotFound:
+            raise JsonRpcInvalidParams(
+                f"Unknown sessionId {session_id!r}: no such session is stored. List them with "
+                "agentls/sessions, or omit sessionId to start a new session."
+            ) from None
+        except SessionStoreError as exc:
+            raise JsonRpcInternalError(str(exc)) from exc
+
+    async def _run(
+        self,
+        orchestrator: Orchestrator,
+        session: Session,
+        message: Message,
+        token: str | int | None,
+    ) -> dict[str, Any]:
+        sid = session.session_id
+        observer = LspTurnObserver(self.ls, token)
+        observer.begin()
+        inner = asyncio.create_task(orchestrator.run_turn(session, message, observer=observer))
+        self.tasks[sid] = inner
+        status = "failed"
+        try:
+            result = await self._await_turn(sid, inner)
+            if result is None:  # cancelled before the turn began
+                status = "cancelled"
+                return _failed_wire(sid, "cancelled", "The turn was cancelled.", "cancelled")
+            status = result.status
+            self._report(result)
+            return result.to_wire()
+        except TurnInProgress as exc:
+            raise JsonRpcInvalidParams(str(exc)) from exc
+        except SessionStoreError as exc:
+            self._tell_once(f"store:{exc}", str(exc))
+            return _failed_wire(sid, "internal", str(exc))
+        except Exception as exc:
+            log.exception("The turn of session %s failed", sid)
+            return _failed_wire(sid, "internal", f"{type(exc).__name__}: {exc}")
+        finally:
+            if self.tasks.get(sid) is inner:
+                del self.tasks[sid]
+            observer.end(status)
+
+    async def _await_turn(
+        self, sid: str, inner: asyncio.Task[TurnResult]
+    ) -> TurnResult | None:
+        """The turn's result; None when it was cancelled before it began.
+
+        When pygls cancels this request ($/cancelRequest), the turn is
+        cancelled through the orchestrator instead, and the request still
+        answers with the (cancelled) result, as PROTOCOL.md requires."""
+        current = asyncio.current_task()
+        while True:
+            try:
+                return await asyncio.shield(inner)
+            except asyncio.CancelledError:
+                outer_cancelled = current is not None and current.cancelling() > 0
+                if outer_cancelled and current is not None:
+                    current.uncancel()
+                if inner.cancelled():
+                    return None
+                if not outer_cancelled:
+                    raise
+                self._cancel_one(sid)
+
+    def _report(self, result: TurnResult) -> None:
+        """Errors users can act on are shown once; a completed turn re-arms
+        them, so a problem that comes back after a fix is shown again."""
+        state = self.ls.state
+        if result.status == "completed":
+            for code in ACTIONABLE_CODES:
+                state.forget_notice(f"chat:{code}")
+            return
+        error = result.error or {}
+        code = str(error.get("code", ""))
+        if result.status == "failed" and code in ACTIONABLE_CODES:
+            self._tell_once(f"chat:{code}", f"agentls: {error.get('message', code)}")
+
+    async def _user_message(self, prompt: str, context: dict[str, Any]) -> Message:
+        state = self.ls.state
+        wiring = state.turn_wiring
+        workspace = Workspace.of(state.workspace_folders, wiring.documents if wiring else None)
+
+        def read(path: Path) -> str | None:
+            return workspace.read_text(path, limit=ATTACHMENT_MAX_CHARS + 1).text
+
+        folders = list(state.workspace_folders)
+        text, attachments = await asyncio.to_thread(expand_mentions, prompt, folders, read)
+        blocks = []
+        metadata: dict[str, Any] = {}
+        selection = self._selection(context, workspace)
+        if selection:
+            blocks.append(selection)
+            metadata["context"] = context
+        if attachments:
+            blocks.append(render_attachments(attachments))
+            metadata["mentions"] = [a["path"] for a in attachments]
+        if not blocks and text == prompt:
+            return Message("user", prompt)
+        metadata["prompt"] = prompt
+        content = "\n\n".join([text, *blocks])
+        return Message("user", content, metadata)
+
+    def _selection(self, context: dict[str, Any], workspace: Workspace) -> str:
+        uri = context.get("uri")
+        if not isinstance(uri, str) or not uri:
+            return ""
+        from pygls.uris import to_fs_path
+
+        fs_path = to_fs_path(uri)
+        shown = uri
+        if fs_path:
+            resolved = Path(fs_path).resolve()
+            shown = workspace.relative(resolved) if workspace.folder_of(resolved) else fs_path
+        selected = _range(context.get("range"))
+        if selected is None:
+            return f'<editor file="{shown}"/>'
+        try:
+            document = self.ls.workspace.get_text_document(uri)
+            text = document.text_in_client_range(selected)
+        except Exception as exc:  # unreadable file, range past the end, odd URI
+            log.warning("Cannot read the selection of %s: %s", uri, exc)
+            return f'<editor file="{shown}"/>'
+        note = ""
+        if len(text) > SELECTION_MAX_CHARS:
+            text, note = text[:SELECTION_MAX_CHARS], ' truncated="true"'
+        lines = f"{selected.start.line + 1}-{selected.end.line + 1}"
+        return f'<selection file="{shown}" lines="{lines}"{note}>\n{text}\n</selection>'
+
+    # -- cancellation and shutdown ---------------------------------------------------
+    def cancel(self, session_ids: list[str] | None = None) -> list[str]:
+        """Cancel the running turns of these sessions (all when None)."""
+        targets = list(self.tasks) if session_ids is None else session_ids
+        return [sid for sid in targets if self._cancel_one(sid)]
+
+    def _cancel_one(self, sid: str) -> bool:
+        orchestrator = self._orchestrator()
+        if orchestrator is not None and orchestrator.is_running(sid):
+            return orchestrator.cancel(sid) or True
+        task = self.tasks.get(sid)
+        if task is not None and not task.done():
+            return task.cancel()  # not started yet: it never will
+        return False
+
+    async def shutdown(self) -> None:
+        """Shutdown step: no new turns; running ones are cancelled and
+        awaited, so their last messages are written before the store closes."""
+        self.closing = True
+        self.cancel()
+        pending = [task for task in self.tasks.values() if not task.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=SHUTDOWN_WAIT_SECONDS)
+
+    # -- other requests ---------------------------------------------------------------
+    async def sessions(self, params: dict[str, Any]) -> dict[str, Any]:
+        limit = params.get("limit")
+        if limit is not None and (not isinstance(limit, int) or limit < 0):
+            raise JsonRpcInvalidParams("`limit` must be a non-negative integer.")
+        store = self.store()
+        try:
+            summaries = await asyncio.to_thread(store.list_sessions, limit=limit)
+        except SessionStoreError as exc:
+            raise JsonRpcInternalError(str(exc)) from exc
+        return {"sessions": [s.to_wire() for s in summaries]}
+
+    async def session(self, params: dict[str, Any]) -> dict[str, Any]:
+        sid = _session_id(params, "agentls/session")
+        return (await self._load(self.store(), sid)).to_dict()
+
+    async def delete_session(self, params: dict[str, Any]) -> dict[str, Any]:
+        sid = _session_id(params, "agentls/deleteSession")
+        task = self.tasks.get(sid)
+        if task is not None and self._cancel_one(sid):
+            await asyncio.wait([task], timeout=SHUTDOWN_WAIT_SECONDS)
+        store = self.store()
+        try:
+            deleted = await asyncio.to_thread(store.delete, sid)
+        except SessionStoreError as exc:
+            raise JsonRpcInternalError(str(exc)) from exc
+        if not deleted:
+            raise JsonRpcInvalidParams(f"Unknown sessionId {sid!r}: no such session is stored.")
+        return {"sessionId": sid, "deleted": True}
+
+
+def _session_id(params: dict[str, Any], method: str) -> str:
+    sid = params.get("sessionId")
+    if not isinstance(sid, str) or not sid:
+        raise JsonRpcInvalidParams(f"{method} needs a string `sessionId`.")
+    return sid
+
+
+def _range(value: Any) -> types.Range | None:
+    if not isinstance(value, dict):
+        return None
+    try:
+        start, end = value["start"], value["end"]
+        return types.Range(
+            start=types.Position(line=int(start["line"]), character=int(start["character"])),
+            end=types.Position(line=int(end["line"]), character=int(end["character"])),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _failed_wire(
+    session_id: str, code: str, message: str, status: str = "failed"
+) -> dict[str, Any]:
+    """A chat result for a turn that never reached the orchestrator."""
+    return {
+        "sessionId": session_id,
+        "status": status,
+        "messages": [],
+        "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0},
+        "error": {"code": code, "message": message},
+    }
