@@ -63,7 +63,11 @@ def register(server: AgentlsLanguageServer) -> None:
         if not fixes and not (selected and (wanted(EXPLAIN_KIND) or wanted(TESTS_KIND))):
             return []
         document = opened or ls.workspace.get_text_document(uri)
-        return build_actions(ls, document, params.range, fixes, wanted, selected)
+        try:
+            return build_actions(ls, document, params.range, fixes, wanted, selected)
+        except OSError as exc:  # a file that is neither open nor readable
+            log.warning("No code actions for %s: %s", uri, exc)
+            return []
 
 
 def build_actions(

@@ -54,7 +54,11 @@ def register(server: AgentlsLanguageServer) -> None:
             return types.CompletionList(is_incomplete=False, items=[])
         if document is None:  # not opened: a prompt file on disk
             document = ls.workspace.get_text_document(uri)
-        return document_completions(ls, document, params.position)
+        try:
+            return document_completions(ls, document, params.position)
+        except OSError as exc:  # a prompt file that is neither open nor readable
+            log.warning("No completions for %s: %s", uri, exc)
+            return types.CompletionList(is_incomplete=False, items=[])
 
     @server.feature("agentls/complete")
     def complete(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:

@@ -268,3 +268,96 @@ async def test_no_code_actions_in_chat_documents(client: LanguageClient) -> None
     prompt_file = (_workspace(client) / "a.prompt.md").as_uri()
     _open(client, prompt_file, "markdown", "explain this\n")
     assert await _actions(client, prompt_file, _range(0, 0, 0, 7), [diagnostic]) == []
+
+
+# -- the generic plumbing, in process: any enabled FeaturePlugin's completions --
+
+
+class _MentionLike:
+    """A stand-in third-party feature completing `@` at a word start."""
+
+    name = "fake-mentions"
+    version = "1"
+    priority = 10
+
+    def get_completions(self, config: dict[str, Any], text: str) -> list[dict[str, Any]]:
+        at = text.rfind("@")
+        if at < 0:
+            return []
+        return [
+            {"replacement": "@file:src/a.py", "start": at, "display": "a.py",
+             "display_meta": "src/a.py", "kind": "file"},
+            {"replacement": "whole", "start": 0},  # starts on an earlier line: clamped
+            {"display": "no replacement: skipped"},
+        ]
+
+
+class _Broken:
+    name = "broken"
+    version = "1"
+    priority = 20
+
+    def get_completions(self, config: dict[str, Any], text: str) -> list[dict[str, Any]]:
+        raise RuntimeError("plugin bug")
+
+
+def _in_process_server(tmp_path: Path) -> Any:
+    from agentls.lsp.server import create_server
+    from agentls.lsp.state import ServerState
+
+    server = create_server(ServerState(environ={"AGENTLS_CONFIG_FILE": str(tmp_path / "none")}))
+    server.state.workspace_root = tmp_path
+    server.state.registry.register("feature", "fake-mentions", _MentionLike())
+    server.state.registry.register("feature", "broken", _Broken())
+    return server
+
+
+def test_every_enabled_plugin_feeds_document_completions(tmp_path: Path) -> None:
+    from pygls.workspace import TextDocument
+
+    from agentls.lsp.completion import document_completions
+
+    server = _in_process_server(tmp_path)
+    text = "first line\n\N{GRINNING FACE} see @sr"
+    uri = "agentls://chat/x"
+    document = TextDocument(uri, text, version=1, language_id="agentls-chat")
+    cursor = types.Position(line=1, character=len("\N{GRINNING FACE} see @sr") + 1)  # UTF-16
+    result = document_completions(server, document, cursor)
+    by_label = {item.label: item for item in result.items
+                if item.data["plugin"] in ("fake-mentions", "broken")}
+    assert set(by_label) == {"a.py", "whole"}  # the broken plugin is skipped, not fatal
+    mention = by_label["a.py"]
+    assert mention.kind == types.CompletionItemKind.File
+    assert mention.detail == "src/a.py"
+    assert mention.text_edit.new_text == "@file:src/a.py"
+    # the emoji is two UTF-16 units: "@" is at character 7 on the client's side
+    assert mention.text_edit.range.start == types.Position(line=1, character=7)
+    assert mention.text_edit.range.end == cursor
+    assert by_label["whole"].text_edit.range.start == types.Position(line=1, character=0)
+
+
+def test_disabled_features_give_no_completions_templates_or_actions(tmp_path: Path) -> None:
+    from pygls.workspace import TextDocument
+
+    from agentls.lsp.code_actions import build_actions
+    from agentls.lsp.completion import feature_completions, list_templates
+
+    server = _in_process_server(tmp_path)
+    document = TextDocument((tmp_path / "a.py").as_uri(), "x = pi\n", version=1,
+                            language_id="python")
+    diagnostic = types.Diagnostic(range=_range(0, 4, 0, 6), message="undefined")
+
+    def actions() -> list[str]:
+        return [a.title for a in build_actions(server, document, _range(0, 0, 0, 6),
+                                               [diagnostic], lambda kind: True, True)]
+
+    assert actions() == ["Fix with agent", "Explain", "Write tests"]
+    assert {i["plugin"] for i in feature_completions(server, "/ex")} == {"templates"}
+    assert "fake-mentions" in {i["plugin"] for i in feature_completions(server, "@")}
+    assert list_templates(server)
+    server.state.reload_settings(
+        init_options={"features": {"disabled": ["templates", "fake-mentions"]}})
+    assert feature_completions(server, "/ex") == []
+    assert "fake-mentions" not in {i["plugin"] for i in feature_completions(server, "@")}
+    assert list_templates(server) == []
+    assert actions() == []  # actions are built from templates
