@@ -1,0 +1,220 @@
+"""InlineCompletionFeature: the inline completion hot path.
+
+    cache lookup (type-ahead: no model call)
+    -> supersede the older request for the document, debounce automatic triggers
+    -> prompt (FIM or chat, budgets, neighbour context)
+    -> provider stream (small max_tokens, stop sequences, read only as far as needed)
+    -> post-process -> cache -> items
+
+It knows nothing of LSP: the language server hands it a `InlineRequest`
+(document text and a code-point offset) and turns the `InlineAnswer` into
+LSP items. Cancellation of the calling task (a newer request, or the
+client's $/cancelRequest) reaches the provider's HTTP stream, which closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from agentls import __version__
+from agentls.core.models import AgentlsError, ModelError
+from agentls.core.provider import ChunkStream, CompletionOptions, FimRequest, Provider
+from agentls.core.session_types import ProviderRequestCancelled
+from agentls.core.settings import InlineCompletionSettings
+
+from .cache import CompletionCache
+from .document import cursor_context
+from .neighbours import NeighbourIndex, OpenDocument, display_path
+from .notices import UserNotice, notice_for
+from .postprocess import postprocess, reached_end
+from .prompt import TokenCounter, build_prompt, context_budget
+from .scheduler import LatestPerDocument
+
+__all__ = ["InlineAnswer", "InlineCompletionFeature", "InlineRequest"]
+
+log = logging.getLogger("agentls.features.inline_completion")
+
+# Room for the chat system prompt and message framing when a provider
+# counts tokens.
+_PROMPT_OVERHEAD_TOKENS = 128
+
+
+@dataclass(frozen=True, slots=True)
+class InlineRequest:
+    uri: str
+    language_id: str
+    text: str  # the whole document
+    offset: int  # the cursor, in code points
+    invoked: bool = False  # explicitly asked for (no debounce)
+    # Other open documents, asked for only when the model is called.
+    neighbours: Callable[[], Iterable[OpenDocument]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InlineAnswer:
+    items: tuple[str, ...] = ()
+    from_cache: bool = False
+    superseded: bool = False  # a newer request (or cancel_request) replaced this one
+    notice: UserNotice | None = None  # something the user should fix
+    model_answered: bool = False  # the provider call succeeded
+
+
+_NOTHING = InlineAnswer()
+
+
+class InlineCompletionFeature:
+    """FeaturePlugin `inline-completion` (switch off with features.disabled)."""
+
+    name = "inline-completion"
+    version = __version__
+    priority = 10
+
+    def __init__(self) -> None:
+        self.cache = CompletionCache()
+        self.scheduler = LatestPerDocument()
+        self.neighbours = NeighbourIndex()
+        self.provider_calls = 0
+        self._settings: InlineCompletionSettings | None = None
+        self._fim: tuple[Provider, str | None, bool] | None = None
+        self._ids = itertools.count(1)
+
+    # -- FeaturePlugin (cold path) ----------------------------------------------
+    def get_config_schema(self) -> dict[str, Any]:
+        return InlineCompletionSettings.model_json_schema(by_alias=True)
+
+    # -- the hot path --------------------------------------------------------------
+    async def complete(
+        self,
+        request: InlineRequest,
+        provider: Callable[[], Provider],
+        settings: InlineCompletionSettings,
+    ) -> InlineAnswer:
+        """Completions at the cursor. `provider` is called only when the
+        model is needed (it may raise AgentlsError when it cannot be built)."""
+        if not settings.enabled:
+            return _NOTHING
+        if settings is not self._settings:
+            if settings != self._settings:  # other model or budgets: old answers are stale
+                self.cache.clear()
+            self._settings = settings
+        ticket = self.scheduler.begin(request.uri)
+        fim = False
+        try:
+            cached = self.cache.lookup(request.uri, request.text, request.offset)
+            if cached is not None:
+                return InlineAnswer((cached,), from_cache=True)
+            if not request.invoked:
+                await self.scheduler.debounce(settings.debounce_ms / 1000)
+            chosen = provider()
+            fim = self._supports_fim(chosen, settings.model)
+            completion = await self._ask(chosen, request, settings, fim)
+            return InlineAnswer((completion,) if completion else (), model_answered=True)
+        except asyncio.CancelledError:
+            if self.scheduler.absorb(ticket):
+                return InlineAnswer(superseded=True)
+            raise
+        except ProviderRequestCancelled:
+            return InlineAnswer(superseded=True)
+        except (ModelError, AgentlsError) as exc:
+            notice = notice_for(exc, fim=fim)
+            log.warning("Inline completion failed: %s", exc)
+            return InlineAnswer(notice=notice)
+        finally:
+            self.scheduler.finish(ticket)
+
+    async def _ask(
+        self,
+        provider: Provider,
+        request: InlineRequest,
+        settings: InlineCompletionSettings,
+        fim: bool,
+    ) -> str:
+        ctx = cursor_context(
+            request.text,
+            request.offset,
+            max_prefix_chars=settings.max_prefix_chars,
+            max_suffix_chars=settings.max_suffix_chars,
+        )
+        snippets = []
+        if request.neighbours is not None:
+            others = [
+                document
+                for document in request.neighbours()
+                if document.language_id == request.language_id and document.uri != request.uri
+            ]
+            if others:
+                snippets = self.neighbours.snippets(
+                    ctx.prefix, others, context_budget(settings.max_prefix_chars)
+                )
+        counter, limit = _token_limit(provider, settings.max_tokens)
+        prompt = build_prompt(
+            ctx,
+            fim=fim,
+            language_id=request.language_id,
+            path=display_path(request.uri),
+            max_prefix_chars=settings.max_prefix_chars,
+            snippets=snippets,
+            tokens=counter,
+            token_limit=limit,
+        )
+        options = CompletionOptions(
+            model=settings.model,
+            max_tokens=settings.max_tokens,
+            stop=prompt.stop,
+            request_id=f"inline-{next(self._ids)}",
+        )
+        stream: ChunkStream
+        if fim:
+            stream = provider.stream_fim(  # type: ignore[attr-defined]
+                FimRequest(prefix=prompt.prefix, suffix=prompt.suffix, options=options)
+            )
+        else:
+            stream = provider.stream(prompt.messages, options=options)
+        self.provider_calls += 1
+        parts: list[str] = []
+        truncated = False
+        try:
+            async for chunk in stream:
+                if chunk.finish_reason == "length":
+                    truncated = True
+                if chunk.delta:
+                    parts.append(chunk.delta)
+                    # A FIM model's text is the completion itself: stop reading
+                    # once it has run past the end (chat replies need their fences).
+                    if fim and "\n" in chunk.delta and reached_end("".join(parts), ctx):
+                        break
+        finally:
+            await stream.aclose()
+        completion = postprocess("".join(parts), ctx, chat=not fim, truncated=truncated)
+        if completion:
+            self.cache.store(
+                request.uri, request.text, request.offset, ctx.prefix, ctx.suffix, completion
+            )
+        return completion
+
+    def _supports_fim(self, provider: Provider, model: str | None) -> bool:
+        known = self._fim
+        if known is not None and known[0] is provider and known[1] == model:
+            return known[2]
+        value = False
+        if callable(getattr(provider, "stream_fim", None)):
+            check = getattr(provider, "model_supports_fim", None)
+            if callable(check):
+                value = bool(check(model))
+            else:
+                value = "fim" in provider.get_info().capabilities
+        self._fim = (provider, model, value)
+        return value
+
+
+def _token_limit(provider: Provider, max_tokens: int) -> tuple[TokenCounter | None, int | None]:
+    """A provider that knows its tokenizer and window bounds the prompt in tokens."""
+    window = getattr(provider, "context_window", None)
+    if isinstance(provider, TokenCounter) and isinstance(window, int) and window > 0:
+        return provider, window - max_tokens - _PROMPT_OVERHEAD_TOKENS
+    return None, None

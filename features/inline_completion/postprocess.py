@@ -1,0 +1,270 @@
+"""Turn what a model sent into what the editor shows.
+
+Models run on past the point where a completion should end, repeat the code
+after the cursor, loop on a line, close brackets the user never opened, and
+chat models wrap code in markdown. Each step below is a small pure function
+of the completion and the `CursorContext`; `postprocess` runs them in order.
+The result is never whitespace only ("" means "no suggestion").
+"""
+
+from __future__ import annotations
+
+import re
+
+from .document import CursorContext
+from .prompt import FILL_MARKER
+
+__all__ = [
+    "cut_at_block_end",
+    "cut_repeated_lines",
+    "cut_suffix_repeat",
+    "cut_unbalanced",
+    "open_brackets",
+    "postprocess",
+    "reached_end",
+    "strip_echo",
+    "strip_fences",
+    "trim_line_overlap",
+]
+
+_OPENERS = "([{"
+_CLOSER_OF = {"(": ")", "[": "]", "{": "}"}
+_OPENER_OF = {")": "(", "]": "[", "}": "{"}
+_BRACKET = re.compile(r"[()\[\]{}]")
+# Single-line string literals; brackets inside them are not code.
+_STRING = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|`(?:\\.|[^`\\\n])*`')
+_FENCE_OPEN = re.compile(r"```[\w+#.-]*[ \t]*\n")
+# Line endings after which the next lines are the body of a new block.
+_BLOCK_OPENERS = (":", "{", "(", "[", "=>", "->", " do", " then", "begin")
+_BLOCK_CLOSERS = ("end", "fi", "done", "esac", "end;", "end,")
+_BRACKET_SCAN_CHARS = 6000  # how much of the prefix decides which brackets are open
+
+
+def postprocess(
+    raw: str, ctx: CursorContext, *, chat: bool = False, truncated: bool = False
+) -> str:
+    """The completion to show for `raw` model output at `ctx` ("" for none).
+
+    chat: the text came from a chat model (fences, echoed code possible).
+    truncated: the model stopped at max_tokens, so its last line is cut off.
+    """
+    text = raw.replace("\r\n", "\n")
+    if chat:
+        text = strip_echo(strip_fences(text).replace(FILL_MARKER, ""), ctx)
+    if not text.strip():
+        return ""
+    if ctx.mid_line:
+        text = trim_line_overlap(text.split("\n", 1)[0], ctx)
+    else:
+        if truncated and "\n" in text.strip("\n"):
+            text = text[: text.rstrip("\n").rfind("\n")]
+        text = cut_at_block_end(text, ctx)
+        text = cut_suffix_repeat(text, ctx)
+        text = cut_repeated_lines(text)
+        text = cut_unbalanced(text, ctx)
+    text = text.rstrip()
+    if not text.strip():
+        return ""
+    return text.replace("\n", "\r\n") if ctx.eol == "\r\n" else text
+
+
+def reached_end(text: str, ctx: CursorContext) -> bool:
+    """While streaming: has the completion already passed its end? (Then
+    the rest of the stream is not needed.)"""
+    if ctx.mid_line:
+        return "\n" in text
+    last = text.rfind("\n")
+    if last <= 0:
+        return False
+    complete = text[:last]
+    return len(cut_at_block_end(complete, ctx)) < len(complete)
+
+
+# --------------------------------------------------------------------------- chat replies
+
+
+def strip_fences(text: str) -> str:
+    """The code inside the first markdown fence (chat models add them even
+    when told not to); inline `code` loses its backticks."""
+    match = _FENCE_OPEN.search(text)
+    if match is not None:
+        body = text[match.end() :]
+        end = body.find("```")
+        if end >= 0:
+            body = body[:end]
+            if body.endswith("\n"):
+                body = body[:-1]
+        return body
+    stripped = text.strip()
+    if len(stripped) > 2 and stripped[0] == stripped[-1] == "`" and stripped.count("`") == 2:
+        return stripped[1:-1]
+    return text
+
+
+def strip_echo(text: str, ctx: CursorContext) -> str:
+    """Drop code before the cursor that a chat model repeated."""
+    lines = ctx.prefix[-2000:].split("\n")
+    for count in (3, 2):
+        if len(lines) >= count:
+            echo = "\n".join(lines[-count:])
+            if echo.strip() and echo.strip() != ctx.line_prefix.strip():
+                if text.startswith(echo):
+                    return text[len(echo) :]
+                if text.startswith(echo.lstrip(" \t")):
+                    return text[len(echo.lstrip(" \t")) :]
+    line = ctx.line_prefix
+    if line.strip():
+        unindented = text.lstrip(" \t")
+        if unindented.startswith(line.lstrip(" \t")):
+            return unindented[len(line.lstrip(" \t")) :]
+    elif line and text.startswith(line):
+        return text[len(line) :]  # the model indented again what is indented
+    return text
+
+
+# --------------------------------------------------------------------------- lines
+
+
+def _width(line: str) -> int:
+    stripped = line.lstrip(" \t")
+    return len(line[: len(line) - len(stripped)].expandtabs(4))
+
+
+def cut_at_block_end(text: str, ctx: CursorContext) -> str:
+    """Stop where the current block ends: at the first line indented less
+    than the cursor's line, or, when the cursor's line opens a block, at the
+    first line back at its indentation (a closing bracket or `end` there is
+    kept: it closes the block)."""
+    lines = text.split("\n")
+    if len(lines) == 1:
+        return text
+    base = _width(ctx.line_prefix)
+    head = ctx.line_prefix + lines[0]
+    opens = bool(ctx.line_prefix.strip()) and head.rstrip().endswith(_BLOCK_OPENERS)
+    for index in range(1, len(lines)):
+        line = lines[index]
+        content = line.strip()
+        if not content:
+            continue
+        width = _width(line)
+        if opens and width <= base:
+            if width == base and (content[0] in ")]}" or content in _BLOCK_CLOSERS):
+                return "\n".join(lines[: index + 1])
+            return "\n".join(lines[:index])
+        if width < base:
+            return "\n".join(lines[:index])
+    return text
+
+
+def cut_suffix_repeat(text: str, ctx: CursorContext) -> str:
+    """Stop before the completion reaches the code after the cursor: the
+    first line equal to the next non-blank line of the suffix."""
+    following = ctx.suffix.split("\n", 12)[1:12]
+    target = next((line.rstrip() for line in following if line.strip()), None)
+    if target is None:
+        return text
+    lines = text.split("\n")
+    if (ctx.line_prefix + lines[0]).rstrip() == target and not ctx.line_suffix.strip():
+        return ""
+    for index in range(1, len(lines)):
+        if lines[index].strip() and lines[index].rstrip() == target:
+            return "\n".join(lines[:index])
+    return text
+
+
+def cut_repeated_lines(text: str) -> str:
+    """Stop where the model starts to loop: a line equal to the one before,
+    or a run of 2-4 lines repeating the run before it."""
+    lines = text.split("\n")
+    for index in range(1, len(lines)):
+        content = lines[index].strip()
+        if len(content) >= 4 and content == lines[index - 1].strip():
+            return "\n".join(lines[:index])
+        for period in (2, 3, 4):
+            if index < period or index + period > len(lines):
+                continue
+            run = lines[index : index + period]
+            if run == lines[index - period : index] and any(len(r.strip()) >= 4 for r in run):
+                return "\n".join(lines[:index])
+    return text
+
+
+# --------------------------------------------------------------------------- brackets
+
+
+def _blank_strings(text: str) -> str:
+    """`text` with string literals blanked out (same length)."""
+    if "'" not in text and '"' not in text and "`" not in text:
+        return text
+    return _STRING.sub(lambda m: " " * len(m.group()), text)
+
+
+def open_brackets(text: str) -> list[str]:
+    """The brackets `text` leaves open, innermost last (string literals
+    ignored; closers with no opener in `text` are ignored too, as `text` is
+    usually a window that starts mid-file)."""
+    stack: list[str] = []
+    for char in _BRACKET.findall(_blank_strings(text)):
+        if char in _OPENERS:
+            stack.append(char)
+        elif stack and stack[-1] == _OPENER_OF[char]:
+            stack.pop()
+    return stack
+
+
+def _apply(stack: list[str], text: str) -> tuple[list[str], int]:
+    """Push/pop `text`'s brackets on a copy of `stack`; also return the
+    index of the first closer that matches nothing (-1 if none)."""
+    stack = list(stack)
+    for match in _BRACKET.finditer(_blank_strings(text)):
+        char = match.group()
+        if char in _OPENERS:
+            stack.append(char)
+        elif stack and stack[-1] == _OPENER_OF[char]:
+            stack.pop()
+        else:
+            return stack, match.start()
+    return stack, -1
+
+
+def cut_unbalanced(text: str, ctx: CursorContext) -> str:
+    """Stop before the first closing bracket that closes nothing the prefix
+    or the completion opened (a whole line of closers goes with it)."""
+    if not _BRACKET.search(text):
+        return text
+    _, bad = _apply(open_brackets(ctx.prefix[-_BRACKET_SCAN_CHARS:]), text)
+    if bad < 0:
+        return text
+    line_start = text.rfind("\n", 0, bad) + 1
+    if not text[line_start:bad].strip():
+        return text[: max(0, line_start - 1)]
+    return text[:bad]
+
+
+def trim_line_overlap(text: str, ctx: CursorContext) -> str:
+    """Mid-line: drop the end of the completion that repeats the text after
+    the cursor (`foo(a, b)` before an auto-closed `)` becomes `foo(a, b`).
+
+    Brackets decide when the line suffix has any: the overlap is removed only
+    if the line would otherwise close more than is open, so `)` completing
+    `print(len(x` before `)` is kept.
+    """
+    after = ctx.line_suffix
+    if _BRACKET.search(after):
+        opened = open_brackets(ctx.prefix[-_BRACKET_SCAN_CHARS:])
+        stack, bad = _apply(opened, text)
+        if bad >= 0:
+            text = text[:bad]
+            stack, _ = _apply(opened, text)
+        if _apply(stack, after)[1] < 0:
+            return text
+        for size in range(min(len(text), len(after)), 0, -1):
+            if text.endswith(after[:size]):
+                trimmed = text[:-size]
+                if _apply(_apply(opened, trimmed)[0], after)[1] < 0:
+                    return trimmed
+        return text
+    tail = after.strip()
+    if tail and text.rstrip().endswith(tail):
+        return text.rstrip()[: -len(tail)]
+    return text

@@ -1,0 +1,193 @@
+"""Post-processing of inline completions, as table tests.
+
+Each case is a document with the cursor marked `█`, what the model sent, and
+what the editor should show.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from agentls.features.inline_completion.document import CursorContext, cursor_context
+from agentls.features.inline_completion.postprocess import (
+    open_brackets,
+    postprocess,
+    reached_end,
+    strip_fences,
+)
+
+CURSOR = "█"
+
+
+def ctx_of(marked: str, *, max_prefix: int = 6000, max_suffix: int = 2000) -> CursorContext:
+    offset = marked.index(CURSOR)
+    text = marked.replace(CURSOR, "")
+    return cursor_context(text, offset, max_prefix_chars=max_prefix, max_suffix_chars=max_suffix)
+
+
+FIM_CASES = [
+    # (id, document, model output, expected)
+    ("plain line end", "x = █\n", "compute()", "compute()"),
+    ("whitespace only is nothing", "x = █\n", "  \n\t\n", ""),
+    ("empty is nothing", "x = █\n", "", ""),
+    ("mid-line keeps one line", "result = add(█)\n", "a, b\nprint(result)", "a, b"),
+    ("mid-line trims auto-closed paren", "result = add(█)\n", "a, b)", "a, b"),
+    ("mid-line keeps a needed paren", "print(len(x█)\n", ")", ")"),
+    ("mid-line trims paren and colon", "if check(█):\n    pass\n", "a, b):", "a, b"),
+    ("mid-line trims repeated colon", "if x█:\n    pass\n", " > 0:", " > 0"),
+    ("mid-line trims closing quote", "name = 'bo█'\n", "b'", "b"),
+    ("mid-line newline first is nothing", "f(█)\n", "\nfoo", ""),
+    ("mid-line excess closer cut", "call(█)\n", "a))", "a"),
+    (
+        "block end by dedent",
+        "def f(x):\n    █\n\ndef g():\n    pass\n",
+        "y = x * 2\n    return y\n\ndef h():\n    return 1",
+        "y = x * 2\n    return y",
+    ),
+    (
+        "opener line keeps its body only",
+        "def f(x):█\n",
+        "\n    return x + 1\n\ndef g():\n    return 2",
+        "\n    return x + 1",
+    ),
+    (
+        "brace block keeps its closer",
+        "function f() {█\n",
+        "\n  return 1;\n}\n\nfunction g() {\n  return 2;\n}",
+        "\n  return 1;\n}",
+    ),
+    (
+        "stops before the suffix's next line",
+        "def f(x):\n    █\n    return y\n",
+        "y = x + 1\n    return y",
+        "y = x + 1",
+    ),
+    (
+        "completion equal to the next line is nothing",
+        "def f(x):\n    █\n    return y\n",
+        "return y",
+        "",
+    ),
+    (
+        "repeated line dropped",
+        "items = []\n█\n",
+        "items.append(1)\nitems.append(1)\nitems.append(1)",
+        "items.append(1)",
+    ),
+    (
+        "repeated two-line run dropped",
+        "█\n",
+        "a = compute(1)\nb = compute(2)\na = compute(1)\nb = compute(2)",
+        "a = compute(1)\nb = compute(2)",
+    ),
+    (
+        "short repeated closers are fine",
+        "x = [█\n",
+        "[1, 2],\n  [3, 4]]\nprint(x)",
+        "[1, 2],\n  [3, 4]]\nprint(x)",
+    ),
+    (
+        "closer of nothing ends the completion",
+        "values = [1, 2█\n",
+        "]\ntotal = sum(values))\nmore",
+        "]\ntotal = sum(values)",
+    ),
+    (
+        "line of stray closers dropped",
+        "x = 1\n█\n",
+        "y = 2\n)",
+        "y = 2",
+    ),
+    (
+        "brackets in strings are not code",
+        "print(█\n",
+        "')' + s)",
+        "')' + s)",
+    ),
+    (
+        "trailing whitespace trimmed",
+        "x = █\n",
+        "1   \n\n",
+        "1",
+    ),
+    (
+        "crlf documents get crlf",
+        "if ok:\r\n    █\r\n",
+        "a = 1\r\n    b = 2",
+        "a = 1\r\n    b = 2",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("document", "raw", "expected"),
+    [case[1:] for case in FIM_CASES],
+    ids=[case[0] for case in FIM_CASES],
+)
+def test_fim_postprocess(document: str, raw: str, expected: str) -> None:
+    assert postprocess(raw, ctx_of(document)) == expected
+
+
+CHAT_CASES = [
+    ("fenced reply", "x = █\n", "```python\ncompute()\n```", "compute()"),
+    ("fence with prose", "x = █\n", "Here you go:\n```\ncompute()\n```\nDone.", "compute()"),
+    ("inline backticks", "x = █\n", "`compute()`", "compute()"),
+    ("echoed line prefix", "    total = █\n", "total = a + b", "a + b"),
+    ("echoed indentation", "def f():\n    █\n", "    return 1", "return 1"),
+    (
+        "echoed previous lines",
+        "def add(a, b):\n    █\n",
+        "def add(a, b):\n    return a + b",
+        "return a + b",
+    ),
+    ("marker echoed", "x = █\n", "<FILL_HERE>42", "42"),
+    ("fenced whitespace is nothing", "x = █\n", "```\n   \n```", ""),
+    ("mid-line chat", "print(█)\n", "```python\n\"hi\")\n```", '"hi"'),
+]
+
+
+@pytest.mark.parametrize(
+    ("document", "raw", "expected"),
+    [case[1:] for case in CHAT_CASES],
+    ids=[case[0] for case in CHAT_CASES],
+)
+def test_chat_postprocess(document: str, raw: str, expected: str) -> None:
+    assert postprocess(raw, ctx_of(document), chat=True) == expected
+
+
+def test_truncated_completion_loses_its_cut_line() -> None:
+    ctx = ctx_of("def f():\n    █\n")
+    raw = "a = 1\n    b = 2\n    c = som"
+    assert postprocess(raw, ctx, truncated=True) == "a = 1\n    b = 2"
+    assert postprocess("a = som", ctx, truncated=True) == "a = som"  # one line: keep
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("foo(a, [b", ["(", "["]),
+        ("foo(a)[0]", []),
+        ("x = ')' + (", ["("]),
+        ("}) stray closers ignored (", ["("]),
+        ('s = "{" + {', ["{"]),
+    ],
+)
+def test_open_brackets(text: str, expected: list[str]) -> None:
+    assert open_brackets(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("document", "text", "expected"),
+    [
+        ("f(█)\n", "a, b", False),
+        ("f(█)\n", "a, b\nmore", True),
+        ("def f():\n    █\n", "x = 1\n    y = 2\n", False),
+        ("def f():\n    █\n", "x = 1\n\ndef g():\n", True),
+    ],
+)
+def test_reached_end(document: str, text: str, expected: bool) -> None:
+    assert reached_end(text, ctx_of(document)) is expected
+
+
+def test_strip_fences_leaves_plain_text() -> None:
+    assert strip_fences("a = 1\nb = 2") == "a = 1\nb = 2"
