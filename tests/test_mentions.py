@@ -58,7 +58,7 @@ def test_completions_fuzzy_match_workspace_files(ws: Path) -> None:
 
 def test_completions_rank_file_names_first(ws: Path) -> None:
     items = MentionsFeature().get_completions(config(ws), "@file:state")
-    assert [i["display"] for i in items][0] == "src/agentls/state.py"
+    assert items[0]["display"] == "src/agentls/state.py"
     everything = MentionsFeature().get_completions(config(ws), "@file:")
     assert {i["display"] for i in everything} == {
         "README.md", "docs/my notes.md", "src/agentls/server.py", "src/agentls/state.py"}
@@ -147,6 +147,7 @@ def test_expand_mentions_is_bounded(ws: Path, monkeypatch: pytest.MonkeyPatch) -
 
 def test_no_workspace_means_no_attachment(ws: Path) -> None:
     text, attachments = expand_mentions("@file:README.md", [], disk_read)
+    assert text == "`README.md`"
     assert "No workspace folder" in attachments[0]["error"]
 
 

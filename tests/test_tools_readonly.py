@@ -14,9 +14,9 @@ import pytest
 from agentls.core.models import ToolCall
 from agentls.core.registry import PluginRegistry
 from agentls.core.tools import ToolExecution, ToolExecutor
-from agentls.features.tools import ListFilesTool, ReadFileTool, SearchTextTool
-from agentls.features.tools import readonly
+from agentls.features.tools import ListFilesTool, ReadFileTool, SearchTextTool, readonly
 from agentls.features.tools.workspace import IgnoreRules, Workspace, matches_glob
+
 
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:

@@ -124,6 +124,7 @@ class ChatService:
         self.ls = ls
         self.tasks: dict[str, asyncio.Task[TurnResult]] = {}
         self.reserved: set[str] = set()  # sessions with a chat request in progress
+        self.requests: set[asyncio.Task[Any]] = set()  # the chat handlers themselves
         self.closing = False
 
     # -- helpers -----------------------------------------------------------------
@@ -167,6 +168,9 @@ class ChatService:
         if session_id is not None:
             self._reserve(session_id)
         reserved = session_id
+        handler = asyncio.current_task()
+        if handler is not None:
+            self.requests.add(handler)
         try:
             if session_id is None:
                 session = await asyncio.to_thread(store.create_session)
@@ -184,6 +188,8 @@ class ChatService:
         finally:
             if reserved is not None:
                 self.reserved.discard(reserved)
+            if handler is not None:
+                self.requests.discard(handler)
 
     def _reserve(self, session_id: str) -> None:
         orchestrator = self._orchestrator()
@@ -347,7 +353,9 @@ class ChatService:
         awaited, so their last messages are written before the store closes."""
         self.closing = True
         self.cancel()
-        pending = [task for task in self.tasks.values() if not task.done()]
+        # The handlers too: their answers go out before the shutdown answer,
+        # so the client has every result before it sends `exit`.
+        pending = [t for t in [*self.tasks.values(), *self.requests] if not t.done()]
         if pending:
             await asyncio.wait(pending, timeout=SHUTDOWN_WAIT_SECONDS)
 
