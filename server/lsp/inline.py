@@ -1,0 +1,176 @@
+"""textDocument/inlineCompletion, the Copilot-style didShowCompletion /
+didPartiallyAcceptCompletion notifications, and the
+agentls.inlineCompletionAccepted command (PROTOCOL.md).
+
+Thin: positions become offsets here, the `inline-completion` feature plugin
+does the work, and its answer becomes LSP items. Errors the user can act on
+are shown once with window/showMessage; the request still answers (no items).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
+
+from .convert import to_plain
+
+if TYPE_CHECKING:
+    from agentls.features.inline_completion import InlineCompletionFeature, OpenDocument
+    from agentls.features.inline_completion.notices import UserNotice
+
+    from .server import AgentlsLanguageServer
+    from .state import ServerState
+
+log = logging.getLogger("agentls.lsp.inline")
+
+FEATURE_NAME = "inline-completion"
+ACCEPT_COMMAND = "agentls.inlineCompletionAccepted"
+DID_SHOW = "textDocument/didShowCompletion"
+DID_PARTIALLY_ACCEPT = "textDocument/didPartiallyAcceptCompletion"
+_EMPTY: dict[str, Any] = {"items": []}
+_REMEMBERED_ITEMS = 512
+
+
+class _InlineEndpoint:
+    """Per-server state of the handlers: the feature for the current
+    settings, the ids of items served, the notices shown."""
+
+    def __init__(self) -> None:
+        self._feature_for: tuple[object, InlineCompletionFeature | None] | None = None
+        self.items: OrderedDict[str, bool] = OrderedDict()  # id -> accepted
+        self._ids = itertools.count(1)
+        self.told: set[str] = set()
+
+    def feature(self, state: ServerState) -> InlineCompletionFeature | None:
+        """The enabled feature plugin, looked up once per settings load."""
+        loaded = state.loaded
+        known = self._feature_for
+        if known is not None and known[0] is loaded:
+            return known[1]
+        found = next(
+            (p for p in state.features() if getattr(p, "name", None) == FEATURE_NAME), None
+        )
+        self._feature_for = (loaded, found)
+        return found
+
+    def new_item_id(self) -> str:
+        item_id = str(next(self._ids))
+        self.items[item_id] = False
+        if len(self.items) > _REMEMBERED_ITEMS:
+            self.items.popitem(last=False)
+        return item_id
+
+
+def register(server: AgentlsLanguageServer) -> None:
+    endpoint = _InlineEndpoint()
+
+    @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+    async def inline_completion(
+        ls: AgentlsLanguageServer, params: types.InlineCompletionParams
+    ) -> dict[str, Any]:
+        from agentls.features.inline_completion import InlineRequest
+        from agentls.features.inline_completion.document import PositionOutOfRange, offset_at
+
+        state = ls.state
+        feature = endpoint.feature(state)
+        if feature is None:
+            return _EMPTY
+        uri = params.text_document.uri
+        document = ls.workspace.text_documents.get(unquote(uri))
+        if document is None:
+            return _EMPTY  # not open: nothing to complete against
+        position = params.position
+        text = document.source
+        try:
+            offset = offset_at(text, position.line, position.character, _encoding(ls))
+        except PositionOutOfRange as exc:
+            raise JsonRpcInvalidParams(f"textDocument/inlineCompletion: {exc}") from None
+        request = InlineRequest(
+            uri=uri,
+            language_id=document.language_id or "",
+            text=text,
+            offset=offset,
+            invoked=params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked,
+            neighbours=lambda: _open_documents(ls),
+        )
+        answer = await feature.complete(request, state.provider, state.settings.inline_completion)
+        if answer.notice is not None:
+            _tell_once(ls, endpoint, answer.notice)
+        elif answer.model_answered and endpoint.told:
+            for key in endpoint.told:  # working again: a later failure is news
+                state.forget_notice(key)
+            endpoint.told.clear()
+        if not answer.items:
+            return _EMPTY
+        state.counters.served += 1
+        at = {"line": position.line, "character": position.character}
+        return {
+            "items": [
+                {
+                    "insertText": item,
+                    "range": {"start": at, "end": at},
+                    "command": {
+                        "title": "Accept completion",
+                        "command": ACCEPT_COMMAND,
+                        "arguments": [endpoint.new_item_id()],
+                    },
+                }
+                for item in answer.items
+            ]
+        }
+
+    @server.feature(DID_SHOW)
+    def did_show_completion(ls: AgentlsLanguageServer, params: Any) -> None:
+        ls.state.counters.shown += 1
+
+    @server.feature(DID_PARTIALLY_ACCEPT)
+    def did_partially_accept_completion(ls: AgentlsLanguageServer, params: Any) -> None:
+        # Not counted as accepted (PROTOCOL.md counts accept commands); the
+        # rest of the item is answered from the cache as the user types on.
+        log.debug("Partially accepted: %s", to_plain(params))
+
+    @server.command(ACCEPT_COMMAND)
+    def inline_completion_accepted(ls: Any, *arguments: Any) -> None:
+        if not arguments or not isinstance(arguments[0], str | int):
+            raise JsonRpcInvalidParams(
+                f"{ACCEPT_COMMAND} takes one argument, the item id from the completion's command"
+            )
+        item_id = str(arguments[0])
+        if endpoint.items.get(item_id) is False:  # counted once per served item
+            endpoint.items[item_id] = True
+            ls.state.counters.accepted += 1
+
+
+def _encoding(ls: AgentlsLanguageServer) -> str:
+    encoding = ls.workspace.position_encoding
+    value = getattr(encoding, "value", encoding)
+    return str(value) if value else "utf-16"
+
+
+def _open_documents(ls: AgentlsLanguageServer) -> Iterator[OpenDocument]:
+    """Open documents, most recently opened first."""
+    from agentls.features.inline_completion import OpenDocument
+
+    for document in reversed(list(ls.workspace.text_documents.values())):
+        yield OpenDocument(
+            uri=document.uri,
+            language_id=document.language_id or "",
+            version=document.version,
+            text=document.source,
+        )
+
+
+def _tell_once(ls: AgentlsLanguageServer, endpoint: _InlineEndpoint, notice: UserNotice) -> None:
+    if ls.state.first_time(notice.key):
+        endpoint.told.add(notice.key)
+        kind = types.MessageType.Error
+        if notice.severity == "warning":
+            kind = types.MessageType.Warning
+        ls.window_show_message(types.ShowMessageParams(type=kind, message=notice.message))
