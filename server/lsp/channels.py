@@ -129,23 +129,26 @@ def open_document_lookup(ls: LanguageServer) -> Callable[[Path], str | None]:
     """path -> the text of the open document with that path, or None.
 
     Compares resolved paths, so a buffer opened through a symlink or with a
-    differently spelled path is still found. Thread-safe enough for the tools'
-    worker thread: it only takes a snapshot of pygls' document table."""
+    differently spelled path is still found (resolved paths are cached per
+    URI: search_text asks once per file). Safe enough for the tools' worker
+    thread: it only reads a snapshot of pygls' document table."""
+    resolved_by_uri: dict[str, Path | None] = {}
 
     def lookup(path: Path) -> str | None:
         from pygls.uris import to_fs_path
 
-        try:
-            target = path.resolve()
-        except (OSError, RuntimeError):
+        target = _resolved(path)
+        if target is None:
             return None
         documents: list[Any] = list(ls.workspace.text_documents.values())
+        if len(resolved_by_uri) > 2 * len(documents) + 64:  # forget closed documents
+            resolved_by_uri.clear()
         for document in documents:
-            fs_path = to_fs_path(document.uri)
-            if not fs_path:
-                continue
-            candidate = Path(fs_path)
-            if candidate == path or _resolved(candidate) == target:
+            uri = document.uri
+            if uri not in resolved_by_uri:
+                fs_path = to_fs_path(uri)
+                resolved_by_uri[uri] = _resolved(Path(fs_path)) if fs_path else None
+            if resolved_by_uri[uri] == target:
                 return str(document.source)
         return None
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -172,13 +173,26 @@ class ChatService:
         if handler is not None:
             self.requests.add(handler)
         try:
-            if session_id is None:
-                session = await asyncio.to_thread(store.create_session)
-                session_id = reserved = session.session_id
-                self.reserved.add(session_id)
-            else:
-                session = await self._load(store, session_id)
-            message = await self._user_message(prompt, context or {})
+            try:
+                if session_id is None:
+                    # The id is chosen here so a cancel that arrives while the
+                    # session is being created can still name it.
+                    session_id = reserved = uuid.uuid4().hex
+                    self.reserved.add(session_id)
+                    session = await asyncio.to_thread(store.create_session, session_id)
+                else:
+                    session = await self._load(store, session_id)
+                message = await self._user_message(prompt, context or {})
+            except SessionStoreError as exc:
+                self._tell_once(f"store:{exc}", str(exc))
+                raise JsonRpcInternalError(str(exc)) from exc
+            except asyncio.CancelledError:
+                # $/cancelRequest before the turn began: still a normal answer.
+                if handler is None or not handler.cancelling() or session_id is None:
+                    raise
+                handler.uncancel()
+                return _failed_wire(session_id, "cancelled",
+                                    "The turn was cancelled before it began.", "cancelled")
             try:
                 orchestrator = self.ls.state.get_orchestrator()
             except AgentlsError as exc:
