@@ -89,10 +89,15 @@ async def wait_until(predicate: Any, what: str) -> None:
 
 @asynccontextmanager
 async def agentls(
-    workspace: Path, state_dir: Path, settings: dict[str, Any], **env: str
+    workspace: Path, state_dir: Path, settings: dict[str, Any],
+    configuration: dict[str, Any] | None = None, **env: str
 ) -> AsyncIterator[Session]:
+    """A server on `workspace`; `settings` go in initializationOptions,
+    `configuration` (when given) is served as workspace/configuration."""
     client = make_test_lsp_client()
     session = Session(client, workspace)
+    if configuration is not None:
+        client.set_configuration(configuration, section="agentls")
 
     @client.feature("agentls/messageDelta")
     def on_delta(params: Any) -> None:
@@ -105,8 +110,11 @@ async def agentls(
     await client.start_io(*SERVER, env=server_env(AGENTLS_STATE_DIR=str(state_dir), **env))
     stopped = False
     try:
-        caps = types.ClientCapabilities(window=types.WindowClientCapabilities(
-            work_done_progress=True, show_message=types.ShowMessageRequestClientCapabilities()))
+        caps = types.ClientCapabilities(
+            window=types.WindowClientCapabilities(
+                work_done_progress=True,
+                show_message=types.ShowMessageRequestClientCapabilities()),
+            workspace=types.WorkspaceClientCapabilities(configuration=configuration is not None))
         folder = types.WorkspaceFolder(uri=workspace.as_uri(), name=workspace.name)
         await asyncio.wait_for(client.initialize_session(types.InitializeParams(
             capabilities=caps, process_id=None, root_uri=workspace.as_uri(),
@@ -407,6 +415,37 @@ async def test_delete_session_new_session_and_ui_schema(tmp_path: Path, workspac
         assert all(isinstance(e, dict) and e["ui_type"] and e["plugin"] for e in schema)
         assert {"ui_type": "message_footer", "data": "metadata.mentions",
                 "template": "Attached: {{data}}", "plugin": "mentions"} in schema
+
+
+# --------------------------------------------------------------------------- settings
+
+
+async def test_a_settings_change_repoints_turns_at_the_new_provider_and_limits(
+    tmp_path: Path, workspace: Path
+) -> None:
+    before, record_before = scripted(tmp_path, "config-a", [{"text": "from A"}])
+    after, record_after = scripted(tmp_path, "config-b", [
+        {"text": "looking", "tool_calls": [{"id": "c1", "name": "list_files", "arguments": {}}]},
+    ])
+    async with agentls(workspace, tmp_path / "state", {}, configuration=before) as s:
+        # workspace/configuration is fetched after `initialized`: wait for it
+        for _ in range(200):
+            if (await s.request("agentls/status", {}))["provider"]["id"] == "scripted":
+                break
+            await asyncio.sleep(0.02)
+        first = await s.chat(prompt="one")
+        assert first["messages"][-1]["content"] == "from A"
+        changed = {**after, "session": {"maxIterations": 1}}
+        s.client.set_configuration(changed, section="agentls")
+        # Pushed in the notification too, so the server has it before it
+        # handles the next request (it also re-reads workspace/configuration).
+        s.client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings={"agentls": changed}))
+        second = await s.chat(prompt="two", sessionId=first["sessionId"])
+        assert second["status"] == "failed", second
+        assert second["error"]["code"] == "max_iterations"
+        assert "session.maxIterations = 1" in second["error"]["message"]
+    assert len(recorded(record_before)) == 1 and len(recorded(record_after)) == 1
 
 
 # --------------------------------------------------------------------------- provider errors
