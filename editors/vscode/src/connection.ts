@@ -41,6 +41,7 @@ export class ServerConnection implements vscode.Disposable {
   private readonly disposables: vscode.Disposable[] = [];
   private clientDisposables: vscode.Disposable[] = [];
   private starting: Promise<void> | undefined;
+  private statusTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(
     private readonly output: vscode.LogOutputChannel,
@@ -90,7 +91,9 @@ export class ServerConnection implements vscode.Disposable {
   async request<R>(method: string, params: unknown, token?: vscode.CancellationToken): Promise<R> {
     await this.start();
     if (!this.client) throw new Error("The agentls server is not running. See Output > agentls.");
-    return this.client.sendRequest<R>(method, params, token);
+    // Never pass an undefined token: vscode-jsonrpc would then send the
+    // params as a positional array [params, null].
+    return token ? this.client.sendRequest<R>(method, params, token) : this.client.sendRequest<R>(method, params);
   }
 
   async refreshStatus(): Promise<void> {
@@ -155,6 +158,7 @@ export class ServerConnection implements vscode.Disposable {
           configuration: async (params, token, next) => {
             const answer = await next(params, token);
             if (!Array.isArray(answer)) return answer;
+            if (params.items.some((item) => item.section === SECTION)) this.settingsPulled();
             return params.items.map((item, i) =>
               item.section === SECTION ? wireSettings(item.scopeUri) : answer[i],
             );
@@ -224,11 +228,16 @@ export class ServerConnection implements vscode.Disposable {
       return;
     }
     if (this.client && this.state === "running") {
-      // Pull model: the server asks for section "agentls" again.
-      void this.client
-        .sendNotification(DidChangeConfigurationNotification.type, { settings: null })
-        .then(() => setTimeout(() => void this.refreshStatus(), 300));
+      // Pull model: the server asks for section "agentls" again, and the
+      // configuration middleware refreshes the status bar after answering.
+      void this.client.sendNotification(DidChangeConfigurationNotification.type, { settings: null });
     }
+  }
+
+  /** The server reloads its settings after pulling them: show the result. */
+  private settingsPulled(): void {
+    if (this.statusTimer) clearTimeout(this.statusTimer);
+    this.statusTimer = setTimeout(() => void this.refreshStatus(), 250);
   }
 
   private setState(state: ServerState): void {

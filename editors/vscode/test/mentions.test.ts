@@ -38,6 +38,19 @@ describe("picker items", () => {
     assert.equal(applyPick(text + " rest", text.length, item).text, "line one\nsee @file:b.py rest");
   });
 
+  it("reads agentls/complete feature entries (replacement, start, display, applied)", () => {
+    const text = "fix @file:ma";
+    const items = toPickerItems(text, completionItems({ items: [
+      { replacement: "@file:src/main.py", start: 4, display: "src/main.py", display_meta: "file", plugin: "mentions" },
+      { replacement: "/explain", start: 0, display: "/explain", applied: "Explain this code", plugin: "templates" },
+    ] }));
+    assert.deepEqual(items[0], { label: "src/main.py", detail: "file", newText: "@file:src/main.py", start: 4, end: 12 });
+    assert.equal(applyPick(text, 12, items[0]).text, "fix @file:src/main.py ");
+    assert.equal(items[1].newText, "Explain this code");
+    const [prefix] = toPickerItems("@fi", [{ replacement: "@file:", start: 0, display: "@file:" }]);
+    assert.equal(applyPick("@fi", 3, prefix).text, "@file:", "no space after the bare prefix");
+  });
+
   it("does not add a space after a directory", () => {
     const [item] = toPickerItems("@file:s", [{ label: "@file:src/" }]);
     assert.equal(applyPick("@file:s", 7, item).text, "@file:src/");

@@ -20,6 +20,24 @@ describe("Transcript", () => {
     assert.equal(t.entries.length, 2);
   });
 
+  it("matches the final message to its deltas by index", () => {
+    const t = new Transcript("s");
+    const [a] = t.applyDelta({ sessionId: "s", index: 1, delta: "first" });
+    const [b] = t.applyDelta({ sessionId: "s", index: 3, delta: "second" });
+    assert.deepEqual(t.applyMessage({ role: "assistant", content: "second!" }, "s", 3), [b]);
+    assert.equal(t.find(a)?.streaming, true);
+    assert.equal(t.find(b)?.text, "second!");
+  });
+
+  it("confirms the typed prompt and folds the context the server attached", () => {
+    const t = new Transcript("s");
+    const [id] = t.addUserPrompt("Say hello");
+    assert.deepEqual(t.applyMessage({ role: "user", content: 'Say hello\n\n<editor file="main.py"/>' }, "s"), [id]);
+    assert.equal(t.entries.length, 1);
+    assert.equal(t.find(id)?.text, "Say hello");
+    assert.equal(t.find(id)?.attachments, '<editor file="main.py"/>');
+  });
+
   it("keeps thinking apart from text", () => {
     const t = new Transcript("s");
     const [id] = t.applyDelta({ sessionId: "s", index: 0, delta: "hmm", kind: "thinking" });

@@ -6,8 +6,19 @@
  * Pure: no `vscode` import.
  */
 
+/**
+ * `agentls/complete` answers `{items}` of feature completion entries
+ * (`replacement`, `start` offset into the text, `display`, `display_meta`,
+ * `applied` when the plugin expands the entry); LSP CompletionItems are
+ * accepted too, so the picker works with either shape.
+ */
 export interface CompletionLike {
-  label: string | { label: string };
+  label?: string | { label: string };
+  replacement?: string;
+  start?: number;
+  display?: string;
+  display_meta?: string;
+  applied?: string;
   insertText?: string;
   filterText?: string;
   detail?: string;
@@ -55,7 +66,10 @@ export function offsetAt(text: string, position: { line: number; character: numb
 }
 
 export function labelOf(item: CompletionLike): string {
-  return typeof item.label === "string" ? item.label : item.label.label;
+  if (item.display) return item.display;
+  if (typeof item.label === "string") return item.label;
+  if (item.label) return item.label.label;
+  return item.replacement ?? "";
 }
 
 /** Picker rows for the items, each knowing which part of the input it replaces. */
@@ -64,6 +78,16 @@ export function toPickerItems(textBeforeCursor: string, items: readonly Completi
   const defaultStart = token ? token.start : textBeforeCursor.length;
   return items.map((item) => {
     const label = labelOf(item);
+    if (typeof item.replacement === "string") {
+      const start = typeof item.start === "number" && item.start >= 0 && item.start <= textBeforeCursor.length ? item.start : defaultStart;
+      return {
+        label,
+        detail: item.display_meta ?? item.detail,
+        newText: item.applied || item.replacement,
+        start,
+        end: textBeforeCursor.length,
+      };
+    }
     const edit = item.textEdit;
     const range = edit ? (edit.range ?? edit.replace ?? edit.insert) : undefined;
     if (edit && range) {
@@ -90,6 +114,8 @@ export function applyPick(text: string, cursor: number, item: PickerItem): { tex
   const end = Math.max(item.end, Math.min(cursor, text.length));
   let newText = item.newText;
   const after = text.slice(end);
-  if (!after.startsWith(" ") && !newText.endsWith(" ") && !newText.endsWith("/")) newText += " ";
+  if (!after.startsWith(" ") && !newText.endsWith(" ") && !newText.endsWith("/") && !newText.endsWith(":")) {
+    newText += " ";
+  }
   return { text: text.slice(0, item.start) + newText + after, cursor: item.start + newText.length };
 }

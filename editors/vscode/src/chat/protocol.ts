@@ -17,6 +17,8 @@ export interface MessageDeltaParams {
 
 export interface MessageParams {
   sessionId: string;
+  /** The message's index in the session; deltas of it carry the same index. */
+  index?: number;
   message: WireMessage;
 }
 

@@ -82,6 +82,7 @@ export function renderEntry(entry: Entry): string {
       break;
     case "user":
       parts.push(`<div class="role">${label}</div>`, `<div class="body">${pre(entry.text)}</div>`);
+      if (entry.attachments) parts.push(folded("attachments", "Context sent with the prompt", pre(entry.attachments)));
       break;
     case "error":
     case "info":

@@ -29,6 +29,8 @@ export interface Entry {
   streaming: boolean;
   /** A user prompt shown before the server confirmed it. */
   local?: boolean;
+  /** Context the server added to a prompt (editor, selection, mentions). */
+  attachments?: string;
   toolCalls?: ToolCallView[];
   tool?: { name: string; success: boolean; output: string; error?: string };
   hookName?: string;
@@ -64,7 +66,7 @@ export class Transcript {
     return [entry.id];
   }
 
-  applyMessage(message: WireMessage, sessionId?: string): string[] {
+  applyMessage(message: WireMessage, sessionId?: string, index?: number): string[] {
     if (sessionId !== undefined && !this.accepts(sessionId)) return [];
     const metadata = message.metadata ?? {};
     const text = contentText(message.content);
@@ -74,9 +76,15 @@ export class Transcript {
       return [entry.id];
     }
     if (message.role === "user") {
-      const local = this.entries.find((e) => e.role === "user" && e.local && e.text.trim() === text.trim());
+      // The stored prompt is what the user typed plus the context the server
+      // attached (editor, selection, mentioned files): keep the typed text
+      // and fold the rest.
+      const local = this.entries.find((e) => e.role === "user" && e.local);
       if (local) {
         local.local = false;
+        if (text.startsWith(local.text) && text.length > local.text.length) {
+          local.attachments = text.slice(local.text.length).trim();
+        }
         return [local.id];
       }
       return [this.push({ role: "user", text }).id];
@@ -85,7 +93,8 @@ export class Transcript {
       const toolCalls = readToolCalls(metadata);
       for (const call of toolCalls) if (call.id) this.toolNames.set(call.id, call.name);
       const reasoning = typeof metadata["reasoning"] === "string" ? (metadata["reasoning"] as string) : "";
-      const streaming = this.oldestStreaming();
+      const streaming =
+        (index !== undefined ? this.streamingByIndex.get(index) : undefined) ?? this.oldestStreaming();
       if (streaming) {
         this.finishStreaming(streaming);
         streaming.text = text;

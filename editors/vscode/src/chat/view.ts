@@ -48,7 +48,7 @@ export class ChatViewProvider implements vscode.WebviewViewProvider, vscode.Disp
       }),
       connection.onMessage((params) => {
         this.followSession(params.sessionId);
-        this.update(this.transcript.applyMessage(params.message, params.sessionId));
+        this.update(this.transcript.applyMessage(params.message, params.sessionId, params.index));
       }),
     );
   }
