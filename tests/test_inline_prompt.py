@@ -4,6 +4,8 @@ prompts, neighbour context, token budgets."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agentls.features.inline_completion.document import (
     PositionOutOfRange,
@@ -54,6 +56,23 @@ def test_offset_at_rejects_lines_past_the_end() -> None:
     with pytest.raises(PositionOutOfRange):
         offset_at(TEXT, -1, 0)
     assert offset_at("", 0, 0) == 0
+
+
+def _reference_offset(text: str, line: int, character: int) -> int | None:
+    lines = text.split("\n")
+    if line >= len(lines):
+        return None
+    content = lines[line][:-1] if lines[line].endswith("\r") else lines[line]
+    return sum(len(item) + 1 for item in lines[:line]) + min(character, len(content))
+
+
+@given(st.text(alphabet="ab \n\r", max_size=3000), st.integers(0, 1200), st.integers(0, 40))
+def test_offset_at_matches_a_line_split(text: str, line: int, character: int) -> None:
+    try:
+        found: int | None = offset_at(text, line, character)
+    except PositionOutOfRange:
+        found = None
+    assert found == _reference_offset(text, line, character)
 
 
 # --------------------------------------------------------------------------- budgets

@@ -230,8 +230,8 @@ def _apply(stack: list[str], text: str) -> tuple[list[str], int]:
 def cut_unbalanced(text: str, ctx: CursorContext) -> str:
     """Stop before the first closing bracket that closes nothing the prefix
     or the completion opened (a whole line of closers goes with it)."""
-    if not _BRACKET.search(text):
-        return text
+    if not _BRACKET.search(text) or _apply([], text)[1] < 0:
+        return text  # closes only what it opened itself: the prefix cannot matter
     _, bad = _apply(open_brackets(ctx.prefix[-_BRACKET_SCAN_CHARS:]), text)
     if bad < 0:
         return text
