@@ -196,7 +196,7 @@ class ChatService:
             try:
                 orchestrator = self.ls.state.get_orchestrator()
             except AgentlsError as exc:
-                self._tell_once(f"provider:{exc}", f"agentls: {exc}")
+                self._tell_once(f"provider:{exc}", f"agentls chat: {exc}")
                 return _failed_wire(session_id, "internal", str(exc))
             return await self._run(orchestrator, session, message, token)
         finally:
@@ -294,7 +294,7 @@ class ChatService:
         error = result.error or {}
         code = str(error.get("code", ""))
         if result.status == "failed" and code in ACTIONABLE_CODES:
-            self._tell_once(f"chat:{code}", f"agentls: {error.get('message', code)}")
+            self._tell_once(f"chat:{code}", f"agentls chat: {error.get('message', code)}")
 
     async def _user_message(self, prompt: str, context: dict[str, Any]) -> Message:
         state = self.ls.state
