@@ -55,7 +55,13 @@ class _InlineEndpoint:
         if known is not None and known[0] is loaded:
             return known[1]
         found = next(
-            (p for p in state.features() if getattr(p, "name", None) == FEATURE_NAME), None
+            (
+                plugin
+                for plugin in state.features()
+                if getattr(plugin, "name", None) == FEATURE_NAME
+                and callable(getattr(plugin, "complete", None))
+            ),
+            None,
         )
         self._feature_for = (loaded, found)
         return found
@@ -100,7 +106,12 @@ def register(server: AgentlsLanguageServer) -> None:
             invoked=params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked,
             neighbours=lambda: _open_documents(ls),
         )
-        answer = await feature.complete(request, state.provider, state.settings.inline_completion)
+        try:
+            answer = await feature.complete(request, state.provider,
+                                            state.settings.inline_completion)
+        except Exception:  # a bug must cost one suggestion, not the editor's patience
+            log.exception("Inline completion failed unexpectedly")
+            return _EMPTY
         if answer.notice is not None:
             _tell_once(ls, endpoint, answer.notice)
         elif answer.model_answered and endpoint.told:
