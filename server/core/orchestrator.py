@@ -418,6 +418,8 @@ class _Turn:
                 "core": core,
                 "session_id": self.sid,
                 "trigger_source": "core",
+                # Last, so nothing a caller or the model supplies can set it.
+                "approval": _approval_policy(pre),
             }
             execution = await core.tools.execute(call, tool_context)
             result, content = execution.result, execution.content
@@ -626,6 +628,17 @@ class _Outcome:
     data: dict[str, Any] | None = None
     choice: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _approval_policy(pre: _Outcome) -> str:
+    """What the file tools' edit applier is told: "allow" when a policy rule
+    allowed the call or the user approved it through ask_user, else "ask".
+    The model's own arguments can never set this."""
+    if pre.choice is not None:
+        return "allow"
+    if pre.data and pre.data.get("approval") == "allow":
+        return "allow"
+    return "ask"
 
 
 def _tool_message(call: ToolCall, result: ToolResult, content: str) -> Message:

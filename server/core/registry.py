@@ -6,6 +6,7 @@ third-party package adds a provider, feature or tool without touching agentls:
     agentls.providers  name -> factory(ProviderConfig) -> Provider
     agentls.features   name -> FeaturePlugin class / factory / instance
     agentls.tools      name -> ToolPlugin class / factory / instance
+    agentls.hooks      name -> hook module class / instance (register(hooks, context))
 
 Entry points are loaded lazily (only the configured provider is imported),
 because start-up time is on the editor's critical path. A plugin that fails
@@ -35,11 +36,12 @@ __all__ = ["GROUPS", "PluginKind", "PluginRegistry", "UnknownPlugin"]
 
 log = logging.getLogger("agentls.plugins")
 
-PluginKind = Literal["provider", "feature", "tool"]
+PluginKind = Literal["provider", "feature", "tool", "hook"]
 GROUPS: dict[PluginKind, str] = {
     "provider": "agentls.providers",
     "feature": "agentls.features",
     "tool": "agentls.tools",
+    "hook": "agentls.hooks",  # hook modules: register(hooks, context)
 }
 
 

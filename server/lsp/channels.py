@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 
 from agentls.core.approval import ApprovalRequest, MessageLevel
+from agentls.core.edits import DocumentLookup, EditApplier
 from agentls.core.orchestrator import TurnObserver
 from agentls.core.session_types import Message
 
@@ -123,6 +124,12 @@ class TurnWiring:
     approval: LspApprovalChannel
     display: LspDisplayChannel
     documents: Callable[[Path], str | None]
+    # Issue 5: the edit applier (approval gate + workspace/applyEdit), the
+    # versioned document lookup the file tools build edits against, and
+    # diagnostics publishing for linter hooks.
+    editor: EditApplier | None = None
+    snapshots: DocumentLookup | None = None
+    publish_diagnostics: Callable[[str, list[dict[str, Any]], int | None], None] | None = None
 
 
 def open_document_lookup(ls: LanguageServer) -> Callable[[Path], str | None]:

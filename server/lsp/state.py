@@ -153,6 +153,30 @@ class ServerState:
         )
 
     # -- agent turns -----------------------------------------------------------------
+    def hook_modules(self) -> list[Any]:
+        """Enabled hook modules (policy rules, linters, ...)."""
+        config = self.feature_config()
+        return self.registry.enabled(
+            "hook", config, tags=self.registry.collect_tags(config),
+            disabled=self.settings.features.disabled,
+        )
+
+    def build_hooks(self) -> Any:
+        """A HookRegistry with every enabled hook module registered against
+        the current settings and LSP wiring."""
+        from agentls.core.hook_modules import HookContext, register_hook_modules
+
+        wiring = self.turn_wiring
+        context = HookContext(
+            settings=self.settings,
+            workspace_folders=list(self.workspace_folders),
+            documents=wiring.snapshots if wiring else None,
+            display=wiring.display if wiring else None,
+            approval=wiring.approval if wiring else None,
+            publish_diagnostics=wiring.publish_diagnostics if wiring else None,
+        )
+        return register_hook_modules(self.hook_modules(), context)
+
     def get_orchestrator(self) -> Orchestrator:
         """The turn loop, built on first use. After a settings change (new
         provider, tools or limits) the same object is re-pointed rather than
@@ -190,7 +214,10 @@ class ServerState:
         core.tool_context = {
             "workspace_folders": [str(p) for p in self.workspace_folders],
             "documents": wiring.documents if wiring else None,
+            "snapshots": wiring.snapshots if wiring else None,
+            "editor": wiring.editor if wiring else None,
         }
+        core.hooks = self.build_hooks()
         self._orchestrator_inputs = inputs
         return core
 
