@@ -29,6 +29,11 @@ export interface VsCode {
   screenshot(name: string): Promise<string>;
   /** The extension host log, for failure messages. */
   exthostLog(): string;
+  /**
+   * In the refactor preview: ticks every file (VS Code leaves changes that
+   * need confirmation unchecked) and presses Apply.
+   */
+  applyPreview(onTicked?: () => Promise<unknown>): Promise<void>;
 }
 
 export interface Options {
@@ -224,6 +229,20 @@ export async function launch(options: Options): Promise<VsCode> {
         const file = path.join(SCREENSHOTS, `vscode-${name}.png`);
         await page.screenshot({ path: file });
         return file;
+      },
+      async applyPreview(onTicked?: () => Promise<unknown>) {
+        const apply = page.getByRole("button", { name: "Apply", exact: true });
+        await apply.waitFor();
+        const boxes = page.locator(".panel .monaco-list-row[aria-level='1'] .monaco-checkbox.edit-checkbox");
+        for (let i = 0; i < (await boxes.count()); i++) {
+          const box = boxes.nth(i);
+          if ((await box.getAttribute("aria-checked")) !== "true") await box.click();
+          await waitFor("the change to be ticked", 5_000, async () =>
+            (await box.getAttribute("aria-checked")) === "true" ? true : undefined,
+          );
+        }
+        await onTicked?.();
+        await apply.click();
       },
       exthostLog() {
         const logs = path.join(userDataDir, "logs");

@@ -202,8 +202,7 @@ describe("agentls in VS Code", { timeout: 600_000 }, () => {
     const results = await vscode.chat().locator(".tool-result").count();
     await sendChat("Add a docstring to add()");
     if (!(await awaitApproval(t, results))) return;
-    await vscode.screenshot("8-approval-preview");
-    await vscode.page.getByRole("button", { name: "Apply", exact: true }).click();
+    await vscode.applyPreview(() => vscode.screenshot("8-approval-preview"));
     await vscode
       .chat()
       .locator(".msg-assistant", { hasText: "I added a docstring to main.py." })

@@ -35,14 +35,16 @@ export function statusView(
   if (state === "failed") return { text: "$(error) agentls", tooltip: "agentls: the server is not running. Click for the output.", error: true };
   if (state === "stopped") return { text: "$(circle-slash) agentls", tooltip: "agentls: stopped", error: false };
 
-  const provider = status?.provider?.id ?? "?";
+  const provider = status?.provider?.id;
   const model = status?.model ?? "";
   const providerError = status?.provider?.error;
   const kindError = extra?.kind === "Error" || extra?.kind === "Warning";
   const icon = busy || extra?.busy ? "$(sync~spin)" : providerError || kindError ? "$(warning)" : "$(sparkle)";
-  const text = `${icon} agentls: ${provider}${model ? ` · ${model}` : ""}`;
+  const text = provider ? `${icon} agentls: ${provider}${model ? ` · ${model}` : ""}` : `${icon} agentls`;
   const lines = [
-    `agentls — provider ${status?.provider?.display_name ?? provider}${model ? `, model ${model}` : ""}`,
+    provider
+      ? `agentls — provider ${status?.provider?.display_name ?? provider}${model ? `, model ${model}` : ""}`
+      : "agentls — the server did not report its provider",
     busy || extra?.busy ? "Busy" : "Idle",
   ];
   if (providerError) lines.push(`Provider problem: ${providerError}`);

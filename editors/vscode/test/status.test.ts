@@ -20,6 +20,9 @@ describe("statusView", () => {
     assert.match(statusView("running", status, true).text, /^\$\(sync~spin\)/);
     assert.match(statusView("running", status, false, { busy: true }).text, /^\$\(sync~spin\)/);
   });
+  it("shows just the name when the server reports no status", () => {
+    assert.equal(statusView("running", undefined, false).text, "$(sparkle) agentls");
+  });
   it("warns about provider problems and server failures", () => {
     const v = statusView("running", { provider: { id: "openai", error: "no key" } }, false);
     assert.match(v.text, /^\$\(warning\)/);
