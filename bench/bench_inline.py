@@ -28,6 +28,7 @@ import asyncio
 import json
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -388,6 +389,7 @@ async def main(requests: int, bursts: int, profile: str | None = None, tcp: bool
             proc.kill()
         backend.kill()
         await backend.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
 
     m50, m95, m99 = percentiles(model_rtt)
     o50, o95, o99 = percentiles(overhead)
