@@ -213,13 +213,26 @@ export async function launch(options: Options): Promise<VsCode> {
       userDataDir,
       stop,
       async command(title: string) {
-        await page.keyboard.press("F1");
+        // A webview that takes focus while the palette opens can close it
+        // again: retry a few times before giving up.
         const input = page.locator(".quick-input-widget input");
-        await input.waitFor();
-        await input.fill(`>${title}`);
-        const row = page.locator(".quick-input-list .monaco-list-row", { hasText: title }).first();
-        await row.waitFor();
-        await page.keyboard.press("Enter");
+        let lastError: unknown;
+        for (let attempt = 0; attempt < 4; attempt++) {
+          try {
+            await page.keyboard.press("F1");
+            await input.waitFor({ state: "visible", timeout: 5_000 });
+            await input.fill(`>${title}`, { timeout: 5_000 });
+            const row = page.locator(".quick-input-list .monaco-list-row", { hasText: title }).first();
+            await row.waitFor({ timeout: 10_000 });
+            await page.keyboard.press("Enter");
+            return;
+          } catch (error) {
+            lastError = error;
+            await page.keyboard.press("Escape").catch(() => undefined);
+            await new Promise((r) => setTimeout(r, 500));
+          }
+        }
+        throw new Error(`Could not run "${title}" from the command palette: ${String(lastError)}`);
       },
       chat() {
         return page.frameLocator("iframe.webview.ready").frameLocator("#active-frame");

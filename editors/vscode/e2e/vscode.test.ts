@@ -174,6 +174,21 @@ describe("agentls in VS Code", { timeout: 600_000 }, () => {
     await vscode.screenshot("7-chat-cancelled");
   });
 
+  it("lists sessions and resumes one in the chat view", { timeout: 60_000 }, async () => {
+    const chat = vscode.chat();
+    await vscode.command("agentls: New Session");
+    await waitFor("an empty chat view", 10_000, async () => ((await chat.locator(".msg").count()) === 0 ? true : undefined));
+    await vscode.command("agentls: Show Sessions");
+    const row = vscode.page.locator(".quick-input-list .monaco-list-row", { hasText: "Say hello" }).first();
+    await row.waitFor({ timeout: 20_000 }).catch(fail);
+    await vscode.screenshot("sessions");
+    await row.click();
+    await chat
+      .locator(".msg-assistant", { hasText: "Hello from the scripted agent. Streaming works." })
+      .waitFor({ timeout: 20_000 })
+      .catch(fail);
+  });
+
   /**
    * Waits for VS Code's refactor preview (the client shows it for edits
    * whose change annotations need confirmation). Skips when the server has
