@@ -165,6 +165,7 @@ class ChatService:
             raise JsonRpcInvalidParams("`workDoneToken` must be a string or an integer.")
         if self.closing:
             raise JsonRpcInvalidRequest("The server is shutting down; no new turns start.")
+        await self.ls.wait_settings()
         store = self.store()
         if session_id is not None:
             self._reserve(session_id)
@@ -308,9 +309,16 @@ class ChatService:
         text, attachments = await asyncio.to_thread(expand_mentions, prompt, folders, read)
         blocks = []
         metadata: dict[str, Any] = {}
-        selection = self._selection(context, workspace)
+        if "{{" in text:
+            # A /template picked in the chat buffer arrives with its
+            # placeholders; fill them from the request's context.
+            text, used_selection = self._fill_template(text, context, workspace)
+        else:
+            used_selection = False
+        selection = "" if used_selection else self._selection(context, workspace)
         if selection:
             blocks.append(selection)
+        if context:
             metadata["context"] = context
         if attachments:
             blocks.append(render_attachments(attachments))
@@ -320,6 +328,41 @@ class ChatService:
         metadata["prompt"] = prompt
         content = "\n\n".join([text, *blocks])
         return Message("user", content, metadata)
+
+    def _fill_template(
+        self, text: str, context: dict[str, Any], workspace: Workspace
+    ) -> tuple[str, bool]:
+        """Render {{selection}}, {{language}}, {{path}}, {{diagnostics}} from
+        the context; returns the text and whether the selection went in."""
+        from agentls.features.templates import render
+
+        uri = context.get("uri") if isinstance(context.get("uri"), str) else None
+        selected = _range(context.get("range"))
+        selection_text = language = shown = ""
+        diagnostics = context.get("diagnostics")
+        if uri:
+            from pygls.uris import to_fs_path
+
+            fs_path = to_fs_path(uri)
+            if fs_path:
+                resolved = Path(fs_path).resolve()
+                shown = workspace.relative(resolved) if workspace.folder_of(resolved) else fs_path
+            try:
+                document = self.ls.workspace.get_text_document(uri)
+                language = document.language_id or ""
+                if selected is not None:
+                    selection_text = document.text_in_client_range(selected)[
+                        :SELECTION_MAX_CHARS]
+            except Exception as exc:
+                log.warning("Cannot read %s for a template: %s", uri, exc)
+        rendered = render(
+            text,
+            selection=selection_text or "(no selection)",
+            language=language,
+            path=shown or "(no file)",
+            diagnostics=diagnostics if isinstance(diagnostics, list) else [],
+        )
+        return rendered, bool(selection_text) and "{{selection}}" in text
 
     def _selection(self, context: dict[str, Any], workspace: Workspace) -> str:
         uri = context.get("uri")

@@ -85,6 +85,8 @@ def register(server: AgentlsLanguageServer) -> None:
         from agentls.features.inline_completion.document import PositionOutOfRange, offset_at
 
         state = ls.state
+        if not ls.settings_ready.is_set():  # only the first requests after start-up wait
+            await ls.wait_settings()
         feature = endpoint.feature(state)
         if feature is None:
             return _EMPTY

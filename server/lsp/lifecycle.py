@@ -43,7 +43,10 @@ def register(server: AgentlsLanguageServer) -> None:
 
     @server.feature(types.INITIALIZED)
     async def on_initialized(ls: AgentlsLanguageServer, params: types.InitializedParams) -> None:
-        await refresh_configuration(ls)
+        try:
+            await refresh_configuration(ls)
+        finally:
+            ls.settings_ready.set()
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def on_did_change_configuration(

@@ -33,6 +33,19 @@ class AgentlsLanguageServer(LanguageServer):
         self.pending_problems: list[Any] = []
         # Coroutines run at shutdown (finish turns, close providers, flush sessions).
         self.shutdown_steps: list[Any] = []
+        # Set once `initialized` has pulled workspace/configuration, so a
+        # request sent right after start-up does not run on default settings.
+        self.settings_ready = asyncio.Event()
+
+    async def wait_settings(self, limit: float = 5.0) -> None:
+        """Wait (bounded) until the client's settings have been read."""
+        if self.settings_ready.is_set():
+            return
+        try:
+            await asyncio.wait_for(self.settings_ready.wait(), limit)
+        except TimeoutError:
+            log.warning("Settings not read after %ss; going on with what is known", limit)
+            self.settings_ready.set()
 
     async def graceful_shutdown(self) -> None:
         """Finish what must not be lost, then release resources. Each step is
