@@ -38,6 +38,7 @@ from agentls.providers.local import (
     LocalProvider,
     ToolReplyDecoder,
     assemble_gemma3,
+    catalog,
     gemma3_chunk_paths,
     locate_model_file,
     runtime_error,
@@ -121,8 +122,8 @@ def test_import_does_not_load_llama_cpp() -> None:
 
 
 def test_missing_server_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(local, "_runtime_found", False)
-    monkeypatch.setattr(local, "_module_available", lambda name: name != "uvicorn")
+    monkeypatch.setattr(catalog, "_runtime_found", False)
+    monkeypatch.setattr(catalog, "_module_available", lambda name: name != "uvicorn")
     error = runtime_error("m")
     assert error is not None
     assert error.code == "not_found" and error.model == "m"
@@ -131,8 +132,8 @@ def test_missing_server_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def test_stream_and_fim_raise_the_install_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(local, "_runtime_found", False)
-    monkeypatch.setattr(local, "_module_available", lambda name: False)
+    monkeypatch.setattr(catalog, "_runtime_found", False)
+    monkeypatch.setattr(catalog, "_module_available", lambda name: False)
     provider = make_provider()
     with pytest.raises(ModelError) as chat:
         await collect(provider.stream([Message(role="user", content="hi")]))
@@ -239,9 +240,9 @@ def test_gemma3_bad_checksum_leaves_no_file(fake_site: Path, tmp_path: Path) -> 
 def test_gemma3_missing_chunk_is_not_found(
     fake_site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = local._package_dir
+    real = catalog._package_dir
     monkeypatch.setattr(
-        local, "_package_dir", lambda name: None if name.endswith("part3") else real(name)
+        catalog, "_package_dir", lambda name: None if name.endswith("part3") else real(name)
     )
     with pytest.raises(ModelError) as info:
         assemble_gemma3(tmp_path)

@@ -1,0 +1,72 @@
+"""The `local` provider: llama.cpp (llama-cpp-python) running a small GGUF
+model that a Python package ships, so a fresh install works offline with no
+account and no key.
+
+Out of process, on purpose: a native crash (llama.cpp segfaults on some CPUs
+when built with the wrong flags) must never take down the editor's language
+server. Each model runs in a child process, `python -m
+agentls.providers.local serve ...`; every call is delegated to the `openai`
+provider's HTTP code pointed at that child's loopback port, with no key.
+
+The modules, in the order a request meets them:
+
+- provider.py: LocalProvider: model choice, providerOptions, the calls, and
+  the limits (no fill-in-the-middle, one tool call per reply).
+- catalog.py: the two packaged models, locating (and joining) their GGUF
+  files, and whether llama-cpp-python[server] is installed.
+- tool_grammar.py: messages for a GGUF chat template, and tool calls through
+  a JSON-schema grammar (the schema and the decoder of the reply).
+- process.py: starting, supervising and restarting the child processes,
+  and leaving no orphans.
+- worker.py (run by __main__.py): the child itself.
+
+Importing this package does not import llama_cpp (the extra may be absent):
+only the child does.
+"""
+
+from __future__ import annotations
+
+from .catalog import (
+    CATALOG,
+    CMAKE_ARGS,
+    DEFAULT_CHAT_MODEL,
+    DEFAULT_COMPLETION_MODEL,
+    GEMMA3,
+    INSTALL_COMMAND,
+    SMOLLM2,
+    CatalogModel,
+    assemble_gemma3,
+    gemma3_chunk_paths,
+    locate_model_file,
+    missing_runtime,
+    runtime_error,
+    smollm2_path,
+)
+from .catalog import GEMMA3_FILE as GEMMA3_FILE
+from .catalog import SMOLLM2_FILE as SMOLLM2_FILE
+
+# The children not yet reaped (the same dict, never rebound; tests read it).
+from .process import _CHILDREN as _CHILDREN
+from .provider import LocalProvider
+from .tool_grammar import ToolReplyDecoder, to_local_messages, tool_reply_schema
+
+__all__ = [
+    "CATALOG",
+    "CMAKE_ARGS",
+    "DEFAULT_CHAT_MODEL",
+    "DEFAULT_COMPLETION_MODEL",
+    "GEMMA3",
+    "INSTALL_COMMAND",
+    "SMOLLM2",
+    "CatalogModel",
+    "LocalProvider",
+    "ToolReplyDecoder",
+    "assemble_gemma3",
+    "gemma3_chunk_paths",
+    "locate_model_file",
+    "missing_runtime",
+    "runtime_error",
+    "smollm2_path",
+    "to_local_messages",
+    "tool_reply_schema",
+]

@@ -1,0 +1,379 @@
+"""The child processes that run the models, and their supervision.
+
+Out of process, on purpose: a native crash (llama.cpp segfaults on some CPUs
+when built with the wrong flags) must never take down the editor's language
+server. Each model runs in a child process, `python -m
+agentls.providers.local serve ...` (worker.py), which loads the GGUF into
+llama-cpp-python's OpenAI-compatible server (`llama_cpp.server`) on a
+loopback port it picks itself. Every call is then delegated to the `openai`
+provider's HTTP code pointed at that port, with no key (_LoopbackOpenAI).
+
+Life cycle: a child starts on first use (never at server start), and is
+started again by the next request after it died. A request in flight when
+it dies fails with ModelError(code="server_error") saying the local model
+crashed and was restarted. aclose() stops the children; so does interpreter
+exit (atexit, process-group kill). A child also exits by itself when its
+parent dies: it watches its stdin (a pipe from us, closed by the kernel when
+we die, even by SIGKILL) and its parent pid.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentls.core.models import ModelError
+from agentls.core.provider import ProviderConfig
+
+from ..http import HttpClient
+from ..openai import OpenAIProvider
+from .catalog import INSTALL_COMMAND, locate_model_file
+
+logger = logging.getLogger("agentls.providers.local")
+
+_LOG_TAIL_BYTES = 4000
+
+# Every child we started and have not yet reaped, for the atexit handler.
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+_CHILDREN_LOCK = threading.Lock()
+
+
+def _kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    """Signal the child's whole process group (it leads its own session);
+    only while the leader is not yet reaped, so the group id is still ours."""
+    if proc.returncode is not None:
+        return
+    with contextlib.suppress(OSError):
+        if hasattr(os, "killpg"):
+            os.killpg(proc.pid, sig)
+        else:  # pragma: no cover - Windows
+            proc.kill()
+
+
+def _terminate(proc: subprocess.Popen[bytes], grace: float = 2.0) -> int | None:
+    """Stop a child: closing its stdin makes its watchdog exit at once;
+    SIGKILL to the group if it has not gone within `grace` seconds."""
+    if proc.poll() is None:
+        if proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+    for stream in (proc.stdin, proc.stdout):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+    with _CHILDREN_LOCK:
+        _CHILDREN.pop(proc.pid, None)
+    return proc.returncode
+
+
+def _kill_all_children() -> None:
+    with _CHILDREN_LOCK:
+        children = list(_CHILDREN.values())
+        _CHILDREN.clear()
+    for proc in children:
+        _kill_group(proc, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            proc.wait(timeout=2)
+
+
+atexit.register(_kill_all_children)
+
+
+def _spawn(command: list[str], *, stderr: int) -> subprocess.Popen[bytes]:
+    """Start a child (fork+exec takes milliseconds: fine on the event loop)."""
+    return subprocess.Popen(
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        start_new_session=True,  # its own group: killed as one, spared our Ctrl-C
+        close_fds=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}"
+
+
+@dataclass(frozen=True)
+class _ChildSpec:
+    alias: str  # the model id the server answers to
+    catalog_id: str | None  # None: a user-supplied path
+    path: Path | None
+    n_ctx: int
+    n_threads: int
+    chat_format: str | None
+
+
+_LOOPBACK_HINTS = {
+    "connection": "The local model server stopped answering; the next request starts it again.",
+    "timeout": "No data within {timeout:g} s: the local model is too slow for this timeout "
+    "on this machine; raise requestTimeoutSeconds or ask for fewer tokens.",
+    "server_error": "The local model server failed while answering.",
+    "not_found": "The local model server does not know model {model!r}.",
+    "invalid_response": "The local model server sent something unexpected.",
+    "bad_request": "The local model server rejected the request.",
+}
+
+
+class _LoopbackOpenAI(OpenAIProvider):
+    """The openai provider's HTTP code aimed at one child, with no key and
+    no retries (a dead child is restarted by us, not retried into)."""
+
+    name = "local"
+
+    def __init__(self, config: ProviderConfig) -> None:
+        super().__init__(config)
+        self._http = HttpClient(
+            config,
+            provider="local",
+            default_base_url=config.base_url or "",
+            default_api_key_env=None,
+            hints=_LOOPBACK_HINTS,
+        )
+
+    def model_supports_fim(self, model: str | None = None) -> bool:
+        return False
+
+
+class _ModelProcess:
+    """One child process serving one model; started on demand, restarted
+    after it died."""
+
+    def __init__(
+        self,
+        spec: _ChildSpec,
+        *,
+        cache_dir: Path | None,
+        startup_timeout: float,
+        request_timeout: float,
+        connect_timeout: float,
+    ) -> None:
+        self.spec = spec
+        self.cache_dir = cache_dir
+        self.startup_timeout = startup_timeout
+        self.request_timeout = request_timeout
+        self.connect_timeout = connect_timeout
+        self.starts = 0
+        self.load_seconds: float | None = None
+        self.gguf: Path | None = None
+        self._lock = asyncio.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._client: _LoopbackOpenAI | None = None
+        self._log: Path | None = None
+
+    @property
+    def pid(self) -> int | None:
+        proc = self._proc
+        return proc.pid if proc is not None and proc.poll() is None else None
+
+    def log_offset(self) -> int:
+        try:
+            return self._log.stat().st_size if self._log is not None else 0
+        except OSError:
+            return 0
+
+    def log_text(self, since: int | None = None) -> str:
+        """The child's stderr from byte `since`, else its last few KiB."""
+        if self._log is None:
+            return ""
+        try:
+            with self._log.open("rb") as log:
+                size = log.seek(0, os.SEEK_END)
+                start = since if since is not None else max(0, size - _LOG_TAIL_BYTES)
+                log.seek(start)
+                data = log.read(_LOG_TAIL_BYTES * 4)
+        except OSError:
+            return ""
+        lines = data.decode("utf-8", "replace").splitlines()
+        # llama_cpp.server prints two lines for every cancelled stream: noise here.
+        noise = ("disconnected", "Disconnected from client")
+        return "\n".join(line for line in lines if not line.startswith(noise)).strip()
+
+    async def client(self) -> _LoopbackOpenAI:
+        """The HTTP client for a running child, starting one if needed."""
+        async with self._lock:
+            proc = self._proc
+            if proc is not None and proc.poll() is None and self._client is not None:
+                return self._client
+            if proc is not None:
+                logger.warning(
+                    "local: the model server for %s (pid %d) had stopped (%s); starting it again",
+                    self.spec.alias,
+                    proc.pid,
+                    _describe_exit(proc.returncode or 0),
+                )
+                await self.stop()
+            return await self._start()
+
+    async def exit_code(self, wait: float = 0.0) -> int | None:
+        """The child's exit code, waiting up to `wait` s for it; None while alive."""
+        proc = self._proc
+        if proc is None:
+            return None
+        if proc.poll() is None and wait > 0:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                await asyncio.to_thread(proc.wait, wait)
+        return proc.returncode
+
+    async def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        client, self._client = self._client, None
+        log, self._log = self._log, None
+        if proc is not None:
+            await asyncio.to_thread(_terminate, proc)
+        if client is not None:
+            await client.aclose()
+        if log is not None:
+            log.unlink(missing_ok=True)
+
+    def _model_file(self) -> Path:
+        spec = self.spec
+        if spec.path is not None:
+            if not spec.path.is_file():
+                raise ModelError(
+                    f"local: providerOptions.model_path {str(spec.path)!r} is not a file",
+                    model=spec.alias,
+                    code="not_found",
+                )
+            return spec.path
+        assert spec.catalog_id is not None
+        return locate_model_file(spec.catalog_id, cache_dir=self.cache_dir)
+
+    async def _start(self) -> _LoopbackOpenAI:
+        spec = self.spec
+        started = time.monotonic()
+        deadline = started + self.startup_timeout
+        gguf = await asyncio.to_thread(self._model_file)
+        self.gguf = gguf
+        fd, log_name = tempfile.mkstemp(prefix=f"agentls-local-{spec.alias}-", suffix=".log")
+        command = [
+            sys.executable,
+            "-m",
+            "agentls.providers.local",
+            "serve",
+            "--model",
+            str(gguf),
+            "--alias",
+            spec.alias,
+            "--n-ctx",
+            str(spec.n_ctx),
+            "--n-threads",
+            str(spec.n_threads),
+            "--parent-pid",
+            str(os.getpid()),
+        ]
+        if spec.chat_format:
+            command += ["--chat-format", spec.chat_format]
+        try:
+            proc = _spawn(command, stderr=fd)
+        except OSError as exc:
+            os.unlink(log_name)
+            raise ModelError(
+                f"local: could not start the model server ({exc})",
+                model=spec.alias,
+                code="server_error",
+            ) from exc
+        finally:
+            os.close(fd)
+        with _CHILDREN_LOCK:
+            _CHILDREN[proc.pid] = proc
+        self._proc, self._log = proc, Path(log_name)
+        logger.info("local: starting model server for %s (pid %d, %s)", spec.alias, proc.pid, gguf)
+        try:
+            port = await self._read_port(proc, deadline)
+            client = _LoopbackOpenAI(
+                ProviderConfig(
+                    name="local",
+                    model=spec.alias,
+                    base_url=f"http://127.0.0.1:{port}/v1",
+                    api_key_env=None,
+                    request_timeout=self.request_timeout,
+                    connect_timeout=self.connect_timeout,
+                    options={"max_attempts": 1},
+                )
+            )
+            await self._wait_ready(proc, client, deadline)
+        except BaseException:
+            await self.stop()
+            raise
+        self._client = client
+        self.starts += 1
+        self.load_seconds = time.monotonic() - started
+        logger.info("local: %s ready on port %d in %.2f s", spec.alias, port, self.load_seconds)
+        return client
+
+    async def _read_port(self, proc: subprocess.Popen[bytes], deadline: float) -> int:
+        assert proc.stdout is not None
+        remaining = max(0.1, deadline - time.monotonic())
+        try:
+            line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), remaining)
+        except TimeoutError:
+            raise self._startup_error(
+                proc, "timeout", f"did not load within {self.startup_timeout:g} s"
+            ) from None
+        match = re.match(rb"AGENTLS_LOCAL_READY (\d+)", line)
+        if match is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                await asyncio.to_thread(proc.wait, 5)
+            state = _describe_exit(proc.returncode) if proc.returncode is not None else "no port"
+            raise self._startup_error(proc, "server_error", f"failed to start ({state})")
+        return int(match.group(1))
+
+    async def _wait_ready(
+        self, proc: subprocess.Popen[bytes], client: _LoopbackOpenAI, deadline: float
+    ) -> None:
+        """Poll /v1/models until it answers, the child dies or time runs out."""
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                await asyncio.wait_for(client.list_models(), max(0.1, remaining))
+                return
+            except (ModelError, TimeoutError) as exc:
+                if proc.poll() is not None:
+                    raise self._startup_error(
+                        proc, "server_error", f"exited ({_describe_exit(proc.returncode)})"
+                    ) from exc
+                if time.monotonic() >= deadline:
+                    raise self._startup_error(
+                        proc, "timeout", f"did not answer within {self.startup_timeout:g} s"
+                    ) from exc
+            await asyncio.sleep(0.05)
+
+    def _startup_error(self, proc: subprocess.Popen[bytes], code: str, what: str) -> ModelError:
+        tail = self.log_text()
+        hint = ""
+        if "No module named" in tail or "ModuleNotFoundError" in tail:
+            code, hint = "not_found", f" Install the local model runtime: {INSTALL_COMMAND}."
+        elif code == "timeout":
+            hint = " Raise providerOptions.startup_timeout if this machine is slow."
+        return ModelError(
+            f"local: the model server for {self.spec.alias} ({self.gguf}, pid {proc.pid}) "
+            f"{what}.{hint} Its last output:\n{tail or '(nothing)'}",
+            model=self.spec.alias,
+            code=code,
+        )

@@ -1,0 +1,97 @@
+"""The child process: `python -m agentls.providers.local serve ...`
+(__main__.py), started by the provider for each model (process.py).
+
+It loads the GGUF into llama-cpp-python's OpenAI-compatible server
+(`llama_cpp.server`) on a loopback port it picks itself, and prints
+`AGENTLS_LOCAL_READY <port>` on stdout; everything else it or llama.cpp
+prints goes to stderr (the parent's log file). It exits by itself when its
+parent dies: it watches its stdin (a pipe from the parent, closed by the
+kernel when the parent dies, even by SIGKILL) and its parent pid.
+llama_cpp is imported only here, inside the child.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Sequence
+
+from .provider import _default_threads
+
+_READY = "AGENTLS_LOCAL_READY"
+
+
+def _watch_parent(parent_pid: int) -> None:
+    """Exit when the parent goes: at EOF on stdin (the kernel closes the
+    pipe when the parent dies, even by SIGKILL) or when we are re-parented."""
+
+    def stdin_closed() -> None:
+        with contextlib.suppress(Exception):
+            while sys.stdin.buffer.read(4096):
+                pass
+        os._exit(0)
+
+    def reparented() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=stdin_closed, name="agentls-stdin-watch", daemon=True).start()
+    threading.Thread(target=reparented, name="agentls-parent-watch", daemon=True).start()
+
+
+def _serve(args: argparse.Namespace) -> int:
+    # Whatever llama.cpp or the server print goes to stderr (the parent's
+    # log file); stdout carries only the ready line.
+    ready = os.dup(1)
+    os.dup2(2, 1)
+    if args.parent_pid:
+        _watch_parent(args.parent_pid)
+    settings = importlib.import_module("llama_cpp.server.settings")
+    app_module = importlib.import_module("llama_cpp.server.app")
+    uvicorn = importlib.import_module("uvicorn")
+    model_settings = settings.ModelSettings(
+        model=args.model,
+        model_alias=args.alias,
+        n_ctx=args.n_ctx,
+        n_batch=256,
+        n_ubatch=256,
+        n_threads=args.n_threads,
+        n_threads_batch=max(args.n_threads, min(os.cpu_count() or 1, 4)),  # prompt eval
+        logits_all=False,  # True keeps n_ctx x vocab floats (GiBs for Gemma's 262k vocab)
+        chat_format=args.chat_format,
+        verbose=False,
+    )
+    server_settings = settings.ServerSettings(host="127.0.0.1", port=0, interrupt_requests=False)
+    app = app_module.create_app(server_settings=server_settings, model_settings=[model_settings])
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=1)
+    server = uvicorn.Server(config)
+    os.write(ready, f"{_READY} {port}\n".encode())
+    os.close(ready)
+    server.run(sockets=[sock])
+    return 0
+
+
+def _worker_main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m agentls.providers.local",
+        description="The agentls local model server (started by the `local` provider).",
+    )
+    parser.add_argument("command", choices=["serve"])
+    parser.add_argument("--model", required=True, help="path to a .gguf file")
+    parser.add_argument("--alias", required=True, help="the model id to answer to")
+    parser.add_argument("--n-ctx", type=int, default=4096)
+    parser.add_argument("--n-threads", type=int, default=_default_threads())
+    parser.add_argument("--chat-format", default=None)
+    parser.add_argument("--parent-pid", type=int, default=0)
+    return _serve(parser.parse_args(argv))
