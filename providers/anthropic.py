@@ -38,10 +38,11 @@ from agentls.core.models import (
     ToolCallDelta,
     Usage,
 )
-from agentls.core.provider import BaseProvider, CompletionOptions, ProviderConfig, ToolSpec
+from agentls.core.provider import CompletionOptions, ProviderConfig, ToolSpec
 from agentls.core.session_types import Message
 
 from .http import HttpClient, SSEEvent
+from .http_provider import HttpProvider, text_of, tool_result_text
 
 __all__ = [
     "AnthropicProvider",
@@ -126,30 +127,22 @@ def _option(options: Mapping[str, Any], snake: str, camel: str) -> Any:
     return options.get(snake, options.get(camel))
 
 
-class AnthropicProvider(BaseProvider):
+class AnthropicProvider(HttpProvider):
     name = "anthropic"
+    default_base_url = DEFAULT_BASE_URL
+    default_api_key_env = DEFAULT_API_KEY_ENV
+    default_model_id = DEFAULT_MODEL
+    hints = _HINTS
 
     def __init__(self, config: ProviderConfig) -> None:
-        super().__init__(config)
         base_url = config.base_url
         if base_url and re.search(r"/v1/?$", base_url):
-            base_url = re.sub(r"/v1/?$", "", base_url)  # the root is wanted; be forgiving
-            config = dataclasses.replace(config, base_url=base_url)
-        self._http = HttpClient(
-            config,
-            provider=self.name,
-            default_base_url=DEFAULT_BASE_URL,
-            default_api_key_env=DEFAULT_API_KEY_ENV,
-            auth_headers=lambda key: {"x-api-key": key},
-            hints=_HINTS,
-        )
+            # The API root is wanted; be forgiving about a trailing /v1.
+            config = dataclasses.replace(config, base_url=re.sub(r"/v1/?$", "", base_url))
+        super().__init__(config)
 
-    def __repr__(self) -> str:
-        return f"AnthropicProvider(base_url={self._http.base_url!r}, model={self.default_model!r})"
-
-    @property
-    def default_model(self) -> str:
-        return self.config.model or DEFAULT_MODEL
+    def _auth_headers(self, key: str) -> dict[str, str]:
+        return {"x-api-key": key}
 
     def _headers(self) -> dict[str, str]:
         options = self.config.options
@@ -288,9 +281,6 @@ class AnthropicProvider(BaseProvider):
             ],
         )
 
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
 
 # --------------------------------------------------------------------------- requests
 
@@ -304,7 +294,7 @@ def to_anthropic_messages(
     leading = True
     for message in messages:
         if message.role == "system":
-            text = _text(message.content)
+            text = text_of(message.content)
             if leading and (message.metadata or {}).get("source") != "hook":
                 if text.strip():
                     system.append(text)
@@ -346,20 +336,20 @@ def _convert(message: Message, model: str) -> tuple[str, list[dict[str, Any]]]:
                 code="bad_request",
             )
         block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id}
-        text = _tool_text(message)
+        text = tool_result_text(message)
         if text:
             block["content"] = text
         if (message.tool_result or {}).get("success", True) is False:
             block["is_error"] = True
         return "user", [block]
     if message.role == "assistant":
-        blocks = _text_blocks(_text(message.content))
+        blocks = _text_blocks(text_of(message.content))
         blocks += [_tool_use(call) for call in message.tool_calls]
         return "assistant", blocks
     parts = message.multipart_content or message.content
     if isinstance(parts, list):
         return "user", [b for b in (_part(p) for p in parts) if b is not None]
-    return "user", _text_blocks(_text(parts))
+    return "user", _text_blocks(text_of(parts))
 
 
 def to_anthropic_tools(tools: Iterable[ToolSpec]) -> list[dict[str, Any]]:
@@ -397,7 +387,7 @@ def _part(part: Any) -> dict[str, Any] | None:
     if isinstance(part, str):
         return {"type": "text", "text": part} if part else None
     if not isinstance(part, dict):
-        return {"type": "text", "text": _text(part)}
+        return {"type": "text", "text": text_of(part)}
     kind = part.get("type")
     if kind == "text":
         return {"type": "text", "text": part["text"]} if part.get("text") else None
@@ -412,26 +402,11 @@ def _part(part: Any) -> dict[str, Any] | None:
             return {"type": "image", "source": {"type": "url", "url": url}}
     if kind in ("image", "document", "tool_result", "tool_use"):
         return dict(part)  # already a Messages API block
-    return {"type": "text", "text": _text(part)}
+    return {"type": "text", "text": text_of(part)}
 
 
 def _text_blocks(text: str) -> list[dict[str, Any]]:
     return [{"type": "text", "text": text}] if text.strip() else []
-
-
-def _tool_text(message: Message) -> str:
-    if message.content not in (None, ""):
-        return _text(message.content)
-    result = message.tool_result or {}
-    if result.get("success", True):
-        return _text(result.get("output", ""))
-    return _text({"error": result.get("error")})
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
 def _apply_options(body: dict[str, Any], options: CompletionOptions) -> None:

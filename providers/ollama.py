@@ -46,15 +46,14 @@ from agentls.core.models import (
     Usage,
 )
 from agentls.core.provider import (
-    BaseProvider,
     CompletionOptions,
     FimRequest,
-    ProviderConfig,
     ToolSpec,
 )
 from agentls.core.session_types import Message
 
 from .http import HttpClient
+from .http_provider import HttpProvider, text_of, tool_result_text
 
 __all__ = ["OllamaProvider", "to_ollama_messages", "to_ollama_tools"]
 
@@ -105,32 +104,12 @@ _HINTS = {
 }
 
 
-class OllamaProvider(BaseProvider):
+class OllamaProvider(HttpProvider):
     name = "ollama"
-
-    def __init__(self, config: ProviderConfig) -> None:
-        super().__init__(config)
-        self._http = HttpClient(
-            config,
-            provider=self.name,
-            default_base_url=DEFAULT_BASE_URL,
-            default_api_key_env=None,
-            hints=_HINTS,
-        )
-
-    def __repr__(self) -> str:
-        return f"OllamaProvider(base_url={self._http.base_url!r}, model={self.default_model!r})"
-
-    @property
-    def default_model(self) -> str:
-        return self.config.model or DEFAULT_MODEL
-
-    def model_supports_fim(self, model: str | None = None) -> bool:
-        """options.fim decides when set (true/false); else the model's family."""
-        setting = self.config.options.get("fim")
-        if setting is not None:
-            return bool(setting)
-        return bool(_FIM_MODELS.search(model or self.default_model))
+    default_base_url = DEFAULT_BASE_URL
+    default_model_id = DEFAULT_MODEL
+    hints = _HINTS
+    fim_models = _FIM_MODELS
 
     # -- chat ----------------------------------------------------------------
     async def _stream(
@@ -293,9 +272,6 @@ class OllamaProvider(BaseProvider):
             ],
         )
 
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
     def _context_window(self) -> int:
         return _int_option(self.config.options, "num_ctx", "numCtx") or DEFAULT_CONTEXT_WINDOW
 
@@ -326,7 +302,7 @@ def to_ollama_messages(messages: Iterable[Message], *, model: str = "") -> list[
             name = (message.metadata or {}).get("tool_name")
             if not name and message.tool_call_id:
                 name = names_by_id.get(message.tool_call_id)
-            entry: dict[str, Any] = {"role": "tool", "content": _tool_text(message)}
+            entry: dict[str, Any] = {"role": "tool", "content": tool_result_text(message)}
             if name:
                 entry["tool_name"] = name
             out.append(entry)
@@ -338,10 +314,10 @@ def to_ollama_messages(messages: Iterable[Message], *, model: str = "") -> list[
                     names_by_id[call_id] = converted["function"]["name"]
                 calls.append(converted)
             out.append(
-                {"role": "assistant", "content": _text(message.content), "tool_calls": calls}
+                {"role": "assistant", "content": text_of(message.content), "tool_calls": calls}
             )
         else:
-            entry = {"role": message.role, "content": _text(message.content)}
+            entry = {"role": message.role, "content": text_of(message.content)}
             if message.multipart_content and message.role == "user":
                 entry.update(_multipart(message.multipart_content, model))
             out.append(entry)
@@ -411,21 +387,6 @@ def _multipart(parts: list[Any], model: str) -> dict[str, Any]:
     if images:
         result["images"] = images
     return result
-
-
-def _tool_text(message: Message) -> str:
-    if message.content not in (None, ""):
-        return _text(message.content)
-    result = message.tool_result or {}
-    if result.get("success", True):
-        return _text(result.get("output", ""))
-    return _text({"error": result.get("error")})
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
 # --------------------------------------------------------------------------- responses

@@ -24,15 +24,14 @@ from agentls.core.models import (
     Usage,
 )
 from agentls.core.provider import (
-    BaseProvider,
     CompletionOptions,
     FimRequest,
-    ProviderConfig,
     ToolSpec,
 )
 from agentls.core.session_types import Message
 
 from .http import HttpClient
+from .http_provider import HttpProvider, text_of, tool_result_text
 
 __all__ = ["OpenAIProvider", "to_openai_messages", "to_openai_tools"]
 
@@ -71,32 +70,13 @@ _HINTS = {
 }
 
 
-class OpenAIProvider(BaseProvider):
+class OpenAIProvider(HttpProvider):
     name = "openai"
-
-    def __init__(self, config: ProviderConfig) -> None:
-        super().__init__(config)
-        self._http = HttpClient(
-            config,
-            provider=self.name,
-            default_base_url=DEFAULT_BASE_URL,
-            default_api_key_env=DEFAULT_API_KEY_ENV,
-            hints=_HINTS,
-        )
-
-    def __repr__(self) -> str:
-        return f"OpenAIProvider(base_url={self._http.base_url!r}, model={self.default_model!r})"
-
-    @property
-    def default_model(self) -> str:
-        return self.config.model or DEFAULT_MODEL
-
-    def model_supports_fim(self, model: str | None = None) -> bool:
-        """options.fim decides when set (true/false); else the model's family."""
-        setting = self.config.options.get("fim")
-        if setting is not None:
-            return bool(setting)
-        return bool(_FIM_MODELS.search(model or self.default_model))
+    default_base_url = DEFAULT_BASE_URL
+    default_api_key_env = DEFAULT_API_KEY_ENV
+    default_model_id = DEFAULT_MODEL
+    hints = _HINTS
+    fim_models = _FIM_MODELS
 
     # -- chat ----------------------------------------------------------------
     async def _stream(
@@ -231,9 +211,6 @@ class OpenAIProvider(BaseProvider):
             ],
         )
 
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
     def _capabilities(self, model: str) -> list[str]:
         return ["streaming", "tools", *(["fim"] if self.model_supports_fim(model) else [])]
 
@@ -254,12 +231,14 @@ def to_openai_messages(messages: Iterable[Message], *, model: str = "") -> list[
                     model=model,
                     code="bad_request",
                 )
-            out.append({"role": "tool", "tool_call_id": call_id, "content": _tool_text(message)})
+            out.append(
+                {"role": "tool", "tool_call_id": call_id, "content": tool_result_text(message)}
+            )
         elif message.role == "assistant" and message.tool_calls:
             out.append(
                 {
                     "role": "assistant",
-                    "content": _text(message.content) or None,
+                    "content": text_of(message.content) or None,
                     "tool_calls": [_tool_call(call) for call in message.tool_calls],
                 }
             )
@@ -300,23 +279,8 @@ def _tool_call(call: Any) -> dict[str, Any]:
     }
 
 
-def _tool_text(message: Message) -> str:
-    if message.content not in (None, ""):
-        return _text(message.content)
-    result = message.tool_result or {}
-    if result.get("success", True):
-        return _text(result.get("output", ""))
-    return _text({"error": result.get("error")})
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    return value if isinstance(value, str) else json.dumps(value, default=str)
-
-
 def _content(value: Any) -> Any:
-    return value if isinstance(value, list) else _text(value)
+    return value if isinstance(value, list) else text_of(value)
 
 
 def _apply_options(body: dict[str, Any], options: CompletionOptions) -> None:

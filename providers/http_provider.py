@@ -1,0 +1,81 @@
+"""`HttpProvider`: what the HTTP providers (openai, anthropic, ollama) share
+beyond the wire format: one HttpClient per instance, the default model,
+fill-in-the-middle chosen by `providerOptions.fim` or the model's family,
+repr and close. Each provider sets the class attributes and writes only its
+own request/response translation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from agentls.core.provider import BaseProvider, ProviderConfig
+from agentls.core.session_types import Message
+
+from .http import HttpClient, bearer_auth
+
+__all__ = ["HttpProvider", "text_of", "tool_result_text"]
+
+
+class HttpProvider(BaseProvider):
+    default_base_url: ClassVar[str] = ""
+    default_api_key_env: ClassVar[str | None] = None
+    default_model_id: ClassVar[str] = ""
+    hints: ClassVar[Mapping[str, str]] = {}
+    # Model families trained for fill-in-the-middle; None: never by name.
+    fim_models: ClassVar[re.Pattern[str] | None] = None
+
+    def __init__(self, config: ProviderConfig) -> None:
+        super().__init__(config)
+        self._http = HttpClient(
+            config,
+            provider=self.name,
+            default_base_url=self.default_base_url,
+            default_api_key_env=self.default_api_key_env,
+            auth_headers=self._auth_headers,
+            hints=self.hints,
+        )
+
+    def _auth_headers(self, key: str) -> dict[str, str]:
+        return bearer_auth(key)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(base_url={self._http.base_url!r}, model={self.default_model!r})"
+        )
+
+    @property
+    def default_model(self) -> str:
+        return self.config.model or self.default_model_id
+
+    def model_supports_fim(self, model: str | None = None) -> bool:
+        """options.fim decides when set (true/false); else the model's family."""
+        setting = self.config.options.get("fim")
+        if setting is not None:
+            return bool(setting)
+        pattern = self.fim_models
+        return bool(pattern and pattern.search(model or self.default_model))
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
+def text_of(value: Any) -> str:
+    """Message content as the text a wire format wants (JSON for data)."""
+    import json
+
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def tool_result_text(message: Message) -> str:
+    """What a tool message says to the model: its content, else its result."""
+    if message.content not in (None, ""):
+        return text_of(message.content)
+    result = message.tool_result or {}
+    if result.get("success", True):
+        return text_of(result.get("output", ""))
+    return text_of({"error": result.get("error")})
