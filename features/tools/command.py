@@ -1,0 +1,401 @@
+"""`run_command {argv: string[], cwd?, timeout_seconds?}` (PROTOCOL.md, "Tool
+calls become workspace edits"; issue 5 item 4).
+
+- Runs `argv` directly with asyncio.create_subprocess_exec: never through a
+  shell. A model that wants one puts "bash", "-c", "..." in argv, and the
+  approval prompt shows exactly that.
+- Runs only with approval: the policy hook (features/policy.py) asks the
+  user or a rule allows the exact command line, and the orchestrator then
+  puts `approval="allow"` in the tool context. Anything else (the policy
+  hook switched off, a caller that skipped tool:pre) is refused here too.
+- `cwd` must resolve (`..`, symlinks) inside a workspace folder; default:
+  the first one.
+- `timeout_seconds` (default 60, at most 600). The command runs in its own
+  process group (session); on timeout or cancellation the whole group is
+  killed, so a `sleep` it spawned is gone too. Processes left running in the
+  group after the command itself exits are stopped as well.
+- stdout and stderr are captured, each capped (the first and the last
+  bytes are kept, with a note of how much was left out); stdin is empty.
+- The environment is the server's minus API keys and secrets: the
+  provider's key variable (`apiKeyEnv`), OPENAI_API_KEY, ANTHROPIC_API_KEY,
+  any name like *_API_KEY, *_TOKEN, *SECRET*, *PASSWORD*, and any variable
+  holding the same value as one of those.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shlex
+import signal
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from agentls.core.settings import DEFAULT_API_KEY_ENV
+
+from .workspace import Workspace, WorkspacePathError
+
+__all__ = [
+    "DEFAULT_TIMEOUT_SECONDS",
+    "MAX_TIMEOUT_SECONDS",
+    "STREAM_CAP_BYTES",
+    "RunCommandTool",
+    "scrubbed_environment",
+]
+
+DEFAULT_TIMEOUT_SECONDS = 60.0
+MAX_TIMEOUT_SECONDS = 600.0
+# Per stream (stdout, stderr): 64 KB in all. Half from the start, half from
+# the end, which is where errors and summaries usually are.
+STREAM_CAP_BYTES = 32 * 1024
+_READ_CHUNK = 64 * 1024
+# After the command exits, how long processes it left behind may keep its
+# output pipes open before they are stopped.
+LEFTOVER_GRACE_SECONDS = 0.5
+# After a kill, how long to wait for the pipes to close (a process that left
+# the group could hold them forever).
+_KILL_WAIT_SECONDS = 2.0
+
+_SECRET_NAME = re.compile(
+    r"(API_?KEY|_TOKEN$|^TOKEN$|_TOKEN_|SECRET|PASSWORD|PASSWD|PRIVATE_KEY|CREDENTIAL)",
+    re.IGNORECASE,
+)
+_MIN_SECRET_VALUE = 8
+
+
+def scrubbed_environment(
+    environ: Mapping[str, str], api_key_env: str | None = None
+) -> dict[str, str]:
+    """`environ` without API keys and secrets (see the module docstring)."""
+    named = {*DEFAULT_API_KEY_ENV.values()}
+    if api_key_env:
+        named.add(api_key_env)
+    dropped = {
+        name for name in environ
+        if name in named or name.upper() in named or _SECRET_NAME.search(name)
+    }
+    secret_values = {
+        environ[name] for name in dropped if len(environ[name].strip()) >= _MIN_SECRET_VALUE
+    }
+    return {
+        name: value for name, value in environ.items()
+        if name not in dropped and value not in secret_values
+    }
+
+
+class _Failure(Exception):
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+@dataclass
+class _Capture:
+    """One output stream: the first and last `cap // 2` bytes, and a count."""
+
+    cap: int
+    head: bytearray = field(default_factory=bytearray)
+    tail: bytearray = field(default_factory=bytearray)
+    total: int = 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        half = self.cap // 2
+        room = half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            if len(self.tail) > self.cap - half:
+                del self.tail[: len(self.tail) - (self.cap - half)]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.head) + len(self.tail)
+
+    def text(self) -> str:
+        if not self.truncated:
+            return (bytes(self.head) + bytes(self.tail)).decode("utf-8", errors="replace")
+        omitted = self.total - len(self.head) - len(self.tail)
+        return (
+            bytes(self.head).decode("utf-8", errors="replace")
+            + f"\n[... {omitted} bytes left out (output cap {self.cap} bytes per stream) ...]\n"
+            + bytes(self.tail).decode("utf-8", errors="replace")
+        )
+
+
+async def _drain(stream: asyncio.StreamReader | None, capture: _Capture) -> None:
+    if stream is None:
+        return
+    while True:
+        data = await stream.read(_READ_CHUNK)
+        if not data:
+            return
+        capture.add(data)
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> bool:
+    """SIGKILL the command's process group (it leads its own session).
+    True when there was something to kill."""
+    if os.name == "posix":
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+            return True
+        except (ProcessLookupError, PermissionError):
+            return False
+    if proc.returncode is None:  # Windows: the process itself
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+            return True
+    return False
+
+
+async def _leader_exited(proc: asyncio.subprocess.Process) -> None:
+    """Returns once the command itself has exited. Process.wait() also
+    waits for the output pipes, which a background child may hold open."""
+    # asyncio's Process offers no event for "exited, pipes still open".
+    while proc.returncode is None:  # noqa: ASYNC110
+        await asyncio.sleep(0.05)
+
+
+def _close(proc: asyncio.subprocess.Process) -> None:
+    transport = getattr(proc, "_transport", None)
+    if transport is not None:
+        with contextlib.suppress(Exception):
+            transport.close()
+
+
+class RunCommandTool:
+    name = "run_command"
+    version = "0.1.0"
+    description = (
+        "Run a program in the workspace and return its exit code and output. `argv` is "
+        "the program and its arguments, run directly, not through a shell: no pipes, "
+        "globs, variables or `&&` (for those, pass [\"bash\", \"-c\", \"...\"] explicitly). "
+        "The user approves every command unless a rule allows it. Runs in `cwd` (default: "
+        f"the workspace root) for at most `timeout_seconds` (default "
+        f"{DEFAULT_TIMEOUT_SECONDS:g}, at most {MAX_TIMEOUT_SECONDS:g}); output is capped "
+        f"at {STREAM_CAP_BYTES // 1024} KB per stream."
+    )
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "argv": {
+                "type": "array",
+                "items": {"type": "string"},
+                "minItems": 1,
+                "description": "The program and its arguments, e.g. [\"pytest\", \"-q\"].",
+            },
+            "cwd": {
+                "type": "string",
+                "description": "Working folder relative to the workspace root (default: the "
+                               "root).",
+            },
+            "timeout_seconds": {
+                "type": "number",
+                "description": f"Stop the command after this many seconds (default "
+                               f"{DEFAULT_TIMEOUT_SECONDS:g}, at most {MAX_TIMEOUT_SECONDS:g}).",
+            },
+        },
+        "required": ["argv"],
+    }
+
+    def init(self, config: dict[str, Any]) -> dict[str, Any]:
+        return {"config": config}
+
+    def get_tool_schemas(self, state: dict[str, Any], **kwargs: Any) -> list[dict[str, Any]]:
+        return [{"name": self.name, "description": self.description,
+                 "parameters": self.parameters}]
+
+    def get_ui_elements(
+        self, config: dict[str, Any], context: dict[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
+        return []
+
+    # -- execution ---------------------------------------------------------------
+    async def execute_tool_async(
+        self, tool_name: str | None, payload: Any, state: dict[str, Any], **kwargs: Any
+    ) -> dict[str, Any]:
+        arguments = payload if isinstance(payload, dict) else {}
+        context = kwargs.get("context") or {}
+        config = state.get("config") or {}
+        try:
+            if context.get("approval") != "allow":
+                raise _Failure(
+                    "run_command runs only after the user approved it (or an approval rule "
+                    "allows this exact command), and no approval was given. The approval "
+                    "policy hook may be switched off (features.disabled).",
+                    "not_approved",
+                )
+            argv = _argv(arguments.get("argv"))
+            timeout, capped = _timeout(arguments.get("timeout_seconds"))
+            workspace = Workspace.from_tool_context(context, config)
+            cwd_arg = arguments.get("cwd")
+            if cwd_arg is not None and not isinstance(cwd_arg, str):
+                raise _Failure("The argument 'cwd' must be a string.", "invalid_arguments")
+            cwd = workspace.resolve(cwd_arg)
+            if not cwd.is_dir():
+                raise _Failure(f"cwd {workspace.relative(cwd)!r} is not a folder.",
+                               "invalid_arguments")
+            settings = config.get("settings") or {}
+            api_key_env = settings.get("apiKeyEnv") if isinstance(settings, dict) else None
+            env = scrubbed_environment(os.environ, api_key_env)
+            output = await self._run(argv, str(cwd), env, timeout)
+        except _Failure as exc:
+            return {"success": False, "error": {"message": exc.message, "code": exc.code}}
+        except WorkspacePathError as exc:
+            return {"success": False, "error": {"message": str(exc), "code": exc.code}}
+        output["cwd"] = workspace.relative(cwd)
+        output["timeout_seconds"] = timeout
+        if capped:
+            output["timeout_capped"] = True
+        result: dict[str, Any] = {"success": output["exit_code"] == 0, "output": output}
+        if output["timed_out"]:
+            result["error"] = {"message": f"timed out after {timeout:g}s; the command and "
+                                          "every process it started were killed",
+                               "code": "timeout"}
+        elif output["exit_code"] != 0:
+            result["error"] = {"message": f"exited with code {output['exit_code']}",
+                               "code": "exit_status"}
+        return result
+
+    async def _run(
+        self, argv: list[str], cwd: str, env: dict[str, str], limit: float
+    ) -> dict[str, Any]:
+        posix = os.name == "posix"
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=cwd,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=posix,
+            )
+        except FileNotFoundError as exc:
+            raise _Failure(f"Program not found: {argv[0]!r} ({exc.strerror}). It must be on "
+                           "PATH or a path relative to cwd.", "not_found") from exc
+        except PermissionError as exc:
+            raise _Failure(f"Cannot run {argv[0]!r}: {exc.strerror}.", "permission") from exc
+        except OSError as exc:
+            raise _Failure(f"Cannot run {argv[0]!r}: {exc.strerror or exc}.",
+                           "io_error") from exc
+
+        started = time.monotonic()
+        stdout, stderr = _Capture(STREAM_CAP_BYTES), _Capture(STREAM_CAP_BYTES)
+        readers = [asyncio.create_task(_drain(proc.stdout, stdout)),
+                   asyncio.create_task(_drain(proc.stderr, stderr))]
+        waiter = asyncio.create_task(proc.wait())
+        leader = asyncio.create_task(_leader_exited(proc))
+        timed_out = False
+        leftovers = False
+        try:
+            await asyncio.wait({waiter, leader}, timeout=limit,
+                               return_when=asyncio.FIRST_COMPLETED)
+            if not waiter.done():
+                if leader.done():
+                    # The command exited; something it started holds the pipes.
+                    remaining = max(0.0, limit - (time.monotonic() - started))
+                    await asyncio.wait({waiter}, timeout=min(LEFTOVER_GRACE_SECONDS, remaining))
+                    if not waiter.done():
+                        leftovers = _kill_group(proc)
+                else:
+                    timed_out = True
+                    _kill_group(proc)
+            elif posix:
+                # Exited and the pipes closed, but a child may live on silently.
+                leftovers = _kill_group(proc)
+            await asyncio.wait({waiter, *readers}, timeout=_KILL_WAIT_SECONDS)
+            if not waiter.done():
+                _close(proc)  # a process escaped the group and holds the pipes
+        finally:
+            if not waiter.done():
+                _kill_group(proc)
+                _close(proc)
+            for task in (waiter, leader, *readers):
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait({waiter, leader, *readers}, timeout=_KILL_WAIT_SECONDS)
+        elapsed = time.monotonic() - started
+        return {
+            "argv": argv,
+            "exit_code": None if timed_out else proc.returncode,
+            "stdout": stdout.text(),
+            "stderr": stderr.text(),
+            "truncated": stdout.truncated or stderr.truncated,
+            "timed_out": timed_out,
+            "stopped_leftover_processes": leftovers,
+            "duration_seconds": round(elapsed, 3),
+        }
+
+    # -- rendering ---------------------------------------------------------------
+    def format_tool_call_preview(
+        self, tool_name: str | None, payload: Any, state: dict[str, Any], **kwargs: Any
+    ) -> str:
+        arguments = payload if isinstance(payload, dict) else {}
+        argv = arguments.get("argv")
+        if isinstance(argv, list) and all(isinstance(a, str) for a in argv):
+            return shlex.join(argv)
+        return f"run_command {argv!r}"
+
+    def format_tool_result(self, result: dict[str, Any], state: dict[str, Any]) -> str:
+        output = result.get("output")
+        if not isinstance(output, dict):
+            error = result.get("error") or {}
+            message = error.get("message") if isinstance(error, dict) else error
+            return f"Error: {message}"
+        argv = output.get("argv") or []
+        lines = [f"$ {shlex.join(argv)}" + (f"   (in {output.get('cwd')})"
+                                             if output.get("cwd") not in (None, ".") else "")]
+        if output.get("timed_out"):
+            lines.append(f"Timed out after {output.get('timeout_seconds', 0):g}s: the command "
+                         "and every process it started were killed.")
+        else:
+            lines.append(f"Exit code: {output.get('exit_code')}")
+        if output.get("timeout_capped"):
+            lines.append(f"(timeout_seconds was capped at {MAX_TIMEOUT_SECONDS:g})")
+        if output.get("stopped_leftover_processes"):
+            lines.append("(processes the command left running in the background were stopped)")
+        for stream in ("stdout", "stderr"):
+            text = str(output.get(stream) or "")
+            if text:
+                lines.append(f"--- {stream} ---")
+                lines.append(text.rstrip("\n"))
+        if not output.get("stdout") and not output.get("stderr"):
+            lines.append("(no output)")
+        if output.get("truncated"):
+            lines.append(f"[output cut to the first and last {STREAM_CAP_BYTES // 2048} KB of "
+                         "each stream]")
+        return "\n".join(lines)
+
+
+def _argv(value: Any) -> list[str]:
+    if not isinstance(value, list) or not value:
+        raise _Failure("`argv` must be a non-empty list of strings, the program first "
+                       "(e.g. [\"pytest\", \"-q\"]).", "invalid_arguments")
+    if not all(isinstance(a, str) for a in value):
+        raise _Failure("Every item of `argv` must be a string.", "invalid_arguments")
+    if not value[0]:
+        raise _Failure("`argv[0]` (the program) is empty.", "invalid_arguments")
+    if any("\0" in a for a in value):
+        raise _Failure("`argv` contains a NUL character.", "invalid_arguments")
+    return list(value)
+
+
+def _timeout(value: Any) -> tuple[float, bool]:
+    if value is None:
+        return DEFAULT_TIMEOUT_SECONDS, False
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        raise _Failure("`timeout_seconds` must be a number of seconds.", "invalid_arguments")
+    if value <= 0:
+        raise _Failure("`timeout_seconds` must be more than 0.", "invalid_arguments")
+    if value > MAX_TIMEOUT_SECONDS:
+        return MAX_TIMEOUT_SECONDS, True
+    return float(value), False
