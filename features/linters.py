@@ -726,6 +726,7 @@ class _Edit:
     new_text: str | None
     changed: list[tuple[int, int]] | None
     old_path: Path | None = None  # rename_file: where the file was
+    old_uri: str | None = None
 
 
 class LintersHook:
@@ -765,7 +766,9 @@ class LintersHook:
         if edit is None:
             return HookResult()
         if edit.old_path is not None:
-            self._clear(edit.old_path.as_uri(), context)
+            old_uri = edit.old_uri or edit.old_path.as_uri()
+            if old_uri != edit.uri:
+                self._clear(old_uri, context)
         if edit.new_text is None or edit.tool_name not in LINTED_TOOLS:
             self._clear(edit.uri, context)
             return HookResult()
@@ -896,9 +899,12 @@ def _call_publish(
 
 
 def _encoding(context: HookContext) -> str:
-    """The negotiated position encoding when the LSP side passes it
-    (`extra["position_encoding"]`, a str or a callable), else UTF-16."""
+    """The negotiated position encoding when the LSP side tells it
+    (`extra["position_encoding"]`, or the document lookup's
+    `position_encoding`; a str or a callable), else UTF-16."""
     value = context.extra.get("position_encoding")
+    if value is None:
+        value = getattr(context.documents, "position_encoding", None)
     if callable(value):
         try:
             value = value()
@@ -927,6 +933,7 @@ def _edit_from(data: Mapping[str, Any], folders: Sequence[Path]) -> _Edit | None
     new_text = output.get("new_text")
     changed = _ranges(output.get("changed_lines"))
     old_path = None
+    old_uri = output.get("old_uri") if isinstance(output.get("old_uri"), str) else None
     if tool_name == "rename_file":
         tool_input = data.get("tool_input")
         source = tool_input.get("path") if isinstance(tool_input, Mapping) else None
@@ -946,6 +953,7 @@ def _edit_from(data: Mapping[str, Any], folders: Sequence[Path]) -> _Edit | None
         new_text=new_text if isinstance(new_text, str) else None,
         changed=changed,
         old_path=old_path,
+        old_uri=old_uri,
     )
 
 

@@ -529,3 +529,17 @@ async def test_registered_as_an_entry_point() -> None:
     hooks = HookRegistry()
     modules[0].register(hooks, HookContext(settings=AgentlsSettings()))
     assert hooks.list_handlers("tool:post") == {"tool:post": ["linters"]}
+
+
+async def test_diagnostics_use_the_negotiated_position_encoding(ws: Path) -> None:
+    class Utf8Lookup:
+        position_encoding = "utf-8"
+
+        def __call__(self, path: str) -> DocumentSnapshot | None:
+            return None
+
+    harness = Harness(ws)
+    harness.context.documents = Utf8Lookup()
+    await harness.post(ws / "e.py", 's = "é"; q = zz\n')
+    (diagnostic,) = harness.published[-1][1]
+    assert diagnostic["range"]["start"] == {"line": 0, "character": 14}  # é is 2 bytes
