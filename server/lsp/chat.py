@@ -37,6 +37,12 @@ from .channels import (
     open_document_lookup,
 )
 from .convert import to_plain
+from .edits import (
+    LspDocumentLookup,
+    LspEditApplier,
+    diagnostics_publisher,
+    end_session_approvals,
+)
 
 # At run time, not under TYPE_CHECKING: pygls reads the command handlers'
 # annotations (typing.get_type_hints) to find the server parameter.
@@ -59,6 +65,9 @@ def register(server: AgentlsLanguageServer) -> None:
         approval=LspApprovalChannel(server),
         display=LspDisplayChannel(server),
         documents=open_document_lookup(server),
+        editor=LspEditApplier(server),
+        snapshots=LspDocumentLookup(server),
+        publish_diagnostics=diagnostics_publisher(server),
     )
     server.shutdown_steps.append(service.shutdown)
 
@@ -106,6 +115,7 @@ def register(server: AgentlsLanguageServer) -> None:
     @server.command("agentls.newSession")
     async def new_session_command(ls: AgentlsLanguageServer, *args: Any) -> dict[str, Any]:
         created = await asyncio.to_thread(service.store().create_session)
+        end_session_approvals(ls)  # starting over: "Allow for session" answers end
         return {"sessionId": created.session_id}
 
 
@@ -442,6 +452,7 @@ class ChatService:
             deleted = await asyncio.to_thread(store.delete, sid)
         except SessionStoreError as exc:
             raise JsonRpcInternalError(str(exc)) from exc
+        end_session_approvals(self.ls, sid)
         if not deleted:
             raise JsonRpcInvalidParams(f"Unknown sessionId {sid!r}: no such session is stored.")
         return {"sessionId": sid, "deleted": True}

@@ -1,0 +1,475 @@
+"""File changes through the editor: the LSP side of the core's edit
+interfaces (agentls.core.edits; PROTOCOL.md, "Tool calls become workspace
+edits").
+
+- LspEditApplier (the approval gate): asks the user and sends
+  `workspace/applyEdit`.
+  - `annotation` mode (`approval.mode` auto picks it when the client
+    advertises workspace.workspaceEdit.changeAnnotationSupport and
+    documentChanges): every change carries the annotation `agentls`
+    (AnnotatedTextEdit, annotationId on resource operations) and the
+    `changeAnnotations` map is always sent: {label, needsConfirmation (false
+    only when a policy rule or the user already allowed the call),
+    description: the preview}. The editor's own review UI decides.
+  - `message` mode: `window/showMessageRequest` with the preview and the
+    actions "Allow once", "Allow for session", "Deny", then a plain
+    applyEdit. Not asked when the call is already allowed, or the user chose
+    "Allow for session" for this tool in this agent session (remembered
+    until agentls/deleteSession, or agentls.newSession, which starts over).
+  - No answer within `approval.timeoutSeconds` -> `approval.default`.
+  - Right before applyEdit every document's version is compared with the
+    one the edit was computed from; a moved document refuses the edit
+    (code "stale"). So does a file that appeared (create) or vanished
+    (delete, rename) in the meantime.
+- LspDocumentLookup: path -> DocumentSnapshot, the open buffer with its
+  version, else the disk (version None); only inside the workspace folders.
+- diagnostics_publisher: textDocument/publishDiagnostics for hook modules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import unquote
+
+from lsprotocol import converters, types
+
+from agentls.core.edits import DocumentSnapshot, EditOutcome, EditRequest
+from agentls.features.tools.files import disk_snapshot
+
+if TYPE_CHECKING:
+    from pygls.lsp.server import LanguageServer
+
+    from agentls.core.settings import ApprovalSettings
+
+__all__ = [
+    "ALLOW_ONCE",
+    "ALLOW_SESSION",
+    "ANNOTATION_ID",
+    "APPROVAL_ACTIONS",
+    "DENY",
+    "LspDocumentLookup",
+    "LspEditApplier",
+    "diagnostics_publisher",
+    "end_session_approvals",
+]
+
+log = logging.getLogger("agentls.lsp.edits")
+
+ALLOW_ONCE = "Allow once"
+ALLOW_SESSION = "Allow for session"
+DENY = "Deny"
+APPROVAL_ACTIONS = (ALLOW_ONCE, ALLOW_SESSION, DENY)
+ANNOTATION_ID = "agentls"
+_MESSAGE_MAX_CHARS = 8000
+
+ApprovalMode = Literal["annotation", "message"]
+
+
+def _outcome(code: str, reason: str, choice: str | None = None) -> EditOutcome:
+    return EditOutcome(applied=False, reason=reason, code=code, choice=choice)
+
+
+class LspEditApplier:
+    """EditApplier over LSP (see the module docstring)."""
+
+    def __init__(self, ls: LanguageServer) -> None:
+        self.ls = ls
+        self._session_allowed: set[tuple[str, str]] = set()
+        self._warned_mode = False
+
+    # -- capabilities and settings -------------------------------------------------
+    @property
+    def position_encoding(self) -> str:
+        return _position_encoding(self.ls)
+
+    def _settings(self) -> ApprovalSettings:
+        state = getattr(self.ls, "state", None)
+        if state is None:
+            from agentls.core.settings import ApprovalSettings
+
+            return ApprovalSettings()
+        settings: ApprovalSettings = state.settings.approval
+        return settings
+
+    def _edit_caps(self) -> types.WorkspaceEditClientCapabilities | None:
+        workspace = _client_workspace(self.ls)
+        return workspace.workspace_edit if workspace is not None else None
+
+    def supports_apply_edit(self) -> bool:
+        workspace = _client_workspace(self.ls)
+        return bool(workspace is not None and workspace.apply_edit)
+
+    def supports_document_changes(self) -> bool:
+        caps = self._edit_caps()
+        return bool(caps is not None and caps.document_changes)
+
+    def supports_annotations(self) -> bool:
+        caps = self._edit_caps()
+        return bool(caps is not None and caps.document_changes
+                    and caps.change_annotation_support is not None)
+
+    def resource_operations(self) -> set[str]:
+        caps = self._edit_caps()
+        if caps is None or not caps.document_changes or not caps.resource_operations:
+            return set()
+        return {str(getattr(op, "value", op)) for op in caps.resource_operations}
+
+    def mode(self) -> ApprovalMode:
+        """`approval.mode`, with auto resolved by the client's capabilities.
+        A forced `annotation` the client cannot honour falls back to
+        `message`: an editor ignoring annotations would apply unasked."""
+        configured = self._settings().mode
+        if configured == "message":
+            return "message"
+        if self.supports_annotations():
+            return "annotation"
+        if configured == "annotation" and not self._warned_mode:
+            self._warned_mode = True
+            log.warning("approval.mode is annotation but the client does not advertise "
+                        "changeAnnotationSupport; asking with showMessageRequest instead")
+        return "message"
+
+    # -- allow for session -------------------------------------------------------------
+    def allowed_for_session(self, session_id: str, tool_name: str) -> bool:
+        return bool(session_id) and (session_id, tool_name) in self._session_allowed
+
+    def allow_for_session(self, session_id: str, tool_name: str) -> None:
+        if session_id:
+            self._session_allowed.add((session_id, tool_name))
+
+    def end_session(self, session_id: str | None = None) -> None:
+        """Forget "Allow for session" answers of one session (all when None)."""
+        if session_id is None:
+            self._session_allowed.clear()
+        else:
+            self._session_allowed = {k for k in self._session_allowed if k[0] != session_id}
+
+    # -- EditApplier ------------------------------------------------------------------
+    async def apply(self, request: EditRequest) -> EditOutcome:
+        if not self.supports_apply_edit():
+            return _outcome("unsupported", "The editor does not support workspace/applyEdit, so "
+                            "agentls cannot change files in it. Nothing was written.")
+        missing = self._missing_operations(request.edit)
+        if missing:
+            return _outcome("unsupported", f"The editor does not support {missing} through "
+                            "workspace edits (workspace.workspaceEdit.resourceOperations), so "
+                            "this change cannot be made here. Nothing was written.")
+        settings = self._settings()
+        mode = self.mode()
+        allowed = request.approval == "allow" or self.allowed_for_session(
+            request.session_id, request.tool_name)
+        choice: str | None = None
+        if mode == "message" and not allowed:
+            choice, refusal = await self._ask(request, settings)
+            if refusal is not None:
+                return refusal
+        stale = self.stale(request)
+        if stale is not None:
+            return stale
+        if mode == "annotation":
+            edit = self.annotated(request, needs_confirmation=not allowed)
+        else:
+            edit = self.plain(request.edit)
+        try:
+            result = await self._request(
+                types.WORKSPACE_APPLY_EDIT,
+                types.ApplyWorkspaceEditParams(edit=_structure(edit, types.WorkspaceEdit),
+                                               label=request.label),
+                settings.timeout_seconds)
+        except TimeoutError:
+            return _outcome("timeout", f"The editor did not answer within "
+                            f"{settings.timeout_seconds:g} s (approval.timeoutSeconds); the "
+                            "change is treated as not applied. If the editor still applies it, "
+                            "read the file again before changing it further.", choice)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("workspace/applyEdit failed: %s", exc)
+            return _outcome("failed", f"The editor refused the edit ({exc}). Nothing was "
+                            "written.", choice)
+        if getattr(result, "applied", False):
+            return EditOutcome(applied=True, choice=choice)
+        stale = self.stale(request)
+        if stale is not None:
+            return stale
+        detail = getattr(result, "failure_reason", None)
+        why = f" ({detail})" if detail else ""
+        return _outcome("failed", f"The editor did not apply the change{why}: the user declined "
+                        "it or the editor refused it. Nothing was written.", choice)
+
+    async def _ask(self, request: EditRequest, settings: ApprovalSettings
+                   ) -> tuple[str | None, EditOutcome | None]:
+        """showMessageRequest; (choice, None) to go on, (choice, outcome) to stop."""
+        message = f"{request.label}: allow this change?\n\n{request.preview}"
+        if len(message) > _MESSAGE_MAX_CHARS:
+            message = message[:_MESSAGE_MAX_CHARS] + "\n... (preview cut)"
+        params = types.ShowMessageRequestParams(
+            type=types.MessageType.Warning, message=message,
+            actions=[types.MessageActionItem(title=title) for title in APPROVAL_ACTIONS])
+        timeout = settings.timeout_seconds
+        try:
+            chosen = await self._request(types.WINDOW_SHOW_MESSAGE_REQUEST, params, timeout)
+        except TimeoutError:
+            if settings.default == "allow":
+                log.info("Approval of %s timed out; approval.default is allow", request.label)
+                return None, None
+            return None, _outcome("timeout", f"The user did not answer the approval request "
+                                  f"within {timeout:g} s (approval.default is deny). Nothing "
+                                  "was written.")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("window/showMessageRequest failed: %s", exc)
+            if settings.default == "allow":
+                return None, None
+            return None, _outcome("declined", f"Asking the user failed ({exc}); "
+                                  "approval.default is deny. Nothing was written.")
+        title = getattr(chosen, "title", None)
+        if title is None:
+            return None, _outcome("declined", "The user dismissed the approval request; "
+                                  "treated as Deny. Nothing was written.")
+        title = str(title)
+        if title == ALLOW_SESSION:
+            self.allow_for_session(request.session_id, request.tool_name)
+            return title, None
+        if title == ALLOW_ONCE or title.strip().lower().startswith("allow"):
+            return title, None
+        return title, _outcome("declined", f"The user declined the change ({title!r}). Nothing "
+                               "was written. Do not retry it unchanged; ask the user what they "
+                               "want instead.", title)
+
+    async def _request(self, method: str, params: Any, seconds: float) -> Any:
+        """A server->client request bounded by `seconds`; on timeout or
+        cancellation the client is told ($/cancelRequest) and a late answer
+        is ignored."""
+        protocol = self.ls.protocol
+        msg_id = f"agentls-{uuid.uuid4().hex}"
+        future = protocol.send_request_async(method, params, msg_id=msg_id)
+        try:
+            return await asyncio.wait_for(future, seconds)
+        except (TimeoutError, asyncio.CancelledError):
+            pending = getattr(protocol, "_request_futures", None)
+            if isinstance(pending, dict):
+                pending.pop(msg_id, None)
+            try:
+                protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
+            except Exception:
+                log.debug("Could not send $/cancelRequest for %s", msg_id)
+            raise
+
+    # -- the edit ------------------------------------------------------------------------
+    def _missing_operations(self, edit: dict[str, Any]) -> str:
+        needed = {str(change["kind"]) for change in edit.get("documentChanges") or []
+                  if isinstance(change, dict) and "kind" in change}
+        if not needed:
+            return ""
+        missing = sorted(needed - self.resource_operations())
+        names = {"create": "creating files", "rename": "renaming files",
+                 "delete": "deleting files"}
+        return " or ".join(names.get(kind, kind) for kind in missing)
+
+    def plain(self, edit: dict[str, Any]) -> dict[str, Any]:
+        """The edit as is, or in `changes` form for a client without
+        documentChanges (text edits only; resource operations were refused)."""
+        changes = edit.get("documentChanges")
+        if changes is None or self.supports_document_changes():
+            return edit
+        by_uri: dict[str, list[Any]] = {}
+        for change in changes:
+            uri = change["textDocument"]["uri"]
+            by_uri.setdefault(uri, []).extend(change["edits"])
+        return {"changes": by_uri}
+
+    def annotated(self, request: EditRequest, *, needs_confirmation: bool) -> dict[str, Any]:
+        edit = copy.deepcopy(request.edit)
+        for change in edit.get("documentChanges") or []:
+            if "kind" in change:
+                change["annotationId"] = ANNOTATION_ID
+            else:
+                for text_edit in change.get("edits") or []:
+                    text_edit["annotationId"] = ANNOTATION_ID
+        for text_edits in (edit.get("changes") or {}).values():
+            for text_edit in text_edits:
+                text_edit["annotationId"] = ANNOTATION_ID
+        edit["changeAnnotations"] = {
+            ANNOTATION_ID: {"label": request.label, "needsConfirmation": needs_confirmation,
+                            "description": request.preview},
+        }
+        return edit
+
+    def stale(self, request: EditRequest) -> EditOutcome | None:
+        """A refusal when a document moved since the edit was computed."""
+        for uri, base in request.base_versions.items():
+            shown = _shown(self.ls, uri)
+            if base is not None:
+                document = self.ls.workspace.text_documents.get(unquote(uri))
+                if document is None:
+                    return _outcome("stale", f"{shown} was closed in the editor since it was "
+                                    "read. Nothing was written. Read it again (read_file) and "
+                                    "redo the change.")
+                if document.version != base:
+                    return _outcome("stale", f"{shown} changed in the editor since it was read "
+                                    f"(version {base}, now {document.version}). Nothing was "
+                                    "written. Read the file again (read_file) and redo the change "
+                                    "against its current content.")
+            elif _open_document(self.ls, _path_of(uri)) is not None:
+                return _outcome("stale", f"{shown} was opened in the editor since it was read "
+                                "from disk. Nothing was written. Read it again (read_file) and "
+                                "redo the change.")
+        for change in request.edit.get("documentChanges") or []:
+            kind = change.get("kind") if isinstance(change, dict) else None
+            if kind == "create":
+                path = _path_of(change["uri"])
+                if path is not None and (path.exists() or _open_document(self.ls, path)):
+                    shown = _shown(self.ls, change["uri"])
+                    return _outcome("stale", f"{shown} exists now; it did not when the change "
+                                    "was made. Nothing was written. Read it (read_file) and "
+                                    "edit it instead.")
+            elif kind in ("delete", "rename"):
+                uri = change["uri"] if kind == "delete" else change["oldUri"]
+                path = _path_of(uri)
+                if path is not None and not path.exists() and not _open_document(self.ls, path):
+                    shown = _shown(self.ls, uri)
+                    return _outcome("stale", f"{shown} no longer exists. Nothing was written. "
+                                    "List the files again (list_files).")
+        return None
+
+
+def end_session_approvals(ls: Any, session_id: str | None = None) -> None:
+    """Forget "Allow for session" answers when a session ends (None: all)."""
+    wiring = getattr(getattr(ls, "state", None), "turn_wiring", None)
+    editor = getattr(wiring, "editor", None)
+    end = getattr(editor, "end_session", None)
+    if callable(end):
+        end(session_id)
+
+
+# --------------------------------------------------------------------------- documents
+
+
+class LspDocumentLookup:
+    """DocumentLookup: the open buffer (text and version) for a path, else
+    the disk (version None); None outside the workspace folders or when
+    neither exists. Open buffers are matched by resolved path, so a buffer
+    opened through a symlink is found. UnreadableDocument (an OSError) for
+    binary, non-UTF-8 or huge files."""
+
+    def __init__(self, ls: LanguageServer) -> None:
+        self.ls = ls
+
+    @property
+    def position_encoding(self) -> str:
+        return _position_encoding(self.ls)
+
+    def __call__(self, path: str) -> DocumentSnapshot | None:
+        target = _resolved(Path(path))
+        if target is None or not self._inside(target):
+            return None
+        document = _open_document(self.ls, target)
+        if document is not None:
+            return DocumentSnapshot(uri=document.uri, path=str(target), text=document.source,
+                                    version=document.version)
+        return disk_snapshot(str(target))
+
+    def _inside(self, target: Path) -> bool:
+        state = getattr(self.ls, "state", None)
+        for folder in getattr(state, "workspace_folders", None) or []:
+            root = _resolved(Path(folder))
+            if root is not None and (target == root or target.is_relative_to(root)):
+                return True
+        return False
+
+
+def _open_document(ls: Any, target: Path | None) -> Any:
+    if target is None:
+        return None
+    from pygls.uris import to_fs_path
+
+    target = _resolved(target) or target
+    for document in list(ls.workspace.text_documents.values()):
+        fs_path = to_fs_path(document.uri)
+        if fs_path and _resolved(Path(fs_path)) == target:
+            return document
+    return None
+
+
+# --------------------------------------------------------------------------- diagnostics
+
+
+def diagnostics_publisher(ls: LanguageServer) -> Callable[[str, list[Any], int | None], None]:
+    """publish(uri, diagnostics, version): textDocument/publishDiagnostics
+    with LSP Diagnostic dicts (or lsprotocol Diagnostics); an invalid
+    diagnostic is logged and left out, an empty list clears."""
+
+    def publish(uri: str, diagnostics: list[Any], version: int | None = None) -> None:
+        items: list[types.Diagnostic] = []
+        for diagnostic in diagnostics:
+            if isinstance(diagnostic, types.Diagnostic):
+                items.append(diagnostic)
+                continue
+            try:
+                items.append(_structure(diagnostic, types.Diagnostic))
+            except Exception as exc:
+                log.warning("Dropped an invalid diagnostic for %s: %s", uri, exc)
+        ls.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=items, version=version))
+
+    return publish
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _structure(value: Any, cls: type[Any]) -> Any:
+    return converters.get_converter().structure(value, cls)
+
+
+def _client_workspace(ls: Any) -> types.WorkspaceClientCapabilities | None:
+    try:
+        capabilities = ls.client_capabilities
+    except Exception:
+        return None
+    workspace: types.WorkspaceClientCapabilities | None = getattr(capabilities, "workspace", None)
+    return workspace
+
+
+def _position_encoding(ls: Any) -> str:
+    try:
+        encoding = ls.workspace.position_encoding
+    except Exception:
+        encoding = None
+    return str(getattr(encoding, "value", encoding) or "utf-16")
+
+
+def _path_of(uri: str) -> Path | None:
+    from pygls.uris import to_fs_path
+
+    fs_path = to_fs_path(uri)
+    return _resolved(Path(fs_path)) if fs_path else None
+
+
+def _shown(ls: Any, uri: str) -> str:
+    """A document as the agent knows it: relative to its workspace folder."""
+    path = _path_of(uri)
+    if path is None:
+        return uri
+    folders = getattr(getattr(ls, "state", None), "workspace_folders", None) or []
+    for index, folder in enumerate(folders):
+        root = _resolved(Path(folder))
+        if root is not None and path.is_relative_to(root):
+            rel = path.relative_to(root).as_posix()
+            return rel if index == 0 else f"{root.name}/{rel}"
+    return str(path)
+
+
+def _resolved(path: Path) -> Path | None:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return None
