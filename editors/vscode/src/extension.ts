@@ -8,7 +8,7 @@ import { statusView } from "./status";
 
 let connection: ServerConnection | undefined;
 
-export async function activate(context: vscode.ExtensionContext): Promise<void> {
+export function activate(context: vscode.ExtensionContext): void {
   const output = vscode.window.createOutputChannel("agentls", { log: true });
   connection = new ServerConnection(output);
   const chat = new ChatViewProvider(context.extensionUri, connection);
@@ -53,7 +53,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     }),
   );
   renderStatus();
-  await connection.start();
+  // Not awaited: activation must not wait for a Python process to start.
+  void connection.start();
 }
 
 export async function deactivate(): Promise<void> {

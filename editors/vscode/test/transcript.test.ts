@@ -38,6 +38,17 @@ describe("Transcript", () => {
     assert.equal(t.find(id)?.attachments, '<editor file="main.py"/>');
   });
 
+  it("shows a stored prompt as typed (metadata.prompt) with its context folded", () => {
+    const t = new Transcript("s", [
+      { role: "user", content: 'Say hello\n\n<editor file="main.py"/>', metadata: { prompt: "Say hello" } },
+      { role: "user", content: "Explain this\n\n<selection>x</selection>", metadata: { prompt: "/explain" } },
+    ]);
+    assert.equal(t.entries[0].text, "Say hello");
+    assert.equal(t.entries[0].attachments, '<editor file="main.py"/>');
+    assert.equal(t.entries[1].text, "/explain");
+    assert.equal(t.entries[1].attachments, "Explain this\n\n<selection>x</selection>");
+  });
+
   it("keeps thinking apart from text", () => {
     const t = new Transcript("s");
     const [id] = t.applyDelta({ sessionId: "s", index: 0, delta: "hmm", kind: "thinking" });

@@ -76,18 +76,22 @@ export class Transcript {
       return [entry.id];
     }
     if (message.role === "user") {
-      // The stored prompt is what the user typed plus the context the server
-      // attached (editor, selection, mentioned files): keep the typed text
-      // and fold the rest.
+      // The stored prompt is what the user typed (metadata.prompt when the
+      // server added anything) plus the context it attached (editor,
+      // selection, mentioned files): show the typed text, fold the rest.
+      const typed = typeof metadata["prompt"] === "string" ? (metadata["prompt"] as string) : undefined;
+      const shown = typed ?? text;
+      const extra = text === shown ? "" : text.startsWith(shown) ? text.slice(shown.length).trim() : text;
       const local = this.entries.find((e) => e.role === "user" && e.local);
       if (local) {
         local.local = false;
-        if (text.startsWith(local.text) && text.length > local.text.length) {
+        if (extra) local.attachments = extra;
+        else if (text.startsWith(local.text) && text.length > local.text.length) {
           local.attachments = text.slice(local.text.length).trim();
         }
         return [local.id];
       }
-      return [this.push({ role: "user", text }).id];
+      return [this.push({ role: "user", text: shown, attachments: extra || undefined }).id];
     }
     if (message.role === "assistant") {
       const toolCalls = readToolCalls(metadata);
