@@ -727,6 +727,8 @@ class _Edit:
     changed: list[tuple[int, int]] | None
     old_path: Path | None = None  # rename_file: where the file was
     old_uri: str | None = None
+    shown: str | None = None  # the path as the agent knows it (relative_path)
+    unchanged: bool = False  # write_file with identical content: no edit was sent
 
 
 class LintersHook:
@@ -771,6 +773,8 @@ class LintersHook:
                 self._clear(old_uri, context)
         if edit.new_text is None or edit.tool_name not in LINTED_TOOLS:
             self._clear(edit.uri, context)
+            return HookResult()
+        if edit.unchanged:
             return HookResult()
         snapshot = await _snapshot(context, edit.path)
         language_id = getattr(snapshot, "language_id", None) if snapshot is not None else None
@@ -823,7 +827,7 @@ class LintersHook:
             omitted += new_run.omitted
         kept.sort(key=lambda f: (f.line, f.column))
 
-        shown_path = _shown_path(edit.path, context.workspace_folders)
+        shown_path = edit.shown or _shown_path(edit.path, context.workspace_folders)
         self._publish(edit.uri, kept, new_text, snapshot, context)
         messages = [*problems]
         if kept:
@@ -954,6 +958,8 @@ def _edit_from(data: Mapping[str, Any], folders: Sequence[Path]) -> _Edit | None
         changed=changed,
         old_path=old_path,
         old_uri=old_uri,
+        shown=output["relative_path"] if isinstance(output.get("relative_path"), str) else None,
+        unchanged=output.get("unchanged") is True,
     )
 
 
