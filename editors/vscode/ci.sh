@@ -4,6 +4,7 @@
 # in a real VS Code (e2e/run.sh installs and caches what they need).
 set -euo pipefail
 cd "$(dirname "$0")"
+exec </dev/null  # CI has no standard input; no tool may wait on a prompt
 step() { echo "== vscode: $1"; }
 t0=$(date +%s)
 

@@ -233,4 +233,27 @@ describe("agentls in VS Code", { timeout: 600_000 }, () => {
     assert.equal(readMain(), before);
     await vscode.screenshot("10-approval-rejected");
   });
+
+  it("lists its commands in the palette; Restart Server and Show Output work", { timeout: 90_000 }, async () => {
+    const { page } = vscode;
+    await page.keyboard.press("F1");
+    const input = page.locator(".quick-input-widget input");
+    await input.waitFor();
+    await input.fill(">agentls:");
+    for (const title of ["Open Chat", "New Session", "Cancel", "Show Sessions", "Restart Server", "Show Output"]) {
+      await page.locator(".quick-input-list .monaco-list-row", { hasText: `agentls: ${title}` }).first().waitFor();
+    }
+    await vscode.screenshot("commands");
+    await page.keyboard.press("Escape");
+    await vscode.command("agentls: Restart Server");
+    await vscode.command("agentls: Show Output");
+    // The log shows the server started twice: at activation and on restart.
+    const log = page.locator(".panel .monaco-editor .view-lines").first();
+    await waitFor("two server starts in the agentls log", 60_000, async () => {
+      const text = (await log.innerText()).replace(/\u00a0/g, " ");
+      return (text.match(/Starting \S*agentls/g) ?? []).length >= 2 ? true : undefined;
+    }).catch(fail);
+    await vscode.page.locator(".statusbar-item", { hasText: "agentls: scripted" }).waitFor({ timeout: 30_000 }).catch(fail);
+    await vscode.screenshot("output");
+  });
 });
