@@ -17,6 +17,8 @@ denied (issue 5 item 3; PROTOCOL.md "Tool calls become workspace edits").
    conditions all match wins; no match asks. `tool` is a glob on the tool
    name, `path` a glob (`**` spans folders) on the workspace-relative path,
    `command` a regular expression on the command line (`shlex.join(argv)`).
+   A `path` glob starting with `/` (or a drive) matches the real absolute
+   path instead.
    Matching leans towards the stricter answer:
    - an `allow` rule must match *every* path of the call, its `command`
      must match the *whole* command line (`re.fullmatch`), and letter case
@@ -300,8 +302,12 @@ def _tool_matches(rule: ApprovalRule, tool: str, strict: bool) -> bool:
 
 def _path_matches(pattern: str, target: _Target, strict: bool) -> bool:
     flags = _GLOB | (glob.CASE if strict else glob.IGNORECASE)
-    candidates = [target.rel, target.resolved.as_posix()]
-    return any(glob.globmatch(c, pattern, flags=flags) for c in candidates)
+    # Relative patterns match the workspace-relative path, absolute ones the
+    # real path (a relative `**/test/**` must not match every file of a
+    # workspace that happens to live under /home/me/test/).
+    absolute = pattern.startswith("/") or bool(_DRIVE.match(pattern))
+    subject = target.resolved.as_posix() if absolute else target.rel
+    return bool(glob.globmatch(subject, pattern, flags=flags))
 
 
 def _rule_text(rule: ApprovalRule) -> str:

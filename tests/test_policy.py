@@ -374,6 +374,15 @@ async def test_allow_needs_every_path_deny_needs_any(ws: Path) -> None:
     assert into.action == "deny"
 
 
+async def test_relative_globs_match_relative_paths_absolute_globs_real_paths(ws: Path) -> None:
+    # the folder holding the workspace must not make every file match
+    rules = [{"tool": "*", "path": f"**/{ws.parent.name}/**", "action": "deny"}]
+    assert (await emit(ws, "read_file", {"path": "notes.md"}, rules)).action == "modify"
+    rules = [{"tool": "write_file", "path": f"{ws.as_posix()}/docs/**", "action": "allow"}]
+    result = await emit(ws, "write_file", {"path": "docs/a.md"}, rules)
+    assert result.data and result.data["approval"] == "allow"
+
+
 async def test_path_rules_match_run_command_cwd(ws: Path) -> None:
     rules = [{"tool": "run_command", "path": "src", "command": "ls", "action": "allow"}]
     assert (await emit(ws, "run_command", {"argv": ["ls"], "cwd": "src"}, rules)).action == \
