@@ -175,7 +175,13 @@ def diff_regions(old: str, new: str) -> list[Replacement]:
             b_off.append(b_off[-1] + len(line))
         matcher = difflib.SequenceMatcher(None, a_lines, b_lines, autojunk=len(a_lines) > 2000)
         for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-            if tag != "equal":
+            if tag == "replace" and i2 - i1 == j2 - j1:
+                # As many lines on both sides: line by line (one edit per
+                # changed line rather than one for the block).
+                blocks.extend(Replacement(p + a_off[i], p + a_off[i + 1],
+                                          p + b_off[j], p + b_off[j + 1])
+                              for i, j in zip(range(i1, i2), range(j1, j2), strict=True))
+            elif tag != "equal":
                 blocks.append(Replacement(p + a_off[i1], p + a_off[i2],
                                           p + b_off[j1], p + b_off[j2]))
     return _merge(_fix_crlf(old, _trim(old, new, block)) for block in blocks)
@@ -674,7 +680,8 @@ class WriteFileTool(_FileTool):
         if output.get("unchanged"):
             return f"{rel} already has exactly this content; nothing to change."
         if output.get("old_text") is None:
-            lines = PositionMap(str(output.get("new_text") or "")).last_line + 1
+            ranges = _all_lines(str(output.get("new_text") or ""))
+            lines = ranges[0][1] + 1 if ranges else 0
             return f"Created {rel} ({lines} line{'s' if lines != 1 else ''})."
         return (f"Replaced the content of {rel} (changed lines: "
                 f"{_lines_text(output.get('changed_lines') or []) or 'none'}).")
