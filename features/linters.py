@@ -64,7 +64,7 @@ import sys
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -100,6 +100,7 @@ LINTED_TOOLS = frozenset({"write_file", "edit_file", "rename_file"})
 # Tools after which diagnostics this hook published for a path are dropped.
 CLEARING_TOOLS = frozenset({"delete_file", "rename_file"})
 HOOK_PRIORITY = 100  # late on tool:post: after anything that may rewrite results
+HANDLER_MARGIN_SECONDS = 3.0  # linters stop this long before the hook registry gives up
 
 MAX_MESSAGE_CHARS = 400  # one finding's message, in the injection and diagnostics
 MAX_OUTPUT_BYTES = 4_000_000  # linter stdout/stderr kept for parsing
@@ -746,10 +747,19 @@ class LintersHook:
 
     def register(self, hooks: HookRegistry, context: HookContext) -> None:
         resolved: list[list[Linter]] = []
+        # The registry abandons a handler after `handler_timeout`; linters
+        # are stopped a little earlier, so a slow one is reported as timed
+        # out and the others' findings still arrive.
+        limit = hooks.handler_timeout
+        cap = max(limit - HANDLER_MARGIN_SECONDS, limit / 2) if limit is not None else None
 
         def linters() -> list[Linter]:
             if not resolved:  # resolved on first use: `which` is not free
-                resolved.append(configured_linters(context.settings))
+                found = configured_linters(context.settings)
+                if cap is not None:
+                    found = [replace(linter, timeout=min(linter.timeout, cap))
+                             for linter in found]
+                resolved.append(found)
             return resolved[0]
 
         async def on_tool_post(event: str, data: dict[str, Any]) -> HookResult:

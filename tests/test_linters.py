@@ -543,3 +543,18 @@ async def test_diagnostics_use_the_negotiated_position_encoding(ws: Path) -> Non
     await harness.post(ws / "e.py", 's = "é"; q = zz\n')
     (diagnostic,) = harness.published[-1][1]
     assert diagnostic["range"]["start"] == {"line": 0, "character": 14}  # é is 2 bytes
+
+
+@pytest.mark.skipif(shutil.which("sleep") is None or shutil.which("sh") is None,
+                    reason="needs sh and sleep")
+async def test_linters_stop_before_the_hook_registry_gives_up(ws: Path) -> None:
+    config = settings(linters=[
+        {"languages": ["python"], "command": ["sh", "-c", "sleep 30", "{file}"],
+         "timeoutSeconds": 60}])
+    module = LintersHook()
+    hooks = HookRegistry(handler_timeout=4.0)
+    module.register(hooks, HookContext(settings=config, workspace_folders=[ws]))
+    started = time.monotonic()
+    result = await hooks.emit("tool:post", post(ws / "a.py", "x = 1\n"))
+    assert time.monotonic() - started < 4.0
+    assert "did not finish within 2 s" in (result.user_message or "")
