@@ -1,0 +1,132 @@
+-- What the statusline shows: provider, model, busy/idle, the session's tokens.
+-- Fed by agentls/status (on attach and after every turn), didChangeStatus
+-- (Copilot's notification: { busy, kind, message }), $/progress of chat turns
+-- and the chat module's running turns.
+local M = {}
+
+M.state = {
+  provider = nil, -- display name
+  model = nil,
+  busy = 0, -- running chat turns
+  server_busy = false, -- from didChangeStatus
+  kind = nil, -- didChangeStatus kind: Normal, Error, Warning, Inactive
+  message = nil, -- progress or status message
+  sessions = {}, -- session_id -> SessionStatus
+  completions = nil,
+  error = nil,
+}
+
+local function redraw()
+  vim.schedule(function()
+    pcall(vim.cmd.redrawstatus, { bang = true })
+  end)
+end
+
+function M.apply(result)
+  local s = M.state
+  local provider = result.provider or {}
+  s.provider = provider.display_name or provider.id
+  s.provider_id = provider.id
+  s.error = provider.error
+  s.model = result.model ~= vim.NIL and result.model or nil
+  s.completions = result.completions
+  for _, session in ipairs(result.sessions or {}) do
+    s.sessions[session.session_id] = session
+  end
+  redraw()
+end
+
+--- Asks the server for agentls/status and updates the statusline.
+function M.refresh(client, done)
+  if not client or client:is_stopped() then
+    return
+  end
+  client:request("agentls/status", vim.empty_dict(), function(err, result)
+    if not err and type(result) == "table" then
+      M.apply(result)
+    end
+    if done then
+      done(err, result)
+    end
+  end)
+end
+
+function M.turn_started()
+  M.state.busy = M.state.busy + 1
+  redraw()
+end
+
+function M.turn_ended()
+  M.state.busy = math.max(0, M.state.busy - 1)
+  if M.state.busy == 0 then
+    M.state.message = nil
+  end
+  redraw()
+end
+
+--- Handler for the server's didChangeStatus notification.
+function M.on_did_change_status(_, params)
+  if type(params) ~= "table" then
+    return
+  end
+  M.state.server_busy = params.busy == true
+  M.state.kind = params.kind
+  if params.message and params.message ~= "" then
+    M.state.message = params.message
+  end
+  redraw()
+end
+
+--- LspProgress autocmd: the chat turns' workDone progress ("Calling model", ...).
+function M.on_progress(ev)
+  local value = ev.data and ev.data.params and ev.data.params.value
+  if type(value) ~= "table" then
+    return
+  end
+  if value.kind == "end" then
+    M.state.message = nil
+  elseif value.message then
+    M.state.message = value.message
+  end
+  redraw()
+end
+
+local function tokens_of(session)
+  return (session.total_input_tokens or 0) + (session.total_output_tokens or 0)
+end
+
+local function human(n)
+  if n >= 10000 then
+    return ("%.1fk"):format(n / 1000)
+  end
+  return tostring(n)
+end
+
+--- The statusline component: "agentls: <provider> · <model> · idle|<activity> · <n> tok".
+--- Empty when no agentls client runs.
+---@return string
+function M.statusline()
+  if #vim.lsp.get_clients({ name = "agentls" }) == 0 then
+    return ""
+  end
+  local s = M.state
+  local parts = { s.provider or "…" }
+  if s.model then
+    table.insert(parts, s.model)
+  end
+  if s.kind == "Error" and s.message then
+    table.insert(parts, "error: " .. s.message)
+  elseif s.busy > 0 or s.server_busy then
+    table.insert(parts, "⟳ " .. (s.message or "busy"))
+  else
+    table.insert(parts, "idle")
+  end
+  local current = require("agentls.chat").current_session()
+  local session = current and s.sessions[current]
+  if session then
+    table.insert(parts, human(tokens_of(session)) .. " tok")
+  end
+  return "agentls: " .. table.concat(parts, " · ")
+end
+
+return M
