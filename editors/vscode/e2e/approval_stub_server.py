@@ -32,13 +32,16 @@ async def did_open(ls: LanguageServer, params: t.DidOpenTextDocumentParams) -> N
             needs_confirmation=True,
             description="edit_file edit-me.txt: replace 'old line' with 'new line'",
         )
+        document = t.OptionalVersionedTextDocumentIdentifier(uri=doc.uri, version=doc.version)
+        first_word = t.Range(start=t.Position(line=0, character=0),
+                             end=t.Position(line=0, character=8))
         edit = t.WorkspaceEdit(
             document_changes=[
                 t.TextDocumentEdit(
-                    text_document=t.OptionalVersionedTextDocumentIdentifier(uri=doc.uri, version=doc.version),
+                    text_document=document,
                     edits=[
                         t.AnnotatedTextEdit(
-                            range=t.Range(start=t.Position(line=0, character=0), end=t.Position(line=0, character=8)),
+                            range=first_word,
                             new_text="new line",
                             annotation_id="agentls-edit",
                         )
