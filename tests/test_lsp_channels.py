@@ -142,3 +142,13 @@ def test_document_lookup_matches_resolved_paths(tmp_path: Path) -> None:
     assert lookup(tmp_path / "other.py") is None
     ls.text_documents.clear()  # closed
     assert lookup(real) is None
+
+
+def test_observer_hides_suppressed_hook_output() -> None:
+    ls = FakeServer()
+    observer = LspTurnObserver(ls, None)  # type: ignore[arg-type]
+    quiet = Message("system", "verbose", {"source": "hook", "suppress_output": True})
+    loud = Message("system", "lint: E501", {"source": "hook"})
+    run(observer.on_message("s", 3, quiet))
+    run(observer.on_message("s", 4, loud))
+    assert [p["message"]["content"] for _, p in ls.notified] == ["lint: E501"]

@@ -461,3 +461,20 @@ async def test_hooks_see_lifecycle_events_in_order() -> None:
     assert seen == ["session:start", "prompt:submit", "provider:request", "provider:response",
                     "tool:pre", "tool:post", "provider:request", "provider:response",
                     "prompt:complete", "orchestrator:complete"]
+
+
+async def test_suppress_output_is_marked_on_stored_injections() -> None:
+    hooks = HookRegistry()
+
+    async def quiet(event: str, data: dict[str, Any]) -> HookResult:
+        return HookResult(action="inject_context", context_injection="verbose lint log",
+                          suppress_output=True)
+
+    hooks.register(events.TOOL_POST, quiet)
+    orch, provider, _ = make([{"tool_calls": [{"name": "echo", "arguments": {"text": "a"}}]},
+                              {"text": "ok"}], hooks=hooks)
+    result = await orch.run_turn(Session("s1"), "x")
+    injected = next(m for m in result.messages if m.content == "verbose lint log")
+    assert injected.metadata and injected.metadata["suppress_output"] is True
+    # the model still gets it
+    assert provider.requests[1]["messages"][-1]["content"] == "verbose lint log"

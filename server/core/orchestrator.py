@@ -515,7 +515,10 @@ class _Turn:
             log.warning("%s", exc)
             self.refused_notices.append(str(exc))
             return
-        metadata = {"source": "hook", "hook_name": hook_name, "event": event}
+        metadata: dict[str, Any] = {"source": "hook", "hook_name": hook_name, "event": event}
+        if result.suppress_output:
+            # The agent still sees it; transcripts shown to the user hide it.
+            metadata["suppress_output"] = True
         if result.append_to_last_tool_result and event == events.TOOL_POST:
             self.tool_post_appends.append(text)
         elif result.ephemeral:

@@ -91,6 +91,8 @@ class LspTurnObserver(TurnObserver):
         )
 
     async def on_message(self, session_id: str, index: int, message: Message) -> None:
+        if (message.metadata or {}).get("suppress_output"):
+            return  # a hook asked to keep its output out of the user's transcript
         self.ls.protocol.notify(
             MESSAGE, {"sessionId": session_id, "index": index, "message": message.to_dict()}
         )
