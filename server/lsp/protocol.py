@@ -1,38 +1,155 @@
-"""pygls' protocol with one fix: a request whose params do not parse gets an
-answer.
+"""pygls' protocol with fixes so that every malformed message gets the
+JSON-RPC answer it is due, and none can stop the server.
 
-pygls deserialises typed requests while parsing the JSON; when the params do
-not fit the LSP type it logs the error and never answers, so the client
-waits forever. Here such a request is answered with -32602 (InvalidParams)
-naming the method and what was wrong, and the server carries on.
+pygls (2.1) parses each body with `json.loads(body, object_hook=
+structure_message)` and, on any failure, logs and carries on without
+answering, so the client waits forever. Here:
+
+- a body that is not JSON (or not UTF-8, or nested too deep) is answered
+  with -32700 (ParseError, id null) by `answer_parse_error`, which the
+  server's error handler calls;
+- a message that is not a JSON-RPC 2.0 request/notification/response
+  object (an array, a number, jsonrpc "1.0", a non-string method, an id
+  that is neither string nor integer) is answered with -32600
+  (InvalidRequest);
+- a request whose params do not fit the LSP type is answered with -32602
+  (InvalidParams) naming the method and the field that was wrong;
+- requests after `shutdown` are answered with -32600, as LSP says, instead
+  of being dropped;
+- `params` may be omitted (JSON-RPC allows it), so an unknown method
+  without params is -32601 and `agentls/status` without params answers.
+
+Only the outermost object of a message is the message: pygls' object_hook
+also sees every nested object, so a params value that merely looks like a
+message (`{"jsonrpc": "2.0", "id": 5, ...}`) used to be structured, and
+answered, as one. Structuring is therefore deferred to `handle_message`,
+which is called once, with the outermost value.
+
+`BoundedReader` wraps stdin so a Content-Length header cannot make the
+server allocate an arbitrary amount up front (pygls reads the body with one
+`read(n)`, which allocates n bytes at once: a header claiming 100 TB killed
+the process with MemoryError), and so the stream gets back in step after a
+message sent with a missing or wrong Content-Length.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from typing import Any
+from typing import Any, BinaryIO
 
-from pygls.exceptions import JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcInvalidParams, JsonRpcInvalidRequest
 from pygls.protocol import LanguageServerProtocol
 
 log = logging.getLogger("agentls.lsp.protocol")
 
-
-class _Unparsable:
-    """Stands in for a message that was already answered with an error."""
-
-    jsonrpc = "unparsable"
+JSONRPC_VERSION = "2.0"
+PARSE_ERROR = -32700
+# One LSP message body; far above any real document (a 64 MiB file is not
+# something an editor sends to a language server), far below memory trouble.
+MAX_MESSAGE_BYTES = 64 << 20
+# One header line; real headers are ~40 bytes. Longer "lines" (a body sent
+# without a Content-Length header) are read in pieces and ignored.
+MAX_HEADER_LINE_BYTES = 64 << 10
+# What BoundedReader hands pygls instead of a body over MAX_MESSAGE_BYTES: it
+# fails to parse, and answer_parse_error recognises it to say why.
+# (no leading NUL: json.loads would take it for UTF-16 and fail differently)
+_OVERSIZED = "agentls-oversized:"
 
 
 class AgentlsProtocol(LanguageServerProtocol):
     def structure_message(self, data: dict[str, Any]) -> Any:
+        # Called by json.loads for every object, innermost first; only
+        # handle_message knows which one is the message (see module doc).
+        return data
+
+    def handle_message(self, message: Any) -> None:
+        structured = self._structure(message)
+        if structured is not None:
+            super().handle_message(structured)
+
+    # -- answers to what pygls would drop -------------------------------------
+    def answer_parse_error(self, error: BaseException) -> None:
+        """-32700 with id null for a body that could not be parsed."""
+        doc = getattr(error, "doc", None)
+        if isinstance(doc, str) and doc.startswith(_OVERSIZED):
+            size = doc[len(_OVERSIZED):]
+            detail = (f"the message body ({size} bytes) is larger than the "
+                      f"{MAX_MESSAGE_BYTES}-byte limit and was skipped")
+        elif isinstance(error, UnicodeDecodeError):
+            detail = f"the message body is not UTF-8 ({_first_line(error)})"
+        else:
+            detail = f"the message body is not valid JSON ({_first_line(error)})"
+        log.warning("Answered an unparsable message with ParseError: %s", detail)
+        self._send_error_dict(None, PARSE_ERROR, f"Parse error: {detail}.")
+
+    def _send_error_dict(self, msg_id: Any, code: int, message: str) -> None:
+        # A plain dict: pygls' typed ResponseErrorMessage drops `"id": null`
+        # when serialised, and JSON-RPC requires it.
+        self._send_data({"jsonrpc": JSONRPC_VERSION, "id": msg_id,
+                         "error": {"code": code, "message": message}})
+
+    def _invalid_request(self, msg_id: Any, why: str) -> None:
+        log.warning("Answered an invalid JSON-RPC message with InvalidRequest: %s", why)
+        self._send_error_dict(msg_id, JsonRpcInvalidRequest.CODE, f"Invalid Request: {why}.")
+
+    # -- structuring --------------------------------------------------------------
+    def _structure(self, data: Any) -> Any | None:
+        """The typed message, or None when it was answered (or dropped) here."""
+        if not isinstance(data, dict):
+            self._invalid_request(None, f"a message must be a JSON object, not "
+                                        f"{_json_type(data)}")
+            return None
+        method = data.get("method")
+        has_id = "id" in data
+        msg_id = data.get("id")
+        valid_id = isinstance(msg_id, str | int) and not isinstance(msg_id, bool)
+        if "method" not in data:  # a response to one of our requests: never answered
+            if data.get("jsonrpc") != JSONRPC_VERSION or not valid_id:
+                log.warning("Dropped a malformed response: %s", _preview(data))
+                return None
+            return self._structure_typed(data)
+        answer_id = msg_id if valid_id else None
+        if data.get("jsonrpc") != JSONRPC_VERSION:
+            if has_id:
+                self._invalid_request(answer_id, f'"jsonrpc" must be "{JSONRPC_VERSION}"')
+            else:
+                log.warning("Dropped a notification without jsonrpc 2.0: %s", _preview(data))
+            return None
+        if not isinstance(method, str):
+            if has_id:
+                self._invalid_request(answer_id, '"method" must be a string')
+            else:
+                log.warning("Dropped a notification whose method is not a string")
+            return None
+        if has_id and not valid_id:
+            self._invalid_request(None, f'the "id" of {method} must be a string or an integer')
+            return None
+        if "result" in data or "error" in data:
+            # pygls would take it for a response (and drop it) on "error" alone.
+            if has_id:
+                self._invalid_request(msg_id, f'{method}: a request carries no "result" or '
+                                              '"error"')
+            else:
+                log.warning("Dropped a notification %s carrying result/error", method)
+            return None
+        if has_id and self._shutdown:
+            # LSP: requests after shutdown error with InvalidRequest (pygls
+            # drops them silently, which leaves the client waiting).
+            self._invalid_request(msg_id, f"the server is shutting down; {method} not run")
+            return None
+        if "params" not in data:  # JSON-RPC: params may be omitted
+            data = {**data, "params": None}
+        return self._structure_typed(data)
+
+    def _structure_typed(self, data: dict[str, Any]) -> Any | None:
         try:
             return super().structure_message(data)
         except Exception as exc:
             method = data.get("method")
+            cause = exc.__cause__ or exc
+            detail = _describe(cause)
             if "id" in data and method is not None:
-                cause = exc.__cause__ or exc
-                detail = _describe(cause)
                 error = JsonRpcInvalidParams(
                     f"Invalid params for {method}: {detail}. Check the request against the "
                     "LSP specification / docs/protocol.md."
@@ -40,22 +157,88 @@ class AgentlsProtocol(LanguageServerProtocol):
                 self._send_response(data["id"], None, error.to_response_error())
                 log.warning("Answered %s (id %s) with InvalidParams: %s", method, data["id"],
                             detail)
-                return _Unparsable()
-            log.warning("Dropped a notification %s whose params do not parse: %s", method,
-                        _describe(exc.__cause__ or exc))
-            return _Unparsable()
+                return None
+            log.warning("Dropped a %s whose params do not parse: %s",
+                        f"notification {method}" if method else "response", detail)
+            return None
 
-    def handle_message(self, message: Any) -> None:
-        if isinstance(message, _Unparsable):
-            return
-        super().handle_message(message)
+
+class BoundedReader:
+    """stdin for pygls' reader loop, with a cap on what one message may
+    make it read at once (see module doc). A body over the cap is read and
+    discarded in pieces, so the stream stays in sync, and replaced by a
+    marker that answer_parse_error explains."""
+
+    def __init__(self, stream: BinaryIO, *, max_message_bytes: int = MAX_MESSAGE_BYTES,
+                 max_header_line_bytes: int = MAX_HEADER_LINE_BYTES) -> None:
+        self._stream = stream
+        self.max_message_bytes = max_message_bytes
+        self.max_header_line_bytes = max_header_line_bytes
+
+    def readline(self) -> bytes:
+        line = self._stream.readline(self.max_header_line_bytes)
+        # pygls only reads headers here. Bytes before a Content-Length header
+        # are the tail of a message sent without (or with a wrong) length: drop
+        # them, or the header they are glued to is missed, and so on for every
+        # message after it (bodies end without a newline).
+        start = line.find(b"Content-Length:")
+        if start > 0:
+            log.warning("Skipped %d bytes of unframed data before a header", start)
+            return line[start:]
+        return line
+
+    def read(self, size: int = -1) -> bytes:
+        if 0 <= size <= self.max_message_bytes:
+            return self._stream.read(size)
+        log.error("A message announced %s bytes, over the %d-byte limit; skipping it",
+                  size, self.max_message_bytes)
+        remaining = size
+        while remaining > 0:
+            piece = self._stream.read(min(remaining, 1 << 20))
+            if not piece:
+                return b""  # the client went away
+            remaining -= len(piece)
+        return f"{_OVERSIZED}{size}".encode()  # fails to parse: answered with -32700
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, list):
+        return "an array (batches are not part of LSP)"
+    if isinstance(value, str):
+        return "a string"
+    return "a number"
+
+
+def _preview(data: Any) -> str:
+    return json.dumps(data, default=str)[:200]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:300]
 
 
 def _describe(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    first = text[0] if text else type(exc).__name__
-    nested = getattr(exc, "exceptions", None)
-    if nested:
-        inner = "; ".join(str(e).splitlines()[0] for e in nested[:3])
+    """What was wrong, as specific as cattrs lets us: the innermost errors
+    ("Position.line should be in range [0:2147483647], but was -1"), with the
+    outer "While structuring ..." line for context."""
+    first = _first_line(exc)
+    leaves = _leaves(exc)
+    if leaves and leaves != [exc]:
+        inner = "; ".join(dict.fromkeys(_first_line(e) for e in leaves[:3]))
         return f"{first} ({inner})"[:500]
     return first[:500]
+
+
+def _leaves(exc: BaseException, depth: int = 0) -> list[BaseException]:
+    nested = getattr(exc, "exceptions", None)
+    if not nested or depth > 20:
+        return [exc]
+    found: list[BaseException] = []
+    for inner in nested:
+        found.extend(_leaves(inner, depth + 1))
+    return found

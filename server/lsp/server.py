@@ -11,13 +11,15 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
-from typing import Any
+import sys
+from typing import Any, BinaryIO, cast
 
+from pygls.exceptions import FeatureNotificationError, JsonRpcException
 from pygls.lsp.server import LanguageServer
 
 from agentls import __version__
 
-from .protocol import AgentlsProtocol
+from .protocol import AgentlsProtocol, BoundedReader
 from .state import ServerState
 
 log = logging.getLogger("agentls.lsp")
@@ -46,6 +48,27 @@ class AgentlsLanguageServer(LanguageServer):
         except TimeoutError:
             log.warning("Settings not read after %ss; going on with what is known", limit)
             self.settings_ready.set()
+
+    def start_io(self, stdin: Any = None, stdout: Any = None) -> None:
+        # Bounded reads: a Content-Length header alone must not be able to make
+        # the process allocate (and die on) an arbitrary amount (protocol.py).
+        super().start_io(cast(BinaryIO, BoundedReader(stdin or sys.stdin.buffer)), stdout)
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        # pygls' reader loop reports a body it could not parse here (source is
+        # JsonRpcException) and answers nothing: the client is owed -32700.
+        # Other errors keep pygls' behaviour (shown to the user), notification
+        # failures once per kind.
+        if source is JsonRpcException and isinstance(error, ValueError | RecursionError):
+            cast(AgentlsProtocol, self.protocol).answer_parse_error(error)
+            return
+        if source is FeatureNotificationError:
+            # pygls has logged it with its traceback. A client out of step (a
+            # didChange for a document it never opened) would otherwise get an
+            # "Error in server" popup on every keystroke: once per kind is enough.
+            if not self.state.first_time(f"notification-error:{type(error).__name__}"):
+                return
+        super().report_server_error(error, source)
 
     async def graceful_shutdown(self) -> None:
         """Finish what must not be lost, then release resources. Each step is
