@@ -5,7 +5,7 @@
 --
 -- Type in insert mode and pause: a grey suggestion appears, <Tab> accepts it.
 -- :AgentChat <question> chats with the agent; :AgentSessions, :AgentNew, :AgentCancel.
--- The server is the first of: $AGENTLS_CMD, <checkout>/.venv/bin/agentls,
+-- The server is the first of: $NVIM_AGENTLS_CMD, <checkout>/.venv/bin/agentls,
 -- $VIRTUAL_ENV/bin/agentls, the agentls of the venv this nvim is installed
 -- in, `agentls` on $PATH.
 
@@ -14,7 +14,7 @@ local checkout = vim.fn.fnamemodify(plugin_dir, ":h:h")
 vim.opt.runtimepath:prepend(plugin_dir)
 
 local function server()
-  local candidates = { vim.env.AGENTLS_CMD or "", checkout .. "/.venv/bin/agentls" }
+  local candidates = { vim.env.NVIM_AGENTLS_CMD or "", checkout .. "/.venv/bin/agentls" }
   if vim.env.VIRTUAL_ENV then
     table.insert(candidates, vim.env.VIRTUAL_ENV .. "/bin/agentls")
   end

@@ -101,12 +101,17 @@ class Editor:
                 stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True,
             )
         deadline = time.monotonic() + 15
-        while not os.path.exists(socket):
+        while True:  # the socket file appears before Neovim accepts connections
             if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
+                os.killpg(proc.pid, signal.SIGKILL)
                 raise RuntimeError(f"nvim did not start: {(home / 'nvim.stderr').read_text()}")
+            if os.path.exists(socket):
+                try:
+                    nvim = pynvim.attach("socket", path=socket)
+                    break
+                except OSError:
+                    pass
             time.sleep(0.02)
-        nvim = pynvim.attach("socket", path=socket)
         editor = cls(proc, nvim, home)
         editor._watchdog = threading.Timer(timeout, editor.kill)
         editor._watchdog.daemon = True

