@@ -68,10 +68,10 @@ def test_approved_edit_changes_the_buffer(editor: Callable[..., Editor], tmp_pat
     ed.cmd("AgentChat please say hello")
     question = wait_for_question(ed)
     if mode == "annotation":
-        assert question["prompt"] == "agentls: agentls: edit_file main.py"
+        assert question["prompt"] == "agentls: edit_file main.py"
         assert question["items"] == ["Apply", "Reject"]
     else:
-        assert question["prompt"] == "agentls: agentls: edit_file main.py: allow this change?"
+        assert question["prompt"] == "agentls: edit_file main.py: allow this change?"
         assert question["items"] == ["Allow once", "Allow for session", "Deny"]
     # The diff is shown in a scratch split while the question is open...
     preview = ed.wait_for(PREVIEW, message="the diff preview")

@@ -24,6 +24,12 @@ end
 
 -- Preview split --------------------------------------------------------------
 
+--- "agentls: <text>", unless the server's text already says agentls.
+local function titled(text)
+  text = text or "approval"
+  return text:find("^agentls") and text or ("agentls: " .. text)
+end
+
 --- Opens a scratch split with `lines`; returns a function that closes it.
 function M.open_preview(lines, title)
   if not options().preview or #lines == 0 then
@@ -40,13 +46,15 @@ function M.open_preview(lines, title)
   vim.cmd(("botright %dsplit"):format(height))
   local win = api.nvim_get_current_win()
   api.nvim_win_set_buf(win, buf)
-  vim.wo[win].winbar = "%#WarningMsg# agentls: " .. (title or "approval"):gsub("%%", "%%%%") .. " %*"
+  vim.wo[win].winbar = "%#WarningMsg# " .. titled(title):gsub("%%", "%%%%") .. " %*"
   vim.wo[win].number = false
   vim.wo[win].wrap = false
   vim.wo[win].foldenable = false
   if api.nvim_win_is_valid(previous) then
     api.nvim_set_current_win(previous)
   end
+  -- Draw it now: a synchronous vim.ui.select (inputlist) would cover the screen first.
+  vim.cmd.redraw()
   return function()
     if api.nvim_win_is_valid(win) then
       pcall(api.nvim_win_close, win, true)
@@ -88,7 +96,7 @@ function M.show_message_request(err, params, ctx)
     close = M.open_preview(lines, lines[1])
   end
   local choice = select_async(params.actions, {
-    prompt = "agentls: " .. lines[1],
+    prompt = titled(lines[1]),
     kind = "agentls.approval",
     format_item = function(action)
       return (action.title:gsub("\n", " "))
@@ -258,10 +266,20 @@ local function apply(edit, client)
     return { applied = false, failureReason = changed .. " changed since the edit was computed; re-read it" }
   end
   local fixes = trailing_newline_fixes(edit)
-  -- Confirmation is done: drop needsConfirmation so Neovim does not ask again.
+  -- Confirmation is done: drop the annotations, so that Neovim neither asks
+  -- again (a blocking confirm()) nor echoes every description (the whole diff).
   local copy = vim.deepcopy(edit)
-  for _, annotation in pairs(copy.changeAnnotations or {}) do
-    annotation.needsConfirmation = false
+  copy.changeAnnotations = nil
+  for _, change in ipairs(copy.documentChanges or {}) do
+    change.annotationId = nil
+    for _, text_edit in ipairs(change.edits or {}) do
+      text_edit.annotationId = nil
+    end
+  end
+  for _, edits in pairs(copy.changes or {}) do
+    for _, text_edit in ipairs(edits) do
+      text_edit.annotationId = nil
+    end
   end
   local ok, result = pcall(util.apply_workspace_edit, copy, client.offset_encoding)
   if not ok then
@@ -311,7 +329,7 @@ function M.apply_edit(err, params, ctx)
   end
   local close = M.open_preview(vim.list_extend(header, preview), label)
   local choice = select_async({ M.APPLY, M.REJECT }, {
-    prompt = "agentls: " .. label,
+    prompt = titled(label),
     kind = "agentls.approval",
   })
   close()

@@ -126,7 +126,10 @@ function M.render_message(message)
     vim.list_extend(lines, list)
   end
   local function folded(header, body)
-    table.insert(lines, header)
+    -- A multi-line header (a preview) keeps its first line; the rest joins the body.
+    local head = text_lines(header)
+    table.insert(lines, head[1])
+    add(indent(vim.list_slice(head, 2), "    ", 400))
     add(body)
   end
 
@@ -155,8 +158,15 @@ function M.render_message(message)
     local previews = type(meta.tool_call_previews) == "table" and meta.tool_call_previews or {}
     for _, call in ipairs(type(meta.tool_calls) == "table" and meta.tool_calls or {}) do
       local name = call.tool or call.name or "tool"
-      local preview = previews[call.id] or name
-      folded("▶ tool call: " .. preview, indent(json_lines(call.arguments or {}), "    ", 200))
+      local preview = type(previews[call.id]) == "string" and previews[call.id] or name
+      if preview:find("\n") then
+        -- A multi-line preview (the diff of an edit) is the body.
+        local args = type(call.arguments) == "table" and call.arguments or {}
+        local subject = type(args.path) == "string" and (" " .. args.path) or ""
+        folded("▶ tool call: " .. name .. subject, indent(text_lines(preview), "    ", 400))
+      else
+        folded("▶ tool call: " .. preview, indent(json_lines(call.arguments or {}), "    ", 200))
+      end
     end
   elseif message.role == "tool" then
     local result = type(message.toolResult) == "table" and message.toolResult or {}
@@ -400,6 +410,7 @@ local function window_options(win, chat)
   vim.wo[win].foldtext = ""
   vim.wo[win].foldlevel = 0
   vim.wo[win].foldenable = true
+  vim.wo[win].fillchars = "fold: "
   vim.wo[win].winbar = ("%%#AgentlsChatTitle# agentls chat %%* %s"):format(chat.session_id:sub(1, 8))
 end
 
