@@ -531,11 +531,18 @@ class HttpClient:
             message, error_code = extract_error_message(raw)
             code = classify_status(response.status_code, message, error_code)
             retryable = response.status_code in (408, 429) or response.status_code >= 500
-            if retryable and attempt < self.max_attempts:
-                retry_after = parse_retry_after(response.headers)
+            retry_after = parse_retry_after(response.headers)
+            # A server asking us to wait longer than the request timeout is not
+            # waited out: the caller (an editor) configured how long a request
+            # may take, and retrying earlier than asked would be refused anyway.
+            too_long = retry_after is not None and retry_after > self.read_timeout
+            if retryable and attempt < self.max_attempts and not too_long:
                 await self._backoff(attempt, retry_after, f"HTTP {response.status_code} from {url}")
                 continue
             detail = f"HTTP {response.status_code}" + (f": {message}" if message else "")
+            if retryable and too_long and attempt < self.max_attempts:
+                detail += (f"; the server asked to retry after {retry_after:g} s, longer than "
+                           f"the request timeout ({self.read_timeout:g} s)")
             raise self.error(code, detail, model=model, url=url, attempts=attempt)
         try:
             yield response
@@ -547,7 +554,8 @@ class HttpClient:
             # Never earlier than asked; a little jitter so clients do not stampede.
             delay = min(retry_after, MAX_RETRY_AFTER) * (1 + 0.1 * random.random())
         else:
-            ceiling = min(_MAX_DELAY, _BASE_DELAY * 2 ** (attempt - 1))
+            # Never longer than the request timeout (see _open).
+            ceiling = min(_MAX_DELAY, _BASE_DELAY * 2 ** (attempt - 1), self.read_timeout)
             delay = ceiling / 2 + random.uniform(0, ceiling / 2)
         logger.warning(
             "%s: %s; retrying in %.2f s (attempt %d of %d)",

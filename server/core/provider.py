@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Sequence
 from contextlib import contextmanager
@@ -45,6 +46,8 @@ __all__ = [
     "ToolSpec",
     "collect_stream",
 ]
+
+log = logging.getLogger("agentls.provider")
 
 # A tool offered to the model, in the flat form every provider translates:
 # {"name": str, "description": str, "parameters": <JSON schema object>}.
@@ -180,6 +183,23 @@ class ChunkStream:
                 raise ProviderRequestCancelled(self.request_id) from None
             await self._finish()
             raise
+        except (ModelError, ProviderRequestCancelled):
+            await self._finish()
+            raise
+        except Exception as exc:
+            # The contract is "providers raise ModelError". A chunk a decoder
+            # did not expect (`"index": "x"`, a number where text belongs)
+            # raised TypeError/ValueError/ValidationError instead, which
+            # escaped the turn loop as an internal error and left the session
+            # marked running. Whatever the provider raised, the caller gets a
+            # ModelError saying what broke; the traceback goes to the log.
+            await self._finish()
+            log.warning("Stream %s failed reading the response", self.request_id, exc_info=True)
+            raise ModelError(
+                f"The model's response could not be read ({type(exc).__name__}: "
+                f"{str(exc).splitlines()[0][:300] if str(exc) else 'no details'}).",
+                code="invalid_response",
+            ) from exc
         except BaseException:
             await self._finish()
             raise
