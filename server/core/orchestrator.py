@@ -215,6 +215,13 @@ class Orchestrator:
             # session valid, then let the cancellation propagate.
             await asyncio.shield(turn.finish_cancelled())
             raise
+        except Exception:
+            # A store write failed (disk full) or a hook/tool bug escaped: the
+            # turn is over either way, so its status must not stay "running"
+            # (agentls/status would show it forever). The caller reports it.
+            if sid in self._statuses and not turn.finished:
+                self._set_status(sid, status="failed", ended_at=datetime.now(UTC))
+            raise
         finally:
             self._running.pop(sid, None)
 
@@ -283,6 +290,7 @@ class _Turn:
             user_message = Message(
                 "user", new_prompt, user_message.metadata, user_message.multipart_content
             )
+        await self.close_interrupted_tool_calls()
         await self.persist(user_message)
 
         for iteration in range(1, core.limits.max_iterations + 1):
@@ -567,6 +575,40 @@ class _Turn:
             metadata = {"incomplete": True, "timestamp": _now(), **extra}
             text, self.partial_text = self.partial_text, ""
             await self.persist(Message("assistant", text, metadata))
+
+    async def close_interrupted_tool_calls(self) -> None:
+        """Give tool calls that a dead server left unanswered a failed result.
+
+        When the process is killed while a tool runs or an approval is
+        pending, the session ends with an assistant message whose tool calls
+        have no result, and OpenAI and Anthropic reject every later request
+        of that session. Like a cancellation (finish_cancelled), each such
+        call gets a synthetic result, stored before anything new."""
+        messages = self.session.messages
+        answered: set[Any] = set()
+        for message in reversed(messages):
+            if message.role == "tool":
+                answered.add((message.metadata or {}).get("tool_call_id"))
+                continue
+            calls = (message.metadata or {}).get("tool_calls") if message.role == "assistant" \
+                else None
+            if not calls:
+                return  # only the trailing tool round can be cut short
+            for raw in calls:
+                try:
+                    call = ToolCall.model_validate(raw)
+                except ValueError:  # not ours to repair
+                    continue
+                if call.id in answered:
+                    continue
+                result = ToolResult(success=False, error={
+                    "message": "The agent stopped (the language server exited) before this "
+                    "tool call finished; it may not have run.",
+                    "code": "interrupted",
+                })
+                await self.persist(_tool_message(call, result, "Error: interrupted before "
+                                                 "this tool call finished; it may not have run."))
+            return
 
     async def finish_cancelled(self) -> TurnResult:
         if self.finished:
