@@ -116,6 +116,8 @@ function M.statusline()
   end
   if s.kind == "Error" and s.message then
     table.insert(parts, "error: " .. s.message)
+  elseif s.error then
+    table.insert(parts, "error: " .. tostring(s.error):sub(1, 60))
   elseif s.busy > 0 or s.server_busy then
     table.insert(parts, "⟳ " .. (s.message or "busy"))
   else
