@@ -274,3 +274,31 @@ async def test_absorb_only_undoes_its_own_cancel() -> None:
     assert scheduler.is_current(newer)
     scheduler.finish(newer)
     assert not scheduler.is_current(newer)
+
+
+class ContinuationProvider(FakeProvider):
+    """A base-model provider (like the embedded one): no FIM, but a raw
+    continuation endpoint, declared by the capability "completion"."""
+
+    def __init__(self, reply: str, *, capabilities: list[str]) -> None:
+        super().__init__(reply)
+        self.capabilities = capabilities
+
+    model_supports_fim = None  # type: ignore[assignment]  # decide by capabilities
+
+    def get_info(self) -> ProviderInfo:
+        return ProviderInfo(id="base", display_name="base", capabilities=self.capabilities)
+
+
+@pytest.mark.parametrize("capabilities,kind", [
+    (["streaming", "completion"], "fim"),
+    (["streaming", "fim"], "fim"),
+    (["streaming", "tools"], "chat"),
+])
+async def test_continuation_endpoint_is_used_for_base_models(
+    capabilities: list[str], kind: str
+) -> None:
+    provider = ContinuationProvider("3.14 * r * r", capabilities=capabilities)
+    answer = await InlineCompletionFeature().complete(request(), lambda: provider, settings())
+    assert [c["kind"] for c in provider.calls] == [kind]
+    assert answer.items == ("3.14 * r * r",)

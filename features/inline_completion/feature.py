@@ -207,7 +207,11 @@ class InlineCompletionFeature:
             if callable(check):
                 value = bool(check(model))
             else:
-                value = "fim" in provider.get_info().capabilities
+                # "completion": a raw continuation endpoint (base models such
+                # as the embedded one) -- the FIM path, with the suffix used
+                # only by post-processing, beats asking a base model to chat.
+                capabilities = provider.get_info().capabilities
+                value = "fim" in capabilities or "completion" in capabilities
         self._fim = (provider, model, value)
         return value
 
