@@ -327,6 +327,8 @@ class Policy:
         self.approval = approval
         self.resolver = _Resolver(folders)
         self.user_rules = list(approval.rules)
+        # Sessions whose user was already told about a blocked call.
+        self._warned_sessions: set[Any] = set()
         self._commands = [
             None if r.command is None else re.compile(r.command) for r in self.user_rules
         ]
@@ -488,7 +490,17 @@ class Policy:
         if decision.action == "deny":
             message = None
             if decision.security:
-                message = f"agentls blocked {tool}: {decision.reason}"
+                # The user is told once per agent session; later blocks go to
+                # the log (and to the agent, as the reason). A model probing
+                # for a way out tried ~200 paths in one turn in the
+                # reliability tests: one popup each buried the editor.
+                session = data.get("session_id")
+                if session not in self._warned_sessions:
+                    self._warned_sessions.add(session)
+                    message = (f"agentls blocked {tool}: {decision.reason} Further blocked "
+                               "calls in this session are only logged.")
+                else:
+                    log.warning("Blocked %s: %s", tool, decision.reason)
             return HookResult(action="deny", reason=decision.reason, user_message=message,
                               user_message_level="warning")
         checked = {"tool_name": tool, "tool_input": copy.deepcopy(dict(raw_input))}

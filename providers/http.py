@@ -40,6 +40,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, M
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import anyio
 import httpx
@@ -329,6 +330,16 @@ class SSEDecoder:
 # --------------------------------------------------------------------------- client
 
 
+def _split_userinfo(url: str) -> tuple[tuple[str, str] | None, str]:
+    """((user, password) from the URL, or None; the URL without them)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return None, url
+    userinfo, _, host = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    return (unquote(user), unquote(password)), urlunsplit(parts._replace(netloc=host))
+
+
 def _option(options: Mapping[str, Any], snake: str, camel: str, default: int) -> int:
     value = options.get(snake, options.get(camel, default))
     return int(value) if isinstance(value, int | float | str) and str(value).strip() else default
@@ -352,7 +363,13 @@ class HttpClient:
         hints: Mapping[str, str] | None = None,
     ) -> None:
         self.provider = provider
-        self.base_url = (config.base_url or default_base_url).rstrip("/")
+        # Credentials in baseUrl (http://user:pass@proxy/v1) are sent as Basic
+        # auth, as httpx does with them, but kept out of base_url, which every
+        # error message and agentls/status show.
+        credentials, self.base_url = _split_userinfo(
+            (config.base_url or default_base_url).rstrip("/"))
+        self._url_password = credentials[1] if credentials else None
+        self._url_auth = httpx.BasicAuth(*credentials) if credentials else None
         self.api_key_env = config.api_key_env or default_api_key_env
         self.connect_timeout = config.connect_timeout
         self.read_timeout = config.request_timeout
@@ -367,7 +384,7 @@ class HttpClient:
         self._hints = {**_HINTS, **(hints or {})}
         self._client: httpx.AsyncClient | None = None
 
-    def __repr__(self) -> str:  # never shows a key: we do not hold one
+    def __repr__(self) -> str:  # never shows a key (not held) or the URL password
         return f"HttpClient(provider={self.provider!r}, base_url={self.base_url!r})"
 
     # -- small helpers ---------------------------------------------------------
@@ -385,7 +402,7 @@ class HttpClient:
                 write=self.read_timeout,
                 pool=self.connect_timeout,
             )
-            self._client = httpx.AsyncClient(timeout=timeout)
+            self._client = httpx.AsyncClient(timeout=timeout, auth=self._url_auth)
         return self._client
 
     async def aclose(self) -> None:
@@ -424,7 +441,7 @@ class HttpClient:
         return self.error(code, message or f"HTTP {status}", model=model)
 
     def redact(self, text: str) -> str:
-        return redact(text, [self.api_key()])
+        return redact(text, [self.api_key(), self._url_password])
 
     # -- public calls ----------------------------------------------------------
     @asynccontextmanager
