@@ -47,6 +47,7 @@ from .edits import (
 # At run time, not under TYPE_CHECKING: pygls reads the command handlers'
 # annotations (typing.get_type_hints) to find the server parameter.
 from .server import AgentlsLanguageServer
+from .status import notify_status
 
 __all__ = ["ChatService", "register"]
 
@@ -250,7 +251,9 @@ class ChatService:
         observer.begin()
         inner = asyncio.create_task(orchestrator.run_turn(session, message, observer=observer))
         self.tasks[sid] = inner
+        notify_status(self.ls, running=len(self.tasks))
         status = "failed"
+        error: str | None = None
         try:
             result = await self._await_turn(sid, inner)
             if result is None:  # cancelled before the turn began
@@ -258,6 +261,8 @@ class ChatService:
                 return _failed_wire(sid, "cancelled", "The turn was cancelled.", "cancelled")
             status = result.status
             self._report(result)
+            if result.status == "failed" and result.error:
+                error = f"agentls: {result.error.get('message', 'the turn failed')}"
             return result.to_wire()
         except TurnInProgress as exc:
             raise JsonRpcInvalidParams(str(exc)) from exc
@@ -271,6 +276,7 @@ class ChatService:
             if self.tasks.get(sid) is inner:
                 del self.tasks[sid]
             observer.end(status)
+            notify_status(self.ls, running=len(self.tasks), error=error)
 
     async def _await_turn(
         self, sid: str, inner: asyncio.Task[TurnResult]

@@ -38,6 +38,7 @@ class AgentlsLanguageServer(LanguageServer):
         # Set once `initialized` has pulled workspace/configuration, so a
         # request sent right after start-up does not run on default settings.
         self.settings_ready = asyncio.Event()
+        self.last_status: dict[str, Any] | None = None  # last didChangeStatus sent
 
     async def wait_settings(self, limit: float = 5.0) -> None:
         """Wait (bounded) until the client's settings have been read."""

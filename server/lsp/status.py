@@ -43,3 +43,21 @@ def register(server: AgentlsLanguageServer) -> None:
             "provider": provider.get_info().model_dump(mode="json"),
             "models": [m.model_dump(mode="json") for m in listed],
         }
+
+
+def notify_status(ls: AgentlsLanguageServer, *, running: int, error: str | None = None) -> None:
+    """Send `didChangeStatus` (named as GitHub's Copilot language server does,
+    so existing Copilot editor plugins show it): busy while any agent turn
+    runs, kind Error with the message after a failure, Normal otherwise.
+    Only changes are sent."""
+    busy = running > 0
+    if error:
+        kind, message = "Error", error
+    else:
+        kind = "Normal"
+        message = f"agentls: {running} turn(s) running" if busy else "agentls: ready"
+    params = {"kind": kind, "message": message, "busy": busy}
+    if ls.last_status == params:
+        return
+    ls.last_status = params
+    ls.protocol.notify("didChangeStatus", params)

@@ -38,3 +38,28 @@ async def test_first_turn_uses_workspace_configuration(tmp_path: Path) -> None:
         result = await s.chat(prompt="hello")
         assert result["status"] == "completed", result
     assert recorded(record)[0]["messages"][-1]["content"] == "hello"
+
+
+async def test_did_change_status_busy_then_ready_then_error(tmp_path: Path) -> None:
+    import json
+
+    from tests.e2e.helpers import RawClient, server_env
+
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps([
+        {"text": "fine"}, {"error": {"code": "rate_limit", "message": "slow down"}}]))
+    raw = await RawClient.start(env=server_env(
+        AGENTLS_PROVIDER="scripted", AGENTLS_STATE_DIR=str(tmp_path / "state"),
+        AGENTLS_PROVIDER_OPTIONS=json.dumps({"script": str(script)})))
+    try:
+        await raw.initialize(rootUri=tmp_path.as_uri())
+        ok = await raw.request("agentls/chat", {"prompt": "hi"}, timeout=20)
+        assert ok["result"]["status"] == "completed"
+        failed = await raw.request("agentls/chat", {"prompt": "again"}, timeout=20)
+        assert failed["result"]["status"] == "failed"
+        statuses = [n["params"] for n in raw.notifications if n["method"] == "didChangeStatus"]
+        assert [s["busy"] for s in statuses] == [True, False, True, False]
+        assert statuses[1]["kind"] == "Normal"
+        assert statuses[3]["kind"] == "Error" and "slow down" in statuses[3]["message"]
+    finally:
+        await raw.close()
