@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,15 +15,14 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 
 from tests.e2e.helpers import RawClient, plain, server_env
 
-SCRIPT = Path(__file__).parent / "_hello_script.json"
-
 
 @pytest_lsp.fixture(
     config=ClientServerConfig(server_command=[sys.executable, "-m", "agentls"],
                               server_env=server_env()),
 )
 async def client(lsp_client: LanguageClient, tmp_path_factory: Any):  # type: ignore[no-untyped-def]
-    SCRIPT.write_text(json.dumps([{"text": "hi"}]))
+    script = tmp_path_factory.mktemp("script") / "hello.json"
+    script.write_text(json.dumps([{"text": "hi"}]))
     lsp_client.set_configuration({"approval": {"mode": "message"}, "model": "from-workspace"},
                                  section="agentls")
     caps = types.ClientCapabilities(
@@ -32,7 +30,7 @@ async def client(lsp_client: LanguageClient, tmp_path_factory: Any):  # type: ig
     await lsp_client.initialize_session(types.InitializeParams(
         capabilities=caps, process_id=None,
         initialization_options={"agentls": {
-            "provider": "scripted", "providerOptions": {"script": str(SCRIPT)},
+            "provider": "scripted", "providerOptions": {"script": str(script)},
             "approval": {"mode": "bogus"}}},
     ))
     yield
