@@ -54,6 +54,10 @@ class HookEmission:
     result: HookResult
     sources: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    # (handler name, its own text) of each inject_context answer before the
+    # merge: the size limit is per injection (seed 002), so the orchestrator
+    # admits each on its own.
+    injections: list[tuple[str, str]] = field(default_factory=list)
 
 
 class HookRegistry:
@@ -158,7 +162,8 @@ class HookRegistry:
                     **message,
                 }
             )
-            return HookEmission(merged, [name for _, name in injections], skipped)
+            return HookEmission(merged, [name for _, name in injections], skipped,
+                                [(name, r.context_injection or "") for r, name in injections])
         if modified_by:
             return HookEmission(
                 HookResult(action="modify", data=current, **message), modified_by, skipped

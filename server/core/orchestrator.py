@@ -483,7 +483,8 @@ class _Turn:
         if result.action == "ask_user":
             return await self.ask(event, result, data)
         if result.action == "inject_context" and result.context_injection:
-            self.queue_injection(result, ", ".join(emission.sources) or "hook", event)
+            self.queue_injection(result, ", ".join(emission.sources) or "hook", event,
+                                 parts=emission.injections)
         if result.action in ("modify", "inject_context") and result.data is not None:
             return _Outcome(True, data=result.data)
         return _Outcome(True, data=data)
@@ -515,14 +516,27 @@ class _Turn:
         )
         return _Outcome(False, reason=decision.reason)
 
-    def queue_injection(self, result: HookResult, hook_name: str, event: str) -> None:
-        text = result.context_injection or ""
-        try:
-            self.budget.admit(text, hook_name=hook_name, event=event)
-        except InjectionRefused as exc:
-            log.warning("%s", exc)
-            self.refused_notices.append(str(exc))
+    def queue_injection(
+        self, result: HookResult, hook_name: str, event: str,
+        parts: list[tuple[str, str]] | None = None,
+    ) -> None:
+        # Each handler's injection is admitted on its own (the size limit is per
+        # injection): one hook flooding the context must not take the other
+        # hooks' injections on the same event down with it, as it did when the
+        # merged text was checked as a whole.
+        admitted = []
+        for name, part in parts or [(hook_name, result.context_injection or "")]:
+            try:
+                self.budget.admit(part, hook_name=name, event=event)
+            except InjectionRefused as exc:
+                log.warning("%s", exc)
+                self.refused_notices.append(str(exc))
+                continue
+            admitted.append((name, part))
+        if not admitted:
             return
+        text = "\n\n".join(part for _, part in admitted)
+        hook_name = ", ".join(name for name, _ in admitted)
         metadata: dict[str, Any] = {"source": "hook", "hook_name": hook_name, "event": event}
         if result.suppress_output:
             # The agent still sees it; transcripts shown to the user hide it.

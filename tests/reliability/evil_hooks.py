@@ -59,23 +59,13 @@ class EvilHooks:
         if "hang" in modes:
             for event in ("prompt:submit", "tool:pre", "tool:post"):
                 hooks.register(event, hanging, priority=-3000, name="evil-hang")
-        posts = 0
-
-        async def flood_then_budget(event: str, data: dict[str, Any]) -> HookResult:
-            # tool:post #1 floods; the later ones stay under the size limit
-            # and add up over the turn's budget. (One handler: HookRegistry
-            # merges the injections of several handlers on one event into
-            # one, so a flood would take the others down with it.)
-            nonlocal posts
-            posts += 1
-            if posts == 1 and "flood" in modes:
-                return await flood(event, data)
-            if "budget" in modes:
-                return await budget(event, data)
-            return HookResult()
-
-        if modes & {"flood", "budget"}:
-            hooks.register("tool:post", flood_then_budget, name="evil-inject")
+        # Two handlers on one event: injections of several handlers are merged,
+        # but each is held to the size limit on its own, so the flood is
+        # refused and the other hook's injections still arrive.
+        if "flood" in modes:
+            hooks.register("tool:post", flood, name="evil-flood")
+        if "budget" in modes:
+            hooks.register("tool:post", budget, name="evil-budget")
 
 
 def plugin_env(folder: Path, **extra: str) -> dict[str, str]:

@@ -25,9 +25,11 @@ hostile hooks.
   and command still ask; a rule allowing all writes still asks for the
   agent's own policy file (.agentls.toml).
 - Injection limits end to end: a hook module (tests/reliability/
-  evil_hooks.py, loaded through the real entry-point group) injects 2 MB
-  and then many small injections: refused over session.injectionSizeLimit /
-  injectionBudgetPerTurn, the model never sees them, the user is told.
+  evil_hooks.py, loaded through the real entry-point group) has one handler
+  inject 2 MB and another small injections on the same event: the flood is
+  refused over session.injectionSizeLimit without taking the other's
+  injections with it, those stop at injectionBudgetPerTurn, the model never
+  sees what was refused, and the user is told.
 - A hook that raises, returns garbage, or hangs is skipped after its
   timeout; the turn completes and the hung hook never decides anything.
 """
@@ -501,6 +503,8 @@ def test_injection_size_limits_hold_end_to_end(tmp_path: Path, workspace: Path) 
     assert len(sent) < 500_000
     injected = [m for m in stored["messages"] if (m.get("metadata") or {}).get("source") == "hook"]
     assert len(injected) == 2 and all(BUDGET_MARK in m["content"] for m in injected)
+    # Tagged with the hook that said it; the refused flood is in none of them.
+    assert all(m["metadata"]["hook_name"] == "evil-budget" for m in injected)
     assert any("injectionSizeLimit" in n for n in notices)
     assert any("injectionBudgetPerTurn" in n for n in notices)
 
