@@ -521,3 +521,33 @@ def test_requests_after_shutdown_are_refused_not_dropped(tmp_path: Path) -> None
         assert lsp.proc.wait(10) == 0
     finally:
         lsp.kill()
+
+
+def test_positions_inside_surrogate_pairs(fuzzed: Fuzzed) -> None:
+    """UTF-16 positions that split an astral character (two code units) are
+    answered as a neighbouring boundary, never with an error or a lone
+    surrogate in the answer."""
+    lsp = fuzzed.lsp
+    code = fuzzed.uri("emoji.py")
+    lsp.open(code, "s = '😀😀'\nt = '𝄞x'\n")
+    chat = fuzzed.uri("emoji.prompt.md")
+    lsp.open(chat, "Look at 😀@fi and 😀/ex\n", language_id="agentls-chat")
+    for character in range(0, 12):
+        inline = lsp.request("textDocument/inlineCompletion", {
+            "textDocument": {"uri": code}, "position": {"line": 0, "character": character},
+            "context": {"triggerKind": 1}}, timeout=ANSWER_TIMEOUT)
+        assert "result" in inline, inline
+        completion = lsp.request("textDocument/completion", {
+            "textDocument": {"uri": chat}, "position": {"line": 0, "character": character + 8}},
+            timeout=ANSWER_TIMEOUT)
+        assert "result" in completion, completion
+        action = lsp.request("textDocument/codeAction", {
+            "textDocument": {"uri": code},
+            "range": {"start": {"line": 0, "character": 6},
+                      "end": {"line": 1, "character": character}},
+            "context": {"diagnostics": []}}, timeout=ANSWER_TIMEOUT)
+        assert "result" in action, action
+        for answer in (inline, completion, action):
+            text = json.dumps(answer, ensure_ascii=False)
+            assert not any(0xD800 <= ord(ch) <= 0xDFFF for ch in text), text
+    fuzzed.probe()
