@@ -37,7 +37,7 @@ ANSWER_TIMEOUT = 10.0  # generous: a 2-core CI machine under load
 PROBE = "agentls/status"
 
 FUZZ = settings(
-    max_examples=int(os.environ.get("AGENTLS_FUZZ_EXAMPLES", "120")),
+    max_examples=int(os.environ.get("AGENTLS_FUZZ_EXAMPLES", "250")),
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
