@@ -37,6 +37,7 @@ from typing import Any, ClassVar
 
 from agentls.core.settings import DEFAULT_API_KEY_ENV
 
+from .single_tool import SingleTool
 from .workspace import Workspace, WorkspacePathError
 
 __all__ = [
@@ -171,9 +172,8 @@ def _close(proc: asyncio.subprocess.Process) -> None:
             transport.close()
 
 
-class RunCommandTool:
+class RunCommandTool(SingleTool):
     name = "run_command"
-    version = "0.1.0"
     description = (
         "Run a program in the workspace and return its exit code and output. `argv` is "
         "the program and its arguments, run directly, not through a shell: no pipes, "
@@ -205,18 +205,6 @@ class RunCommandTool:
         },
         "required": ["argv"],
     }
-
-    def init(self, config: dict[str, Any]) -> dict[str, Any]:
-        return {"config": config}
-
-    def get_tool_schemas(self, state: dict[str, Any], **kwargs: Any) -> list[dict[str, Any]]:
-        return [{"name": self.name, "description": self.description,
-                 "parameters": self.parameters}]
-
-    def get_ui_elements(
-        self, config: dict[str, Any], context: dict[str, Any] | None = None
-    ) -> list[dict[str, Any]]:
-        return []
 
     # -- execution ---------------------------------------------------------------
     async def execute_tool_async(

@@ -42,6 +42,7 @@ from typing import Any, ClassVar
 
 from agentls.core.edits import DocumentSnapshot, EditRequest
 
+from .single_tool import SingleTool
 from .workspace import NoWorkspace, OutsideWorkspace, Workspace, WorkspacePathError
 
 __all__ = [
@@ -69,7 +70,6 @@ PREVIEW_MAX_CHARS = 6000
 MAX_TEXT_CHARS = 5_000_000  # larger documents are not edited through LSP edits
 _PREVIEW_FILE_LIMIT = 1_000_000  # transcript previews skip diffing larger files
 _DIFF_MAX_LINES = 20_000  # beyond this, the changed middle is one edit (no line diff)
-_VERSION = "0.1.0"
 
 # LSP line breaks: \r\n, \r and \n (not the other characters str.splitlines knows).
 _BREAK = re.compile(r"\r\n|\r|\n")
@@ -517,25 +517,8 @@ def _string_edits(arguments: Mapping[str, Any]) -> list[StringEdit]:
 _PATH_DESCRIPTION = "Path relative to the workspace root, or absolute inside a workspace folder."
 
 
-class _FileTool:
+class _FileTool(SingleTool):
     """What the four tools share: schema, context, planning, applying."""
-
-    name: ClassVar[str]
-    version: ClassVar[str] = _VERSION
-    description: ClassVar[str]
-    parameters: ClassVar[dict[str, Any]]
-
-    def init(self, config: dict[str, Any]) -> dict[str, Any]:
-        return {"config": config}
-
-    def get_tool_schemas(self, state: dict[str, Any], **kwargs: Any) -> list[dict[str, Any]]:
-        return [{"name": self.name, "description": self.description,
-                 "parameters": self.parameters}]
-
-    def get_ui_elements(
-        self, config: dict[str, Any], context: dict[str, Any] | None = None
-    ) -> list[dict[str, Any]]:
-        return []
 
     # -- execution ----------------------------------------------------------------
     async def execute_tool_async(

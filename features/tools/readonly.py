@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from .single_tool import SingleTool
 from .workspace import Workspace, WorkspacePathError, matches_glob
 
 __all__ = [
@@ -36,7 +37,6 @@ SEARCH_MAX_FILES = 5_000
 SEARCH_MAX_FILE_BYTES = 2 * 1024 * 1024
 SEARCH_MAX_LINE_CHARS = 300
 
-_VERSION = "0.1.0"
 
 
 class _ToolFailure(Exception):
@@ -65,25 +65,8 @@ class _Call:
         return value
 
 
-class _ReadOnlyTool:
+class _ReadOnlyTool(SingleTool):
     """What the three tools share: schema, context, failure handling."""
-
-    name: ClassVar[str]
-    version: ClassVar[str] = _VERSION
-    description: ClassVar[str]
-    parameters: ClassVar[dict[str, Any]]
-
-    def init(self, config: dict[str, Any]) -> dict[str, Any]:
-        return {"config": config}
-
-    def get_tool_schemas(self, state: dict[str, Any], **kwargs: Any) -> list[dict[str, Any]]:
-        return [{"name": self.name, "description": self.description,
-                 "parameters": self.parameters}]
-
-    def get_ui_elements(
-        self, config: dict[str, Any], context: dict[str, Any] | None = None
-    ) -> list[dict[str, Any]]:
-        return []
 
     async def execute_tool_async(
         self, tool_name: str | None, payload: Any, state: dict[str, Any], **kwargs: Any
