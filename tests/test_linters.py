@@ -1,4 +1,4 @@
-"""Linter hooks (features/linters.py) against real subprocesses: ruff (the
+"""Linter hooks (features/linters/) against real subprocesses: ruff (the
 default), small Python scripts as generic linters, `sleep` for timeouts.
 
 Covered: ruff JSON and generic `file:line:col: message` parsing; the temp
@@ -41,6 +41,8 @@ from agentls.features.linters import (
     run_linter,
     to_diagnostic,
 )
+from agentls.features.linters import config as linter_config
+from agentls.features.linters import report as linter_report
 
 pytestmark = pytest.mark.skipif(
     not default_linters(), reason="ruff is not installed in the test environment"
@@ -413,12 +415,12 @@ def test_default_is_ruff_when_installed(monkeypatch: pytest.MonkeyPatch, tmp_pat
     assert linters_module.configured_linters(settings(linters=[])) == []
 
     # Not on PATH, not next to the interpreter: `python -m ruff` when importable
-    monkeypatch.setattr(linters_module.shutil, "which", lambda name: None)
-    monkeypatch.setattr(linters_module.sys, "executable", str(tmp_path / "python"))
+    monkeypatch.setattr(linter_config.shutil, "which", lambda name: None)
+    monkeypatch.setattr(linter_config.sys, "executable", str(tmp_path / "python"))
     (module,) = default_linters()
     assert module.command[:3] == (str(tmp_path / "python"), "-m", "ruff")
     # Not installed at all: no default linter
-    monkeypatch.setattr(linters_module.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(linter_config.importlib.util, "find_spec", lambda name: None)
     assert default_linters() == []
 
 
@@ -427,7 +429,7 @@ def test_default_is_ruff_when_installed(monkeypatch: pytest.MonkeyPatch, tmp_pat
 
 def test_diagnostic_columns_are_utf16() -> None:
     text = 's = "😀é"; q = zz\n'
-    lines = linters_module.split_lines(text)
+    lines = linter_report.split_lines(text)
     f = Finding(line=0, column=14, end_line=0, end_column=16, message="Undefined name `zz`",
                 code="F821", severity="error", linter="ruff")
     diagnostic = to_diagnostic(f, lines)
