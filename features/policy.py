@@ -27,17 +27,23 @@ denied (issue 5 item 3; PROTOCOL.md "Tool calls become workspace edits").
      anywhere in the command line (`re.search`), ignoring case;
    - an `allow` rule applies to run_command only when it has a `command`
      (run_command always asks unless a rule allows the exact command);
-   - writes to files that configure agentls or the editor (`.agentls.toml`,
-     `.vscode/`, `*.code-workspace`, `.git/`, `.nvim.lua`, `.exrc`) are
-     never allowed by a rule: they ask (a deny rule still denies), so an
-     agent cannot rewrite its own policy without the user seeing it.
+   - writes to protected files (features/sensitive_paths.py: what
+     configures agentls, the editor, git, CI, the shell environment or a
+     package manager, at any depth) are never allowed by a rule nor by
+     "Allow for session": the verdict `protected` travels with the edit
+     request and the approval gate asks every time (a deny rule still
+     denies), so an agent cannot rewrite its own policy or plant a hook
+     without the user seeing it;
+   - reads of secret files (`.env*`, keys, `.git/config`, `.netrc`, ...)
+     ask every time unless a user rule with a `path` allows them.
 3. **Answers.** allow -> `modify` with `data["approval"] = "allow"` (the
    orchestrator tells the tool no prompt is needed); deny -> `deny` naming
-   the rule; ask -> for file-changing tools `modify` with
-   `data["approval"] = "ask"` (the edit applier asks in the editor), for
-   run_command and every other tool `ask_user` with the tool and its input
-   (the exact command line), options "Allow once" / "Deny", and
-   `approval.timeoutSeconds` / `approval.default`.
+   the rule; ask / protected -> for file-changing tools `modify` with
+   `data["approval"]` = "ask" or "protected" (the edit applier asks in the
+   editor through the core's ApprovalGate), for run_command and every other
+   tool `ask_user` with the tool and its input (the exact command line),
+   options "Allow once" / "Deny", and `approval.timeoutSeconds` /
+   `approval.default` (deny for protected calls).
 
 The decision depends only on the settings, the workspace folders and the
 file system's idea of where a path leads -- never on what the model says or
@@ -68,6 +74,7 @@ from agentls.core.hook_modules import HookContext
 from agentls.core.hooks import HookRegistry
 from agentls.core.models import HookResult
 from agentls.core.settings import ApprovalRule, ApprovalSettings
+from agentls.features.sensitive_paths import PROTECTED_PATTERNS, protected_match, secret_match
 
 __all__ = [
     "APPROVAL_OPTIONS",
@@ -82,7 +89,9 @@ __all__ = [
 
 log = logging.getLogger("agentls.policy")
 
-Action = Literal["allow", "ask", "deny"]
+# "protected": ask every time (a protected write, a secret read), whatever
+# a rule or an earlier "Allow for session" says; a deny rule still denies.
+Action = Literal["allow", "ask", "deny", "protected"]
 
 PRIORITY = -1000  # before every other tool:pre handler
 RECHECK_PRIORITY = 1000  # after every other tool:pre handler
@@ -117,19 +126,10 @@ BUILTIN_RULES: tuple[ApprovalRule, ...] = tuple(
     + [ApprovalRule(tool=COMMAND_TOOL, action="ask")]
 )
 
-# Files that configure agentls, the editor or git: a write there could
-# change what the agent is allowed to do, so rules never allow it silently.
-PROTECTED_PATHS = (
-    ".agentls.toml",
-    "**/.agentls.toml",
-    ".vscode",
-    ".vscode/**",
-    "**/*.code-workspace",
-    ".git",
-    ".git/**",
-    ".nvim.lua",
-    ".exrc",
-)
+# Files that configure agentls, the editor, git, CI or a package manager
+# (features/sensitive_paths.py, the one list): rules never allow a write
+# there silently, nor does "Allow for session".
+PROTECTED_PATHS = PROTECTED_PATTERNS
 
 _GLOB = glob.GLOBSTAR | glob.DOTGLOB | glob.BRACE
 _NAME = fnmatch.DOTMATCH | fnmatch.BRACE
@@ -373,8 +373,10 @@ class Policy:
         if tool == COMMAND_TOOL and cwd is None:
             cwd = "."
 
-        protected = tool in FILE_CHANGING_TOOLS and any(
-            _path_matches(p, t, strict=False) for t in targets for p in PROTECTED_PATHS)
+        protected = next((m for t in targets if tool in FILE_CHANGING_TOOLS
+                          for m in [protected_match(t.rel)] if m), None)
+        secret = next((t.rel for t in targets if tool in READ_TOOLS and secret_match(t.rel)),
+                      None)
         for index, rule in enumerate([*self.user_rules, *BUILTIN_RULES]):
             user_index = index + 1 if index < len(self.user_rules) else None
             if not self._matches(index, rule, tool, targets, command):
@@ -384,14 +386,31 @@ class Policy:
             if rule.action == "deny":
                 return Decision("deny", f"Denied by {shown} (approval.rules in the agentls "
                                         "settings).", user_index, command=command, cwd=cwd)
-            if rule.action == "allow" and protected:
-                return Decision("ask", f"{tool} changes a file that configures agentls, the "
-                                       "editor or git; this always needs the user's approval.",
-                                user_index, command=command, cwd=cwd)
+            if protected:
+                return self._protected_write(tool, protected, user_index, command, cwd)
+            if secret is not None and not (rule.action == "allow" and user_index is not None
+                                           and rule.path is not None):
+                return self._secret_read(tool, secret, user_index)
             return Decision(rule.action, f"{rule.action} by {shown}", user_index,
                             command=command, cwd=cwd)
+        if protected:
+            return self._protected_write(tool, protected, None, command, cwd)
+        if secret is not None:
+            return self._secret_read(tool, secret, None)
         return Decision("ask", f"no approval rule matches {tool}; asking the user",
                         command=command, cwd=cwd)
+
+    @staticmethod
+    def _protected_write(tool: str, pattern: str, rule: int | None, command: str | None,
+                         cwd: str | None) -> Decision:
+        return Decision("protected", f"{tool} changes a file that configures agentls, the "
+                        f"editor, git, CI or a package manager (matches {pattern}); this "
+                        "always needs the user's approval.", rule, command=command, cwd=cwd)
+
+    @staticmethod
+    def _secret_read(tool: str, rel: str, rule: int | None) -> Decision:
+        return Decision("protected", f"{tool} reads {rel}, which may hold secrets (keys, "
+                        "tokens, passwords); this needs the user's approval each time.", rule)
 
     def _matches(self, index: int, rule: ApprovalRule, tool: str, targets: list[_Target],
                  command: str | None) -> bool:
@@ -478,7 +497,9 @@ class Policy:
             shown = repr(tool_input)
         if len(shown) > _PROMPT_INPUT_MAX:
             shown = shown[:_PROMPT_INPUT_MAX] + " ..."
-        return f"The agent wants to use the tool {tool} with:\n\n    {shown}\n\nAllow it once?"
+        why = f"\n\n{decision.reason}" if decision.action == "protected" else ""
+        return (f"The agent wants to use the tool {tool} with:\n\n    {shown}{why}\n\n"
+                "Allow it once?")
 
     def answer(self, data: dict[str, Any]) -> HookResult:
         tool = data.get("tool_name")
@@ -509,15 +530,18 @@ class Policy:
             return HookResult(action="modify",
                               data={**base, "approval": "allow", "policy_checked": checked})
         if tool in FILE_CHANGING_TOOLS:
+            # The edit applier asks in the editor (message or annotation);
+            # "protected" travels with the edit and wins over session memory.
+            verdict = "protected" if decision.action == "protected" else "ask"
             return HookResult(action="modify",
-                              data={**base, "approval": "ask", "policy_checked": checked})
+                              data={**base, "approval": verdict, "policy_checked": checked})
         return HookResult(
             action="ask_user",
             reason=f"{tool} needs the user's approval ({decision.reason}).",
             approval_prompt=self.prompt(tool, raw_input, decision),
             approval_options=list(APPROVAL_OPTIONS),
             approval_timeout=self.approval.timeout_seconds,
-            approval_default=self.approval.default,
+            approval_default="deny" if decision.action == "protected" else self.approval.default,
         )
 
 

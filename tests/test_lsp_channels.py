@@ -12,7 +12,12 @@ from typing import Any
 
 from lsprotocol import types
 
-from agentls.core.approval import ApprovalRequest, ask_for_approval
+from agentls.core.approval import (
+    EDIT_OPTIONS,
+    ApprovalGate,
+    ApprovalRequest,
+    options_from_labels,
+)
 from agentls.core.session_types import Message
 from agentls.lsp.channels import (
     LspApprovalChannel,
@@ -55,11 +60,12 @@ class FakeServer:
         self.workspace = self
         self.text_documents: dict[str, FakeDocument] = {}
 
-    async def window_show_message_request_async(
-        self, params: types.ShowMessageRequestParams
-    ) -> types.MessageActionItem | None:
+    def send_request_async(self, method: str, params: Any, msg_id: str) -> Any:
+        assert method == types.WINDOW_SHOW_MESSAGE_REQUEST
         self.requests.append(params)
-        return types.MessageActionItem(title=self.answer) if self.answer else None
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future.set_result(types.MessageActionItem(title=self.answer) if self.answer else None)
+        return future
 
     def window_show_message(self, params: types.ShowMessageParams) -> None:
         self.shown.append(params)
@@ -74,20 +80,58 @@ def run(coro: Any) -> Any:
 
 def test_approval_asks_with_the_options_as_actions() -> None:
     ls = FakeServer("Allow for session")
-    request = ApprovalRequest(prompt="Run `make`?", options=("Allow once", "Allow for session",
-                                                            "Deny"), tool_name="run_command")
-    decision = run(ask_for_approval(LspApprovalChannel(ls), request))  # type: ignore[arg-type]
+    gate = ApprovalGate(LspApprovalChannel(ls))  # type: ignore[arg-type]
+    request = ApprovalRequest(prompt="Run `make`?", options=EDIT_OPTIONS,
+                              tool_name="run_command", session_id="s1")
+    decision = run(gate.ask(request))
     assert decision.allowed and decision.choice == "Allow for session"
+    assert gate.remembered("s1", "run_command") and not gate.remembered("s2", "run_command")
     sent = ls.requests[0]
     assert sent.message == "Run `make`?"
     assert [a.title for a in sent.actions or []] == ["Allow once", "Allow for session", "Deny"]
 
 
-def test_dismissed_or_denied_approval_is_a_deny() -> None:
-    for answer in (None, "Deny"):
+def test_dismissed_denied_or_unoffered_answers_are_a_deny() -> None:
+    # Was: any title not starting with deny/reject/no/cancel counted as allowed.
+    for answer in (None, "Deny", "Sure, go ahead", "allow once ", "Allow"):
         channel = LspApprovalChannel(FakeServer(answer))  # type: ignore[arg-type]
-        decision = run(ask_for_approval(channel, ApprovalRequest(prompt="?")))
-        assert not decision.allowed
+        decision = run(ApprovalGate(channel).ask(
+            ApprovalRequest(prompt="?", options=EDIT_OPTIONS, tool_name="t", session_id="s")))
+        assert not decision.allowed, answer
+
+
+def test_hook_labels_become_typed_options() -> None:
+    options = options_from_labels(["Allow once", "Yes, run it", "No", "Maybe later", "Deny"])
+    assert [o.allows for o in options] == [True, True, False, False, False]
+    ls = FakeServer("Maybe later")
+    decision = run(ApprovalGate(LspApprovalChannel(ls)).ask(  # type: ignore[arg-type]
+        ApprovalRequest(prompt="?", options=options)))
+    assert not decision.allowed and decision.choice == "Maybe later"
+
+
+def test_protected_requests_are_not_remembered_and_need_an_explicit_yes() -> None:
+    class Silent:
+        async def request_approval(self, request: ApprovalRequest) -> str | None:
+            await asyncio.sleep(10)
+            return None
+
+    gate = ApprovalGate(LspApprovalChannel(FakeServer("Allow for session")))  # type: ignore[arg-type]
+    protected = ApprovalRequest(prompt="?", options=EDIT_OPTIONS, tool_name="write_file",
+                                session_id="s", protected=True)
+    assert run(gate.ask(protected)).allowed
+    assert not gate.remembered("s", "write_file")
+    assert gate.needs_user("protected", "s", "write_file")
+    gate.remember("s", "write_file")
+    assert gate.needs_user("protected", "s", "write_file")
+    assert not gate.needs_user("ask", "s", "write_file")
+    assert gate.needs_user("something else", "s", "write_file")
+    # approval.default allow applies to ordinary calls, never to protected ones
+    silent = ApprovalGate(Silent())
+    quick = ApprovalRequest(prompt="?", timeout=0.05, default="allow", tool_name="x")
+    assert run(silent.ask(quick)).allowed
+    denied = run(silent.ask(ApprovalRequest(prompt="?", timeout=0.05, default="allow",
+                                            tool_name="x", protected=True)))
+    assert not denied.allowed and denied.code == "timeout"
 
 
 def test_display_maps_levels_to_message_types() -> None:

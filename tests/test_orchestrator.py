@@ -82,7 +82,9 @@ class Answering:
         self.requests.append(request)
         if self.hang:
             await asyncio.Event().wait()
-        return self.choice
+        # A channel answers with the chosen option's id (the user clicked
+        # the button with that label).
+        return next((o.id for o in request.options if o.label == self.choice), self.choice)
 
 
 class Display:
@@ -197,7 +199,8 @@ async def test_ask_user_approved_or_denied(choice: str | None, ran: bool) -> Non
     ], hooks=hooks, approval=channel)
     result = await orch.run_turn(Session("s1"), "x")
     assert channel.requests[0].prompt == "Run echo?"
-    assert channel.requests[0].options == ("Allow once", "Deny")
+    assert [(o.label, o.allows) for o in channel.requests[0].options] == [
+        ("Allow once", True), ("Deny", False)]
     assert channel.requests[0].tool_input == {"text": "x"}
     assert bool(tools.calls) is ran
     assert result.messages[2].tool_result["success"] is ran  # type: ignore[index]

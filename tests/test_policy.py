@@ -391,16 +391,50 @@ async def test_path_rules_match_run_command_cwd(ws: Path) -> None:
 
 
 async def test_files_that_configure_agentls_or_the_editor_always_ask(ws: Path) -> None:
+    # Issue 15 items 2 and 3: protected at any depth, whatever the rules say,
+    # and the verdict is "protected" (asked every time, not only "ask").
     for path in (".agentls.toml", "sub/.agentls.toml", ".vscode/settings.json",
-                 "my.code-workspace", ".git/hooks/pre-commit", ".nvim.lua"):
-        result = await emit(ws, "write_file", {"path": path, "content": "x"}, ALLOW_EVERYTHING)
-        assert result.action == "modify" and result.data, path
-        assert result.data["approval"] == "ask", path
+                 "my.code-workspace", ".git/hooks/pre-commit", ".nvim.lua",
+                 "sub/.git/hooks/post-checkout", ".envrc", ".github/workflows/ci.yml",
+                 ".vscode/tasks.json", ".mcp.json", ".git/config", ".npmrc", "pip.conf",
+                 "pkg/.npmrc", ".pre-commit-config.yaml", ".GIT/hooks/post-merge"):
+        for rules in (ALLOW_EVERYTHING, None):
+            result = await emit(ws, "write_file", {"path": path, "content": "x"}, rules)
+            assert result.action == "modify" and result.data, path
+            assert result.data["approval"] == "protected", path
+    for tool, args in (("delete_file", {"path": ".github/workflows/ci.yml"}),
+                       ("rename_file", {"path": "a.txt", "new_path": ".git/hooks/pre-push"}),
+                       ("edit_file", {"path": "sub/.envrc", "old_string": "a",
+                                      "new_string": "b"})):
+        result = await emit(ws, tool, args, ALLOW_EVERYTHING)
+        assert result.data and result.data["approval"] == "protected", tool
+    assert (await emit(ws, "write_file", {"path": "src/app.py", "content": "x"},
+                       ALLOW_EVERYTHING)).data["approval"] == "allow"  # type: ignore[index]
     denied = await emit(ws, "write_file", {"path": ".agentls.toml"},
                         [{"tool": "*", "path": ".agentls.toml", "action": "deny"}])
     assert denied.action == "deny"
     # reading them is fine
     assert (await emit(ws, "read_file", {"path": ".agentls.toml"})).data["approval"] == "allow"  # type: ignore[index]
+
+
+async def test_reading_a_secret_file_asks_every_time(ws: Path) -> None:
+    # Issue 15 item 6: .env, keys, .git/config, .netrc ... need a yes.
+    for tool, args in (("read_file", {"path": ".env"}), ("read_file", {"path": "a/.env.local"}),
+                       ("read_file", {"path": ".git/config"}), ("read_file", {"path": "k.pem"}),
+                       ("read_file", {"path": "deploy/id_ed25519"}),
+                       ("search_text", {"pattern": "x", "path": ".netrc"}),
+                       ("list_files", {"path": ".aws"})):
+        result = await emit(ws, tool, args, ALLOW_EVERYTHING)
+        assert result.action == "ask_user", (tool, args)
+        assert "secrets" in (result.approval_prompt or ""), (tool, args)
+        assert result.approval_options == ["Allow once", "Deny"]
+        assert result.approval_default == "deny"
+    # templates of secret files are ordinary files
+    assert (await emit(ws, "read_file", {"path": ".env.example"})).action == "modify"
+    # a user rule naming the file allows it
+    allowed = await emit(ws, "read_file", {"path": ".env"},
+                         [{"tool": "read_file", "path": ".env", "action": "allow"}])
+    assert allowed.data and allowed.data["approval"] == "allow"
 
 
 async def test_the_model_cannot_set_approval_itself(ws: Path) -> None:
@@ -495,7 +529,7 @@ class Recording:
 
     async def request_approval(self, request: ApprovalRequest) -> str | None:
         self.requests.append(request)
-        return self.choice
+        return next((o.id for o in request.options if o.label == self.choice), self.choice)
 
 
 async def run_loop(ws: Path, calls: list[dict[str, Any]], choice: str | None,
@@ -533,7 +567,7 @@ async def test_loop_context_approval_follows_the_policy(ws: Path) -> None:
         ("read_file", "allow"), ("write_file", "ask"), ("run_command", "allow")]
     assert len(channel.requests) == 1
     assert "ls -la" in channel.requests[0].prompt
-    assert channel.requests[0].options == ("Allow once", "Deny")
+    assert [o.label for o in channel.requests[0].options] == ["Allow once", "Deny"]
 
 
 async def test_loop_denied_command_does_not_run(ws: Path) -> None:

@@ -65,8 +65,13 @@ def test_defaults_match_protocol_table(no_user_config: Path) -> None:
     assert set(loaded.sources.values()) == {"default"}
 
 
-def test_default_rules_let_reads_through_and_ask_for_writes_and_commands() -> None:
-    actions = {rule.tool: rule.action for rule in default_settings().approval.rules}
+def test_no_user_rules_by_default_the_policy_holds_the_built_in_ones() -> None:
+    # One list of built-in rules (features/policy.py BUILTIN_RULES), after
+    # the user's; the settings default is just "no rules of your own".
+    from agentls.features.policy import BUILTIN_RULES
+
+    assert default_settings().approval.rules == []
+    actions = {rule.tool: rule.action for rule in BUILTIN_RULES}
     assert actions == {
         "read_file": "allow", "list_files": "allow", "search_text": "allow",
         "write_file": "ask", "edit_file": "ask", "delete_file": "ask", "rename_file": "ask",

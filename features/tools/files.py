@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agentls.core.edits import DocumentSnapshot, EditRequest
+from agentls.core.edits import ApprovalPolicy, DocumentSnapshot, EditRequest
 
 from .single_tool import SingleTool
 from .workspace import NoWorkspace, OutsideWorkspace, Workspace, WorkspacePathError
@@ -554,7 +554,7 @@ class _FileTool(SingleTool):
             preview=plan.preview,
             paths=plan.paths,
             base_versions=plan.base_versions,
-            approval="allow" if context.get("approval") == "allow" else "ask",
+            approval=_verdict(context.get("approval")),
         )
         outcome = await editor.apply(request)
         if not outcome.applied:
@@ -839,3 +839,12 @@ class RenameFileTool(_FileTool):
 
     def fallback_preview(self, arguments: Mapping[str, Any]) -> str:
         return f"rename {arguments.get('path', '?')} -> {arguments.get('new_path', '?')}"
+
+
+def _verdict(value: Any) -> ApprovalPolicy:
+    """The policy's verdict from the tool context; anything else asks."""
+    if value == "allow":
+        return "allow"
+    if value == "protected":
+        return "protected"
+    return "ask"

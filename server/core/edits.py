@@ -9,8 +9,11 @@ for approval (annotation or message mode), checks that the document version
 has not moved, and sends workspace/applyEdit.
 
 The policy hook (tool:pre) tells the applier whether a rule already allowed
-the change (`approval="allow"`: no prompt) or the user must be asked
-(`"ask"`). The model never decides what needs approval.
+the change (`approval="allow"`: no prompt), the user must be asked unless
+they chose "Allow for session" for this tool (`"ask"`), or must be asked
+every time (`"protected"`: the file configures agentls, the editor, git,
+CI or a package manager). The applier leaves that decision to the core's
+ApprovalGate. The model never decides what needs approval.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ __all__ = [
     "EditRequest",
 ]
 
-ApprovalPolicy = Literal["allow", "ask"]
+ApprovalPolicy = Literal["allow", "ask", "protected"]
 
 
 @dataclass(frozen=True)

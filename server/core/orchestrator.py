@@ -22,12 +22,12 @@ from typing import Any, Literal, Protocol
 
 from . import events
 from .approval import (
-    DEFAULT_OPTIONS,
     ApprovalChannel,
+    ApprovalGate,
     ApprovalRequest,
     DisplayChannel,
     MessageLevel,
-    ask_for_approval,
+    options_from_labels,
 )
 from .hooks import HookRegistry
 from .injections import InjectionBudget, InjectionLimits, InjectionRefused
@@ -137,6 +137,7 @@ class Orchestrator:
         tools: ToolExecutor | None = None,
         sink: MessageSink | None = None,
         approval: ApprovalChannel | None = None,
+        gate: ApprovalGate | None = None,
         display: DisplayChannel | None = None,
         limits: TurnLimits | None = None,
         system_prompt: str | None = None,
@@ -149,7 +150,11 @@ class Orchestrator:
         self.hooks = hooks or HookRegistry()
         self.tools = tools or ToolExecutor([])
         self.sink = sink
-        self.approval = approval
+        # The one approval gate (shared with the LSP edit applier, so "Allow
+        # for session" answers are one memory); `approval` is its channel.
+        self.gate = gate or ApprovalGate(approval)
+        if approval is not None:
+            self.gate.channel = approval
         self.display = display
         self.limits = limits or TurnLimits()
         self.workspace = workspace
@@ -159,6 +164,14 @@ class Orchestrator:
         self._system_prompt = system_prompt
         self._running: dict[str, _Running] = {}
         self._statuses: dict[str, SessionStatus] = {}
+
+    @property
+    def approval(self) -> ApprovalChannel | None:
+        return self.gate.channel
+
+    @approval.setter
+    def approval(self, channel: ApprovalChannel | None) -> None:
+        self.gate.channel = channel
 
     # -- public ---------------------------------------------------------------
     def system_prompt(self) -> str:
@@ -493,7 +506,7 @@ class _Turn:
         tool_name = data.get("tool_name")
         request = ApprovalRequest(
             prompt=result.approval_prompt or result.reason or f"Allow {tool_name or event}?",
-            options=tuple(result.approval_options or DEFAULT_OPTIONS),
+            options=options_from_labels(result.approval_options or ()),
             timeout=result.approval_timeout,
             default=result.approval_default,
             session_id=self.sid,
@@ -504,7 +517,7 @@ class _Turn:
         await self.emit(
             events.APPROVAL_REQUIRED, {"tool_name": tool_name, "prompt": request.prompt}
         )
-        decision = await ask_for_approval(self.core.approval, request)
+        decision = await self.core.gate.ask(request)
         if decision.allowed:
             await self.emit(
                 events.APPROVAL_GRANTED, {"tool_name": tool_name, "choice": decision.choice}
@@ -690,12 +703,14 @@ class _Outcome:
 
 
 def _approval_policy(pre: _Outcome) -> str:
-    """What the file tools' edit applier is told: "allow" when a policy rule
-    allowed the call or the user approved it through ask_user, else "ask".
-    The model's own arguments can never set this."""
-    if pre.choice is not None:
-        return "allow"
-    if pre.data and pre.data.get("approval") == "allow":
+    """The policy's verdict the tools are told: "allow" when a rule allowed
+    the call or the user approved it through ask_user, "protected" when the
+    call must be asked every time, else "ask". Only tool:pre hooks set it;
+    the model's own arguments can never reach it."""
+    verdict = pre.data.get("approval") if pre.data else None
+    if verdict == "protected":
+        return "protected"  # another hook's yes does not answer the protected question
+    if pre.choice is not None or verdict == "allow":
         return "allow"
     return "ask"
 

@@ -149,15 +149,6 @@ class ApprovalRule(_Model):
         return value
 
 
-def _default_rules() -> list[ApprovalRule]:
-    # Reads are harmless; anything that changes files or runs code asks.
-    allow = ("read_file", "list_files", "search_text")
-    ask = ("write_file", "edit_file", "delete_file", "rename_file", "run_command")
-    return [ApprovalRule(tool=tool, action="allow") for tool in allow] + [
-        ApprovalRule(tool=tool, action="ask") for tool in ask
-    ]
-
-
 class LinterConfig(_Model):
     """A linter run after edits; `command` is an argv with a "{file}" placeholder."""
 
@@ -181,8 +172,10 @@ class ApprovalSettings(_Model):
     mode: Literal["auto", "annotation", "message"] = "auto"
     timeout_seconds: _Seconds = 300.0
     default: Literal["allow", "deny"] = "deny"
+    # The user's own rules; the policy applies its built-in ones after them
+    # (reads allowed, writes and commands ask: features/policy.py).
     rules: list[ApprovalRule] = Field(
-        default_factory=_default_rules,
+        default_factory=list,
         json_schema_extra=_accepts(
             "a list of {tool, path, command, action} objects where action is 'allow', "
             "'ask' or 'deny', tool and path are globs and command is a regular expression"

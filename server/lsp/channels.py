@@ -1,7 +1,12 @@
 """The core's approval, display and turn-observer interfaces over LSP.
 
-- LspApprovalChannel: `window/showMessageRequest` with the prompt and the
-  options as actions; the chosen title, or None when dismissed.
+- LspApprovalChannel: renders the core ApprovalGate's question as
+  `window/showMessageRequest` (the options' labels as actions) and returns
+  the chosen option's id; None when dismissed. A title that is not one of
+  the labels offered comes back as an id no option has (the gate denies).
+- send_request: a server -> client request that tells the client
+  ($/cancelRequest) when the server stops waiting (timeout, cancelled turn),
+  so a late answer is ignored rather than acted on.
 - LspDisplayChannel: `window/showMessage`, type by level.
 - LspTurnObserver: one per `agentls/chat` request; streams
   `agentls/messageDelta` and `agentls/message` notifications and, when the
@@ -12,7 +17,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
-from agentls.core.approval import ApprovalRequest, MessageLevel
+from agentls.core.approval import ApprovalGate, ApprovalRequest, MessageLevel
 from agentls.core.edits import DocumentLookup, EditApplier
 from agentls.core.orchestrator import TurnObserver
 from agentls.core.session_types import Message
@@ -36,6 +43,7 @@ __all__ = [
     "LspTurnObserver",
     "TurnWiring",
     "open_document_lookup",
+    "send_request",
 ]
 
 log = logging.getLogger("agentls.lsp.channels")
@@ -58,11 +66,38 @@ class LspApprovalChannel:
         params = types.ShowMessageRequestParams(
             type=types.MessageType.Warning,
             message=request.prompt,
-            actions=[types.MessageActionItem(title=option) for option in request.options],
+            actions=[types.MessageActionItem(title=option.label) for option in request.options],
         )
-        chosen = await self.ls.window_show_message_request_async(params)
+        chosen = await send_request(self.ls, types.WINDOW_SHOW_MESSAGE_REQUEST, params)
         title = getattr(chosen, "title", None)
-        return str(title) if title is not None else None
+        if title is None:
+            return None
+        option = next((o for o in request.options if o.label == str(title)), None)
+        return option.id if option is not None else _UNOFFERED
+
+
+# An answer that names no offered action: the gate treats it as Deny.
+_UNOFFERED = "\0unoffered"
+
+
+async def send_request(ls: Any, method: str, params: Any, seconds: float | None = None) -> Any:
+    """A server -> client request, bounded by `seconds` when given. On
+    timeout or cancellation the client is told ($/cancelRequest) and a late
+    answer is dropped."""
+    protocol = ls.protocol
+    msg_id = f"agentls-{uuid.uuid4().hex}"
+    future = protocol.send_request_async(method, params, msg_id=msg_id)
+    try:
+        return await asyncio.wait_for(future, seconds)
+    except (TimeoutError, asyncio.CancelledError):
+        pending = getattr(protocol, "_request_futures", None)
+        if isinstance(pending, dict):
+            pending.pop(msg_id, None)
+        try:
+            protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
+        except Exception:
+            log.debug("Could not send $/cancelRequest for %s", msg_id)
+        raise
 
 
 class LspDisplayChannel:
@@ -124,6 +159,9 @@ class LspTurnObserver(TurnObserver):
 @dataclass(frozen=True)
 class TurnWiring:
     approval: LspApprovalChannel
+    # The core's one approval gate, shared by the orchestrator (ask_user)
+    # and the edit applier (file changes): one "Allow for session" memory.
+    gate: ApprovalGate
     display: LspDisplayChannel
     documents: Callable[[Path], str | None]
     # Issue 5: the edit applier (approval gate + workspace/applyEdit), the

@@ -22,6 +22,7 @@ from typing import Any
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams, JsonRpcInvalidRequest
 
+from agentls.core.approval import ApprovalGate
 from agentls.core.models import AgentlsError
 from agentls.core.orchestrator import Orchestrator, TurnInProgress, TurnResult
 from agentls.core.session_store import SessionNotFound, SessionStore, SessionStoreError
@@ -62,11 +63,14 @@ SHUTDOWN_WAIT_SECONDS = 8.0
 
 def register(server: AgentlsLanguageServer) -> None:
     service = ChatService(server)
+    channel = LspApprovalChannel(server)
+    gate = ApprovalGate(channel)
     server.state.turn_wiring = TurnWiring(
-        approval=LspApprovalChannel(server),
+        approval=channel,
+        gate=gate,
         display=LspDisplayChannel(server),
         documents=open_document_lookup(server),
-        editor=LspEditApplier(server),
+        editor=LspEditApplier(server, gate),
         snapshots=LspDocumentLookup(server),
         publish_diagnostics=diagnostics_publisher(server),
     )

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-import uuid
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -39,8 +39,19 @@ from urllib.parse import unquote
 
 from lsprotocol import converters, types
 
+from agentls.core.approval import (
+    ALLOW_ONCE,
+    ALLOW_SESSION,
+    DENY,
+    EDIT_OPTIONS,
+    ONCE_OPTIONS,
+    ApprovalGate,
+    ApprovalRequest,
+)
 from agentls.core.edits import DocumentSnapshot, EditOutcome, EditRequest
 from agentls.features.tools.files import disk_snapshot
+
+from .channels import LspApprovalChannel, send_request
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer
@@ -61,10 +72,7 @@ __all__ = [
 
 log = logging.getLogger("agentls.lsp.edits")
 
-ALLOW_ONCE = "Allow once"
-ALLOW_SESSION = "Allow for session"
-DENY = "Deny"
-APPROVAL_ACTIONS = (ALLOW_ONCE, ALLOW_SESSION, DENY)
+APPROVAL_ACTIONS = tuple(option.label for option in EDIT_OPTIONS)
 ANNOTATION_ID = "agentls"
 _MESSAGE_MAX_CHARS = 8000
 
@@ -78,9 +86,11 @@ def _outcome(code: str, reason: str, choice: str | None = None) -> EditOutcome:
 class LspEditApplier:
     """EditApplier over LSP (see the module docstring)."""
 
-    def __init__(self, ls: LanguageServer) -> None:
+    def __init__(self, ls: LanguageServer, gate: ApprovalGate | None = None) -> None:
         self.ls = ls
-        self._session_allowed: set[tuple[str, str]] = set()
+        # The core's approval gate decides and keeps "Allow for session";
+        # this class only renders the question and applies the edit.
+        self.gate = gate if gate is not None else ApprovalGate(LspApprovalChannel(ls))
         self._warned_mode = False
 
     # -- capabilities and settings -------------------------------------------------
@@ -135,20 +145,16 @@ class LspEditApplier:
                         "changeAnnotationSupport; asking with showMessageRequest instead")
         return "message"
 
-    # -- allow for session -------------------------------------------------------------
+    # -- allow for session (kept by the gate) ------------------------------------------
     def allowed_for_session(self, session_id: str, tool_name: str) -> bool:
-        return bool(session_id) and (session_id, tool_name) in self._session_allowed
+        return self.gate.remembered(session_id, tool_name)
 
     def allow_for_session(self, session_id: str, tool_name: str) -> None:
-        if session_id:
-            self._session_allowed.add((session_id, tool_name))
+        self.gate.remember(session_id, tool_name)
 
     def end_session(self, session_id: str | None = None) -> None:
         """Forget "Allow for session" answers of one session (all when None)."""
-        if session_id is None:
-            self._session_allowed.clear()
-        else:
-            self._session_allowed = {k for k in self._session_allowed if k[0] != session_id}
+        self.gate.forget(session_id)
 
     # -- EditApplier ------------------------------------------------------------------
     async def apply(self, request: EditRequest) -> EditOutcome:
@@ -160,25 +166,42 @@ class LspEditApplier:
             return _outcome("unsupported", f"The editor does not support {missing} through "
                             "workspace edits (workspace.workspaceEdit.resourceOperations), so "
                             "this change cannot be made here. Nothing was written.")
+        unsafe = self.unsafe(request)
+        if unsafe is not None:
+            return unsafe
         settings = self._settings()
         mode = self.mode()
-        allowed = request.approval == "allow" or self.allowed_for_session(
-            request.session_id, request.tool_name)
+        must_ask = self.gate.needs_user(request.approval, request.session_id,
+                                        request.tool_name)
         choice: str | None = None
-        if mode == "message" and not allowed:
-            choice, refusal = await self._ask(request, settings)
-            if refusal is not None:
-                return refusal
+        if mode == "message" and must_ask:
+            decision = await self.gate.ask(self.question(request, settings))
+            if not decision.allowed:
+                code = "timeout" if decision.code == "timeout" else "declined"
+                reason = decision.reason
+                if decision.code == "declined" and decision.choice:
+                    reason = (f"The user declined the change ({decision.choice!r}). Nothing was "
+                              "written. Do not retry it unchanged; ask the user what they want "
+                              "instead.")
+                else:
+                    reason += " Nothing was written."
+                return _outcome(code, reason, decision.choice)
+            choice = decision.choice
         stale = self.stale(request)
         if stale is not None:
             return stale
+        # The question may have been open for minutes: a folder swapped for a
+        # symlink meanwhile must not carry the edit outside the workspace.
+        unsafe = self.unsafe(request)
+        if unsafe is not None:
+            return unsafe
         if mode == "annotation":
-            edit = self.annotated(request, needs_confirmation=not allowed)
+            edit = self.annotated(request, needs_confirmation=must_ask)
         else:
             edit = self.plain(request.edit)
         try:
-            result = await self._request(
-                types.WORKSPACE_APPLY_EDIT,
+            result = await send_request(
+                self.ls, types.WORKSPACE_APPLY_EDIT,
                 types.ApplyWorkspaceEditParams(edit=_structure(edit, types.WorkspaceEdit),
                                                label=request.label),
                 settings.timeout_seconds)
@@ -203,65 +226,45 @@ class LspEditApplier:
         return _outcome("failed", f"The editor did not apply the change{why}: the user declined "
                         "it or the editor refused it. Nothing was written.", choice)
 
-    async def _ask(self, request: EditRequest, settings: ApprovalSettings
-                   ) -> tuple[str | None, EditOutcome | None]:
-        """showMessageRequest; (choice, None) to go on, (choice, outcome) to stop."""
-        message = f"{request.label}: allow this change?\n\n{request.preview}"
+    def question(self, request: EditRequest, settings: ApprovalSettings) -> ApprovalRequest:
+        """The message-mode question: the preview, Allow once / Allow for
+        session / Deny (no "for session" for a protected file)."""
+        protected = request.approval == "protected"
+        note = ("\n\nThis file configures agentls, the editor, git, CI or a package manager: "
+                "it is asked every time." if protected else "")
+        message = f"{request.label}: allow this change?{note}\n\n{request.preview}"
         if len(message) > _MESSAGE_MAX_CHARS:
             message = message[:_MESSAGE_MAX_CHARS] + "\n... (preview cut)"
-        params = types.ShowMessageRequestParams(
-            type=types.MessageType.Warning, message=message,
-            actions=[types.MessageActionItem(title=title) for title in APPROVAL_ACTIONS])
-        timeout = settings.timeout_seconds
-        try:
-            chosen = await self._request(types.WINDOW_SHOW_MESSAGE_REQUEST, params, timeout)
-        except TimeoutError:
-            if settings.default == "allow":
-                log.info("Approval of %s timed out; approval.default is allow", request.label)
-                return None, None
-            return None, _outcome("timeout", f"The user did not answer the approval request "
-                                  f"within {timeout:g} s (approval.default is deny). Nothing "
-                                  "was written.")
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.warning("window/showMessageRequest failed: %s", exc)
-            if settings.default == "allow":
-                return None, None
-            return None, _outcome("declined", f"Asking the user failed ({exc}); "
-                                  "approval.default is deny. Nothing was written.")
-        title = getattr(chosen, "title", None)
-        if title is None:
-            return None, _outcome("declined", "The user dismissed the approval request; "
-                                  "treated as Deny. Nothing was written.")
-        title = str(title)
-        if title == ALLOW_SESSION:
-            self.allow_for_session(request.session_id, request.tool_name)
-            return title, None
-        if title == ALLOW_ONCE or title.strip().lower().startswith("allow"):
-            return title, None
-        return title, _outcome("declined", f"The user declined the change ({title!r}). Nothing "
-                               "was written. Do not retry it unchanged; ask the user what they "
-                               "want instead.", title)
+        return ApprovalRequest(
+            prompt=message, options=ONCE_OPTIONS if protected else EDIT_OPTIONS,
+            timeout=settings.timeout_seconds, default=settings.default,
+            session_id=request.session_id, tool_name=request.tool_name, protected=protected)
 
-    async def _request(self, method: str, params: Any, seconds: float) -> Any:
-        """A server->client request bounded by `seconds`; on timeout or
-        cancellation the client is told ($/cancelRequest) and a late answer
-        is ignored."""
-        protocol = self.ls.protocol
-        msg_id = f"agentls-{uuid.uuid4().hex}"
-        future = protocol.send_request_async(method, params, msg_id=msg_id)
-        try:
-            return await asyncio.wait_for(future, seconds)
-        except (TimeoutError, asyncio.CancelledError):
-            pending = getattr(protocol, "_request_futures", None)
-            if isinstance(pending, dict):
-                pending.pop(msg_id, None)
+    def unsafe(self, request: EditRequest) -> EditOutcome | None:
+        """A refusal when a path of the edit now leads outside the workspace
+        folders (a parent swapped for a symlink), or when a file whose text
+        would change has other hard links (one may be outside)."""
+        folders = [_real(Path(f)) for f in _workspace_folders(self.ls)]
+        if not folders:
+            return None  # the policy already refused file changes without a folder
+        for raw in _edit_paths(request.edit):
+            real = _real(Path(raw))
+            if not any(real == f or f in real.parents for f in folders):
+                log.warning("Refused %s: %s now leads to %s", request.label, raw, real)
+                return _outcome("unsafe", f"{_shown_path(self.ls, raw)} now leads outside the "
+                                "workspace (a folder on its way was replaced by a link). "
+                                "Nothing was written.")
+        for raw in _text_edited_paths(request.edit):
             try:
-                protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
-            except Exception:
-                log.debug("Could not send $/cancelRequest for %s", msg_id)
-            raise
+                info = os.lstat(raw)
+            except OSError:
+                continue
+            if os.path.isfile(raw) and not os.path.islink(raw) and info.st_nlink > 1:
+                return _outcome("unsafe", f"{_shown_path(self.ls, raw)} has {info.st_nlink} hard "
+                                "links; another one may be outside the workspace, so agentls "
+                                "will not change it. Nothing was written. Tell the user, who "
+                                "can edit it by hand.")
+        return None
 
     # -- the edit ------------------------------------------------------------------------
     def _missing_operations(self, edit: dict[str, Any]) -> str:
@@ -473,3 +476,48 @@ def _resolved(path: Path) -> Path | None:
         return path.resolve()
     except (OSError, RuntimeError):
         return None
+
+
+def _real(path: Path) -> Path:
+    """Where the operating system will write: every symlink on the way
+    resolved (a missing tail kept as given)."""
+    return Path(os.path.realpath(path))
+
+
+def _workspace_folders(ls: Any) -> list[Path]:
+    return [Path(f) for f in getattr(getattr(ls, "state", None), "workspace_folders", None) or []]
+
+
+def _shown_path(ls: Any, raw: str) -> str:
+    from pygls.uris import from_fs_path
+
+    uri = from_fs_path(raw)
+    return _shown(ls, uri) if uri else raw
+
+
+def _text_edited_paths(edit: dict[str, Any]) -> list[str]:
+    """Paths whose text the edit changes (TextDocumentEdits and the
+    `changes` form), not files it only creates, deletes or renames."""
+    from pygls.uris import to_fs_path
+
+    uris = [change["textDocument"]["uri"] for change in edit.get("documentChanges") or []
+            if isinstance(change, dict) and "textDocument" in change]
+    uris += list((edit.get("changes") or {}).keys())
+    paths = [to_fs_path(uri) for uri in uris]
+    return [p for p in paths if p]
+
+
+def _edit_paths(edit: dict[str, Any]) -> list[str]:
+    """Every path the edit touches: edited, created, deleted, renamed from
+    and to."""
+    from pygls.uris import to_fs_path
+
+    uris: list[str] = list((edit.get("changes") or {}).keys())
+    for change in edit.get("documentChanges") or []:
+        if not isinstance(change, dict):
+            continue
+        if "textDocument" in change:
+            uris.append(change["textDocument"]["uri"])
+        uris += [change[key] for key in ("uri", "oldUri", "newUri") if key in change]
+    paths = [to_fs_path(uri) for uri in uris]
+    return [p for p in paths if p]

@@ -209,6 +209,8 @@ class ServerState:
             ),
         )
         core.workspace = str(self.workspace_root) if self.workspace_root else None
+        if wiring is not None:
+            core.gate = wiring.gate  # shared with the edit applier
         core.approval = wiring.approval if wiring else None
         core.display = wiring.display if wiring else None
         core.tool_context = {
