@@ -1,5 +1,5 @@
 """Command line: `agentls` (serve LSP on stdio), `--tcp`, `--version`,
-`agentls check`.
+`agentls check`, `agentls trust` (trust the workspace's .agentls.toml).
 
 Imports are lazy: editors spawn this process on every start, and pygls
 alone costs a few hundred milliseconds to import.
@@ -25,10 +25,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="agentls: a language server that hosts an AI agent core inside the editor. "
         "With no command it serves LSP on stdio.",
         epilog="Commands: `agentls` or `agentls serve` runs the server; `agentls check` validates "
-        "the configuration and probes the provider.",
+        "the configuration and probes the provider; `agentls trust` shows the workspace's "
+        ".agentls.toml keys that wait for trust and trusts that content after you confirm.",
     )
-    parser.add_argument("command", nargs="?", choices=["serve", "check"], default="serve",
-                        help="serve (default) or check")
+    parser.add_argument("command", nargs="?", choices=["serve", "check", "trust"],
+                        default="serve", help="serve (default), check or trust")
+    parser.add_argument("--yes", action="store_true",
+                        help="`trust`: do not ask for confirmation")
     parser.add_argument("--version", action="version", version=f"agentls {__version__}")
     transport = parser.add_mutually_exclusive_group()
     transport.add_argument("--stdio", action="store_true",
@@ -40,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="INFO",
                         choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="log level")
     parser.add_argument("--workspace", type=Path, default=None,
-                        help="workspace folder for `check` (default: the current directory)")
+                        help="workspace folder for `check` and `trust` (default: the current "
+                        "directory)")
     return parser
 
 
@@ -49,6 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "check":
         _configure_logging(args.log_file, "WARNING")
         return run_check(args.workspace or Path.cwd())
+    if args.command == "trust":
+        _configure_logging(args.log_file, "WARNING")
+        return run_trust(args.workspace or Path.cwd(), assume_yes=args.yes)
     _configure_logging(args.log_file, args.log_level)
     return serve(tcp=args.tcp, host=args.host, port=args.port)
 
@@ -97,6 +104,15 @@ def run_check(workspace: Path) -> int:
         value = settings.to_wire().get(key)
         source = loaded.sources.get(key, "default")
         print(f"  {key} = {value!r}  ({source})", file=out)
+    trust = loaded.workspace_trust
+    if trust is not None and trust.pending:
+        why = ("you chose not to trust it" if trust.state == "refused"
+               else "it is not trusted yet")
+        print(f"workspace trust: {trust.file} sets {', '.join(trust.pending)}; they are "
+              f"ignored because {why}. Review the file, then run `agentls trust` (or answer "
+              "Trust in the editor).", file=out)
+    elif trust is not None and trust.state == "trusted":
+        print(f"workspace trust: {trust.file} is trusted (this content)", file=out)
     if loaded.problems:
         failed = True
         print("problems:", file=out)
@@ -122,6 +138,40 @@ def run_check(workspace: Path) -> int:
         print(f"  error [{report.error_code}]: {report.error}", file=out)
     print("result: " + ("FAILED, fix the items above" if failed else "OK"), file=out)
     return 1 if failed else 0
+
+
+def run_trust(workspace: Path, *, assume_yes: bool = False) -> int:
+    """Show what the workspace file would set and record trust for this
+    content after the user confirms (or with --yes). Exit 1 when nothing
+    was trusted."""
+    from agentls.core.settings import load_settings
+    from agentls.core.workspace_trust import TrustStore
+
+    store = TrustStore.default()
+    trust = load_settings(workspace_root=workspace, trust_store=store).workspace_trust
+    if trust is None:
+        print(f"{workspace} has no .agentls.toml; nothing to trust.")
+        return 1
+    if trust.state == "none":
+        print(f"{trust.file} sets no key that needs trust; nothing to do.")
+        return 0
+    print(f"{trust.file} sets keys that can send your data or run commands:")
+    for key, value in trust.keys:
+        print(f"    {key} = {value}")
+    if trust.state == "trusted":
+        print("This content is already trusted.")
+        return 0
+    if not assume_yes:
+        if not sys.stdin.isatty():
+            print("Not a terminal: run `agentls trust --yes` to trust it without asking.")
+            return 1
+        answer = input("Trust this content of the file? [y/N] ").strip().lower()
+        if answer not in ("y", "yes"):
+            print("Not trusted.")
+            return 1
+    store.record(trust.file, trust.digest, "trusted")
+    print(f"Trusted (sha256 {trust.digest[:12]}...). A changed file asks again.")
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -29,17 +29,17 @@ def test_version_and_help() -> None:
 def test_check_passes_with_scripted_provider(tmp_path: Path) -> None:
     script = tmp_path / "script.json"
     script.write_text(json.dumps([{"text": "hi"}]))
-    (tmp_path / ".agentls.toml").write_text(
+    (tmp_path / "user.toml").write_text(
         f'provider = "scripted"\n[providerOptions]\nscript = "{script}"\n')
-    result = run("check", cwd=tmp_path, env={"AGENTLS_CONFIG_FILE": str(tmp_path / "none.toml")})
+    result = run("check", cwd=tmp_path, env={"AGENTLS_CONFIG_FILE": str(tmp_path / "user.toml")})
     assert result.returncode == 0, result.stdout + result.stderr
     assert "provider = 'scripted'" in result.stdout
     assert "result: OK" in result.stdout
 
 
 def test_check_reports_bad_setting_with_accepted_values(tmp_path: Path) -> None:
-    (tmp_path / ".agentls.toml").write_text('provider = "scripted"\n[approval]\nmode = "yolo"\n')
-    result = run("check", cwd=tmp_path, env={"AGENTLS_CONFIG_FILE": str(tmp_path / "none.toml")})
+    (tmp_path / "user.toml").write_text('provider = "scripted"\n[approval]\nmode = "yolo"\n')
+    result = run("check", cwd=tmp_path, env={"AGENTLS_CONFIG_FILE": str(tmp_path / "user.toml")})
     assert result.returncode == 1
     assert "approval.mode" in result.stdout and "'message'" in result.stdout
     assert "FAILED" in result.stdout

@@ -21,6 +21,7 @@ from agentls.core.settings import (
     load_settings,
     user_config_path,
 )
+from agentls.core.workspace_trust import TrustDecision, TrustStore
 
 
 @pytest.fixture
@@ -29,8 +30,21 @@ def no_user_config(tmp_path: Path) -> Path:
     return tmp_path / "user" / "config.toml"
 
 
+class TrustEverything(TrustStore):
+    """These tests are about layering, not trust (tests/test_workspace_trust.py
+    is): the workspace file counts as trusted."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+
+    def decision(self, file: Path | str, content_digest: str, kind: str = "settings"
+                 ) -> TrustDecision | None:
+        return "trusted"
+
+
 def load(user_config: Path, **kwargs: Any) -> LoadedSettings:
     kwargs.setdefault("environ", {})
+    kwargs.setdefault("trust_store", TrustEverything())
     return load_settings(user_config_file=user_config, **kwargs)
 
 
@@ -143,14 +157,15 @@ def test_source_names(tmp_path: Path) -> None:
 
 
 def test_nested_objects_merge_key_by_key_across_all_sources(tmp_path: Path) -> None:
-    user = write(tmp_path / "user.toml", "[approval]\nrules = []\n")
-    write(tmp_path / ".agentls.toml", '[approval]\ndefault = "allow"\n')
+    user = write(tmp_path / "user.toml", '[approval]\ndefault = "allow"\n')
+    write(tmp_path / ".agentls.toml", "[approval]\nrules = []\n")
     loaded = load_settings(
         init_options={"approval": {"mode": "message"}},
         workspace_config={"approval": {}},
         environ={"AGENTLS_APPROVAL__TIMEOUT_SECONDS": "5"},
         workspace_root=tmp_path,
         user_config_file=user,
+        trust_store=TrustEverything(),
     )
     approval = loaded.settings.approval
     assert (approval.mode, approval.timeout_seconds, approval.default, approval.rules) == (

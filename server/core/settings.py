@@ -1,4 +1,6 @@
-"""agentls settings: one frozen model, six sources, per-key fallback.
+"""agentls settings: where values come from. One frozen model (its schema
+in `agentls.core.settings_schema`), six sources, per-key fallback, and
+workspace trust for the workspace file.
 
 Sources, highest precedence first (docs: PROTOCOL.md, "Configuration"):
 
@@ -6,7 +8,9 @@ Sources, highest precedence first (docs: PROTOCOL.md, "Configuration"):
 2. ``workspace/configuration`` section ``agentls``,
 3. environment variables ``AGENTLS_<UPPER_SNAKE_PATH>`` with ``__`` between
    levels (``AGENTLS_BASE_URL``, ``AGENTLS_APPROVAL__MODE``),
-4. ``<workspace>/.agentls.toml``,
+4. ``<workspace>/.agentls.toml``; its keys that can send data or run code
+   (``baseUrl``, ``apiKeyEnv``, ``linters``, ``approval.*``, ...) only once
+   the user trusted the file's content (`agentls.core.workspace_trust`),
 5. the user config file (``AGENTLS_CONFIG_FILE`` or
    ``platformdirs.user_config_dir("agentls")/config.toml``),
 6. the defaults below.
@@ -30,10 +34,8 @@ environment when asked, and values of secret-looking keys are never echoed.
 
 from __future__ import annotations
 
-import copy
 import difflib
 import json
-import math
 import os
 import re
 import tomllib
@@ -42,13 +44,32 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
-from urllib.parse import urlsplit
+from typing import Any, Literal, Union, get_args, get_origin
 
 import platformdirs
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_camel
 from pydantic.fields import FieldInfo
+
+from .settings_schema import (
+    DEFAULT_API_KEY_ENV,
+    AgentlsSettings,
+    ApprovalRule,
+    ApprovalSettings,
+    FeatureSettings,
+    InlineCompletionSettings,
+    LinterConfig,
+    SessionSettings,
+    _Model,
+    default_settings,
+)
+from .workspace_trust import (
+    MIN_WORKSPACE_TIMEOUT_SECONDS,
+    TrustStore,
+    WorkspaceTrust,
+    digest,
+    is_dangerous_key,
+)
 
 __all__ = [
     "CONFIG_FILE_ENV",
@@ -79,11 +100,6 @@ WORKSPACE_CONFIG_FILE = ".agentls.toml"
 # AGENTLS_* variables that configure something other than this model; they are
 # never reported as unknown settings.
 NON_SETTING_ENV_VARS = frozenset({CONFIG_FILE_ENV, "AGENTLS_STATE_DIR"})
-DEFAULT_API_KEY_ENV: Mapping[str, str] = {
-    "openai": "OPENAI_API_KEY",
-    "anthropic": "ANTHROPIC_API_KEY",
-}
-
 SOURCE_INIT_OPTIONS = "initializationOptions"
 SOURCE_WORKSPACE_CONFIG = "workspace/configuration"
 SOURCE_DEFAULT = "default"
@@ -93,219 +109,6 @@ _SHOWN_MAX = 80
 # Names whose values are never echoed. `token(?!s)` spares counts such as
 # maxTokens, which are not secrets and whose bad values users need to see.
 _SECRET_NAME = re.compile(r"key|secret|passw|credential|auth|token(?!s)", re.IGNORECASE)
-# providerOptions entries refused outright: a key must live in the environment.
-_SECRET_OPTIONS = frozenset(
-    {"apikey", "key", "secret", "secretkey", "clientsecret", "password", "token",
-     "accesstoken", "authtoken", "bearertoken", "authorization"}
-)
-
-
-# --------------------------------------------------------------------------- model
-
-
-def _reject_bool(value: Any) -> Any:
-    # pydantic's lax mode reads true as 1; for a count or a timeout that is
-    # always a mistake the user should hear about.
-    if isinstance(value, bool):
-        raise ValueError("a number is required, not true/false")
-    return value
-
-
-_NoBool = BeforeValidator(_reject_bool)
-# inf would serialise to null in to_wire() and NaN passes no comparison.
-_Seconds = Annotated[float, _NoBool, Field(gt=0, allow_inf_nan=False)]
-_Count = Annotated[int, _NoBool, Field(ge=0)]
-
-
-def _accepts(text: str) -> dict[str, Any]:
-    """Field metadata: what a value must look like, for problem messages."""
-    return {"accepts": text}
-
-
-class _Model(BaseModel):
-    """camelCase on the wire, snake_case in Python, immutable, no stray keys."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid"
-    )
-
-
-class ApprovalRule(_Model):
-    """One ordered approval rule; the first rule that matches a tool call wins."""
-
-    tool: str = Field("*", min_length=1)  # glob on the tool name
-    path: str | None = Field(None, min_length=1)  # glob on the path argument
-    command: str | None = None  # regex on the command line (run_command)
-    action: Literal["allow", "ask", "deny"]
-
-    @field_validator("command")
-    @classmethod
-    def _command_compiles(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                re.compile(value)
-            except re.error as error:
-                raise ValueError(f"command is not a valid regular expression ({error})") from None
-        return value
-
-
-class LinterConfig(_Model):
-    """A linter run after edits; `command` is an argv with a "{file}" placeholder."""
-
-    languages: list[Annotated[str, Field(min_length=1)]] = Field(min_length=1)
-    command: list[str] = Field(min_length=1)
-    timeout_seconds: _Seconds = 10.0
-
-
-class InlineCompletionSettings(_Model):
-    enabled: bool = True
-    model: str | None = Field(
-        None, min_length=1, json_schema_extra=_accepts("a model id, or null for the chat model")
-    )
-    debounce_ms: Annotated[int, _NoBool, Field(ge=0, le=2000)] = 50
-    max_prefix_chars: _Count = 6000
-    max_suffix_chars: _Count = 2000
-    max_tokens: Annotated[int, _NoBool, Field(ge=1, le=4096)] = 128
-
-
-class ApprovalSettings(_Model):
-    mode: Literal["auto", "annotation", "message"] = "auto"
-    timeout_seconds: _Seconds = 300.0
-    default: Literal["allow", "deny"] = "deny"
-    # The user's own rules; the policy applies its built-in ones after them
-    # (reads allowed, writes and commands ask: features/policy.py).
-    rules: list[ApprovalRule] = Field(
-        default_factory=list,
-        json_schema_extra=_accepts(
-            "a list of {tool, path, command, action} objects where action is 'allow', "
-            "'ask' or 'deny', tool and path are globs and command is a regular expression"
-        ),
-    )
-
-
-class SessionSettings(_Model):
-    injection_size_limit: _Count | None = Field(
-        10240, json_schema_extra=_accepts("a size in bytes (0 or more), or null for no limit")
-    )
-    injection_budget_per_turn: _Count | None = Field(
-        10000, json_schema_extra=_accepts("a number of tokens (0 or more), or null for no limit")
-    )
-    max_iterations: Annotated[int, _NoBool, Field(ge=1, le=1000)] = 25
-
-
-class FeatureSettings(_Model):
-    disabled: list[str] = Field(
-        default_factory=list, json_schema_extra=_accepts("a list of plugin names")
-    )
-
-
-class AgentlsSettings(_Model):
-    """The effective settings. Build them with `load_settings`."""
-
-    provider: str = Field(
-        "local",
-        pattern=r"^[A-Za-z0-9_.-]+$",
-        json_schema_extra=_accepts(
-            "local, openai, anthropic, ollama, scripted, or a plugin's provider name "
-            "(letters, digits, '_', '.', '-')"
-        ),
-    )
-    model: str | None = Field(
-        None,
-        min_length=1,
-        json_schema_extra=_accepts("a model id, or null for the provider's default"),
-    )
-    base_url: str | None = Field(
-        None,
-        json_schema_extra=_accepts(
-            "an http:// or https:// URL, or null for the provider's public endpoint"
-        ),
-    )
-    api_key_env: str | None = Field(
-        None,
-        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
-        json_schema_extra=_accepts(
-            "the NAME of an environment variable that holds the key (never the key "
-            "itself), or null for the provider's usual variable"
-        ),
-    )
-    provider_options: dict[str, Any] = Field(
-        default_factory=dict,
-        json_schema_extra=_accepts("an object of JSON values holding no secrets"),
-    )
-    request_timeout_seconds: _Seconds = 60.0
-    connect_timeout_seconds: _Seconds = 10.0
-    inline_completion: InlineCompletionSettings = Field(default_factory=InlineCompletionSettings)
-    approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
-    session: SessionSettings = Field(default_factory=SessionSettings)
-    linters: list[LinterConfig] | None = Field(
-        None,
-        json_schema_extra=_accepts(
-            "a list of {languages, command, timeoutSeconds} objects with non-empty "
-            'languages and command (an argv list containing "{file}"), or null for ruff '
-            "on Python when ruff is installed"
-        ),
-    )
-    features: FeatureSettings = Field(default_factory=FeatureSettings)
-
-    @field_validator("base_url")
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname or value != value.strip():
-            raise ValueError("baseUrl must be an http:// or https:// URL")
-        return value
-
-    @field_validator("provider_options")
-    @classmethod
-    def _json_without_secrets(cls, value: dict[str, Any]) -> dict[str, Any]:
-        _check_option_value(value, "providerOptions")
-        # The caller keeps its dict; frozen settings must not change under us.
-        return copy.deepcopy(value)
-
-    def to_wire(self) -> dict[str, Any]:
-        """The camelCase nested dict, JSON-ready; `load_settings` reads it back."""
-        return self.model_dump(mode="json", by_alias=True)
-
-    def api_key_env_name(self) -> str | None:
-        """The environment variable the provider's key is read from, if any."""
-        return self.api_key_env or DEFAULT_API_KEY_ENV.get(self.provider)
-
-    def api_key(self, environ: Mapping[str, str] | None = None) -> str | None:
-        """The provider's API key, read now; it is never kept on the settings."""
-        name = self.api_key_env_name()
-        if name is None:
-            return None
-        value = (os.environ if environ is None else environ).get(name, "").strip()
-        return value or None
-
-
-def _check_option_value(value: Any, where: str) -> None:
-    """providerOptions must be plain JSON (to_wire) and hold no secrets."""
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise ValueError(f"{where}: object keys must be strings")
-            if re.sub(r"[^a-z]", "", key.lower()) in _SECRET_OPTIONS:
-                raise ValueError(
-                    f"{where}.{key} looks like a secret; secrets are not settings: put it in "
-                    "an environment variable and name that variable with apiKeyEnv"
-                )
-            _check_option_value(item, f"{where}.{key}")
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            _check_option_value(item, f"{where}[{index}]")
-    elif isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"{where}: numbers must be finite")
-    elif not isinstance(value, str | int | float | bool | None):
-        raise ValueError(f"{where}: {type(value).__name__} is not a JSON value")
-
-
-def default_settings() -> AgentlsSettings:
-    """The settings of a fresh install with no configuration at all."""
-    return AgentlsSettings()
 
 
 @dataclass(frozen=True)
@@ -330,6 +133,9 @@ class LoadedSettings:
     problems: list[SettingsProblem]
     # wire key path ("approval.mode") -> the source that supplied the value
     sources: dict[str, str]
+    # The workspace file's trust state and the keys waiting for it (None:
+    # no workspace file).
+    workspace_trust: WorkspaceTrust | None = None
 
 
 # --------------------------------------------------------------------------- schema
@@ -678,16 +484,27 @@ def user_config_path(environ: Mapping[str, str] | None = None) -> Path:
 def _toml_layer(path: Path | None, kind: str, problems: list[SettingsProblem]) -> _Layer:
     if path is None:
         return {}
-    source = f"{kind} ({path})"
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         return {}  # having no config file is the normal case
-    except (OSError, UnicodeDecodeError) as error:
+    except OSError as error:
+        problems.append(SettingsProblem("", f"{kind} ({path})",
+                                        f"cannot read {path}: {error}. It is ignored."))
+        return {}
+    return _toml_bytes_layer(data, path, kind, problems)
+
+
+def _toml_bytes_layer(data: bytes, path: Path, kind: str, problems: list[SettingsProblem]
+                      ) -> _Layer:
+    source = f"{kind} ({path})"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
         problems.append(SettingsProblem("", source, f"cannot read {path}: {error}. It is ignored."))
         return {}
     try:
-        data = tomllib.loads(text)
+        parsed = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         # tomllib's message ends with "(at line N, column M)".
         problems.append(SettingsProblem("", source, (
@@ -695,8 +512,52 @@ def _toml_layer(path: Path | None, kind: str, problems: list[SettingsProblem]) -
             "the other settings sources still apply.")))
         return {}
     out: _Layer = {}
-    _collect(data, (), source, out, problems)
+    _collect(parsed, (), source, out, problems)
     return out
+
+
+def _workspace_layer(path: Path | None, store: TrustStore, problems: list[SettingsProblem]
+                     ) -> tuple[_Layer, WorkspaceTrust | None]:
+    """The workspace file's layer, without the keys that can send data or
+    run code unless the user trusted this content (core/workspace_trust.py),
+    and never with approval.default allow or a too-short approval timeout."""
+    if path is None:
+        return {}, None
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return {}, None
+    except OSError as error:
+        problems.append(SettingsProblem("", f"{WORKSPACE_CONFIG_FILE} ({path})",
+                                        f"cannot read {path}: {error}. It is ignored."))
+        return {}, None
+    layer = _toml_bytes_layer(data, path, WORKSPACE_CONFIG_FILE, problems)
+    source = f"{WORKSPACE_CONFIG_FILE} ({path})"
+    for key, given in list(layer.items()):
+        wire = _wire(key)
+        if wire == "approval.default" and given.value == "allow":
+            del layer[key]
+            problems.append(SettingsProblem(wire, source, (
+                f"approval.default = \"allow\" is never taken from {path}: a workspace file "
+                "cannot make unanswered approvals pass. Set it in your user config file if you "
+                "really want it.")))
+        elif (wire == "approval.timeoutSeconds" and isinstance(given.value, int | float)
+              and not isinstance(given.value, bool)
+              and given.value < MIN_WORKSPACE_TIMEOUT_SECONDS):
+            del layer[key]
+            problems.append(SettingsProblem(wire, source, (
+                f"approval.timeoutSeconds = {given.value:g} from {path} is below the "
+                f"{MIN_WORKSPACE_TIMEOUT_SECONDS:g} s a workspace file may set; it is ignored.")))
+    dangerous = {key: given for key, given in layer.items() if is_dangerous_key(_wire(key))}
+    content = digest(data)
+    if not dangerous:
+        return layer, WorkspaceTrust(str(path), content, "none")
+    shown = [(_wire(key), _shown(given.value, _wire(key))) for key, given in dangerous.items()]
+    state = store.decision(path, content) or "pending"
+    if state != "trusted":
+        for key in dangerous:
+            del layer[key]
+    return layer, WorkspaceTrust(str(path), content, state, shown)
 
 
 # --------------------------------------------------------------------------- resolution
@@ -771,23 +632,30 @@ def load_settings(
     environ: Mapping[str, str] | None = None,
     workspace_root: Path | None = None,
     user_config_file: Path | None = None,
+    trust_store: TrustStore | None = None,
 ) -> LoadedSettings:
     """Merge all sources into valid settings; never raises for bad input.
 
     `init_options` is the object under "agentls" in initializationOptions and
     `workspace_config` the "agentls" section of workspace/configuration.
-    `environ` defaults to os.environ; `user_config_file` to `user_config_path()`.
+    `environ` defaults to os.environ; `user_config_file` to `user_config_path()`;
+    `trust_store` (the user's workspace-trust decisions) to the one in the
+    user state directory.
     """
     env = os.environ if environ is None else environ
     problems: list[SettingsProblem] = []
     workspace_file = workspace_root / WORKSPACE_CONFIG_FILE if workspace_root else None
+    workspace_layer, trust = _workspace_layer(
+        workspace_file, trust_store if trust_store is not None else TrustStore.default(env),
+        problems)
     layers = [  # highest precedence first
         _mapping_layer(init_options, SOURCE_INIT_OPTIONS, problems),
         _mapping_layer(workspace_config, SOURCE_WORKSPACE_CONFIG, problems),
         _env_layer(env, problems),
-        _toml_layer(workspace_file, WORKSPACE_CONFIG_FILE, problems),
+        workspace_layer,
         _toml_layer(user_config_file or user_config_path(env), "user config", problems),
     ]
     values, sources = _resolve(layers, problems)
     settings = AgentlsSettings.model_validate(_nest(values))
-    return LoadedSettings(settings=settings, problems=problems, sources=sources)
+    return LoadedSettings(settings=settings, problems=problems, sources=sources,
+                          workspace_trust=trust)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 
 from .convert import to_plain
+from .trust import schedule_trust_question
 
 if TYPE_CHECKING:
     from .server import AgentlsLanguageServer
@@ -47,6 +48,7 @@ def register(server: AgentlsLanguageServer) -> None:
             await refresh_configuration(ls)
         finally:
             ls.settings_ready.set()
+        schedule_trust_question(ls)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def on_did_change_configuration(
@@ -60,6 +62,7 @@ def register(server: AgentlsLanguageServer) -> None:
             report_problems(ls, problems)
         await refresh_configuration(ls)
         await close_retired_providers(ls)
+        schedule_trust_question(ls)
 
     @server.feature(types.SHUTDOWN)
     async def on_shutdown(ls: AgentlsLanguageServer, params: Any) -> None:

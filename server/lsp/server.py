@@ -39,6 +39,9 @@ class AgentlsLanguageServer(LanguageServer):
         # request sent right after start-up does not run on default settings.
         self.settings_ready = asyncio.Event()
         self.last_status: dict[str, Any] | None = None  # last didChangeStatus sent
+        # Fire-and-forget tasks (e.g. the workspace-trust question), kept
+        # referenced until they end.
+        self.background_tasks: set[asyncio.Future[Any]] = set()
 
     async def wait_settings(self, limit: float = 5.0) -> None:
         """Wait (bounded) until the client's settings have been read."""

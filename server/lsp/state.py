@@ -14,6 +14,7 @@ from agentls.app import build_provider
 from agentls.core.models import AgentlsError
 from agentls.core.registry import PluginRegistry
 from agentls.core.settings import AgentlsSettings, LoadedSettings, SettingsProblem, load_settings
+from agentls.core.workspace_trust import TrustStore
 
 if TYPE_CHECKING:
     from agentls.core.orchestrator import Orchestrator
@@ -47,7 +48,9 @@ class ServerState:
         self.workspace_config: dict[str, Any] = {}
         self.workspace_root: Path | None = None  # the first workspace folder
         self.workspace_folders: list[Path] = []
-        self.loaded: LoadedSettings = load_settings(environ=environ)
+        # The user's workspace-trust decisions (user state dir, never the workspace).
+        self.trust_store = TrustStore.default(environ)
+        self.loaded: LoadedSettings = load_settings(environ=environ, trust_store=self.trust_store)
         self.counters = CompletionCounters()
         self._provider: Provider | None = None
         self._retired: list[Provider] = []  # replaced providers, closed by lifecycle
@@ -83,6 +86,7 @@ class ServerState:
             workspace_config=self.workspace_config,
             environ=self.environ,
             workspace_root=self.workspace_root,
+            trust_store=self.trust_store,
         )
         after = {k: self.settings.to_wire().get(k) for k in _PROVIDER_KEYS}
         if before != after:
