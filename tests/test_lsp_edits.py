@@ -257,7 +257,7 @@ def test_an_unanswered_request_follows_approval_default(
     outcome = run(LspEditApplier(ls).apply(request([text_edit(uri, 1)], {uri: 1})))  # type: ignore[arg-type]
     assert outcome.applied is applied_
     if not applied_:
-        assert outcome.code == "timeout" and "within 0.05 s" in outcome.reason
+        assert outcome.code == "timeout" and "within 0.05s" in outcome.reason
     # the client is told to drop the prompt, and a late answer is ignored
     assert [m for m, _ in ls.protocol.notified] == [types.CANCEL_REQUEST]
     assert ls.protocol.notified[0][1].id not in ls.protocol._request_futures

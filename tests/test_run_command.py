@@ -20,7 +20,6 @@ from agentls.features.tools.command import (
     MAX_TIMEOUT_SECONDS,
     STREAM_CAP_BYTES,
     RunCommandTool,
-    scrubbed_environment,
 )
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX process groups")
@@ -208,7 +207,7 @@ async def test_background_children_do_not_outlive_the_command(ws: Path) -> None:
     assert time.monotonic() - started < 5  # not held up by the child's open pipes
     assert result["success"] is True and result["output"]["stdout"] == "done\n"
     assert result["output"]["stopped_leftover_processes"] is True
-    assert "left running in the background were stopped" in text
+    assert "left running in the background: sleep (pid" in text
     assert await wait_gone(int(pid_file.read_text()))
 
 
@@ -255,36 +254,73 @@ async def test_output_is_capped_keeping_head_and_tail(ws: Path) -> None:
 # --------------------------------------------------------------------------- environment
 
 
-async def test_api_keys_and_secrets_are_not_in_the_environment(
+async def test_only_allow_listed_variables_reach_the_command(
     ws: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Issue 15 item 7: a deny-list of secret-looking names let all of these through.
     planted = {
         "OPENAI_API_KEY": "sk-planted-openai-0001",
         "ANTHROPIC_API_KEY": "sk-ant-planted-0002",
-        "MY_PROVIDER_CRED": "planted-custom-0003",  # named by apiKeyEnv
-        "FOO_TOKEN": "planted-token-0004",
+        "MY_PROVIDER_CRED": "planted-custom-0003",
         "GITHUB_TOKEN": "planted-token-0005",
-        "SOME_API_KEY": "planted-key-0006",
         "DB_PASSWORD": "planted-password-0007",
         "AWS_SECRET_ACCESS_KEY": "planted-secret-0008",
-        "COPY_OF_KEY": "sk-planted-openai-0001",  # same value under another name
+        "AWS_ACCESS_KEY_ID": "AKIAPLANTED0009",
+        "STRIPE_KEY": "sk_live_planted0010",
+        "MY_SERVICE_KEY": "planted-0011",
+        "GH_PAT": "ghp_planted0012",
+        "DATABASE_URL": "postgres://user:hunter2@db/app",
+        "SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T0/B0/planted",
+        "SENTRY_DSN": "https://planted@sentry.io/1",
+        "TWILIO_AUTH": "planted-0013",
+        "SSH_AUTH_SOCK": "/tmp/ssh-planted/agent.1",
+        "XDG_RUNTIME_DIR": "/run/user/planted",
+        "HTTPS_PROXY": "http://user:pw@proxy:3128",
     }
     for name, value in planted.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setenv("HARMLESS_SETTING", "visible")
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    monkeypatch.setenv("MY_BUILD_FLAG", "visible")
     result, _ = await run(ws, {"argv": ["env"]}, settings={"apiKeyEnv": "MY_PROVIDER_CRED"})
     env_text = result["output"]["stdout"]
     for name, value in planted.items():
         assert name not in env_text and value not in env_text, name
-    assert "HARMLESS_SETTING=visible" in env_text
-    assert "PATH=" in env_text
+    assert "MY_BUILD_FLAG" not in env_text
+    assert "PATH=" in env_text and "LC_ALL=C.UTF-8" in env_text
+    # what the user's settings add is passed
+    passed, _ = await run(ws, {"argv": ["env"]},
+                          settings={"runCommand": {"passEnv": ["MY_BUILD_FLAG"]}})
+    assert "MY_BUILD_FLAG=visible" in passed["output"]["stdout"]
+    assert "GH_PAT" not in passed["output"]["stdout"]
 
 
-def test_scrubbed_environment_rules() -> None:
-    environ = {"PATH": "/bin", "HOME": "/h", "TOKENS_USED": "3", "XAPIKEY": "abcdefgh",
-               "MAX_TOKENS": "5", "My_Token": "abcdefghij", "KEEP": "short"}
-    assert scrubbed_environment(environ, "KEEP") == {
-        "PATH": "/bin", "HOME": "/h", "TOKENS_USED": "3", "MAX_TOKENS": "5"}
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="child subreaper: Linux")
+async def test_a_setsid_daemon_is_stopped_and_named(ws: Path) -> None:
+    # Issue 15 item 8: fork -> setsid -> fork -> sleep survived the turn.
+    pidfile = ws / "daemon.pid"
+    script = (
+        "import os, sys, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        open({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
+        "        os.closerange(0, 3)\n"
+        "        time.sleep(300)\n"
+        "    os._exit(0)\n"
+        "time.sleep(0.3)\n"
+        "print('parent done')\n"
+    )
+    result, text = await run(ws, {"argv": [sys.executable, "-c", script]})
+    assert result["success"] is True, result
+    daemon = int(pidfile.read_text())
+    for _ in range(100):
+        if not alive(daemon):
+            break
+        await asyncio.sleep(0.02)
+    assert not alive(daemon)
+    stopped = result["output"]["stopped_processes"]
+    assert [p["pid"] for p in stopped] == [daemon]
+    assert f"(pid {daemon})" in text
 
 
 # --------------------------------------------------------------------------- previews

@@ -269,13 +269,24 @@ def test_tools_are_installed_entry_points() -> None:
     assert spec["parameters"]["required"] == ["pattern"]
 
 
-def test_ignore_rules_and_globs() -> None:
-    rules = IgnoreRules(["/dist", "*.tmp", "cache/", "docs/**/draft.md", "!keep.tmp", ""])
+def test_ignore_rules_and_globs(tmp_path: Path) -> None:
+    (tmp_path / ".gitignore").write_text("/dist\n*.tmp\ncache/\ndocs/**/draft.md\n!keep.tmp\n\n")
+    (tmp_path / "pkg").mkdir()
+    # a nested .gitignore applies to its folder, and may re-include what a parent ignores
+    (tmp_path / "pkg" / ".gitignore").write_text("secret-notes.md\n!wanted.tmp\n")
+    (tmp_path / ".git" / "info").mkdir(parents=True)
+    (tmp_path / ".git" / "info" / "exclude").write_text("local-only.txt\n")
+    rules = IgnoreRules(tmp_path)
     assert rules.ignored("dist", is_dir=True) and not rules.ignored("src/dist", is_dir=True)
-    assert rules.ignored("a/b/x.tmp", is_dir=False)
+    assert rules.ignored("a/b/x.tmp", is_dir=False) and not rules.ignored("keep.tmp", is_dir=False)
     assert rules.ignored("a/cache", is_dir=True) and not rules.ignored("a/cache", is_dir=False)
     assert rules.ignored("docs/x/y/draft.md", is_dir=False)
     assert rules.ignored("sub/node_modules", is_dir=True)
+    assert rules.ignored("pkg/secret-notes.md", is_dir=False)
+    assert not rules.ignored("secret-notes.md", is_dir=False)  # only under pkg/
+    assert not rules.ignored("pkg/wanted.tmp", is_dir=False)
+    assert rules.ignored("pkg/other.tmp", is_dir=False)
+    assert rules.ignored("local-only.txt", is_dir=False)
     assert matches_glob("a/b/c.py", "*.py") and matches_glob("a/b/c.py", "a/**/*.py")
     assert matches_glob("x.ts", "*.{ts,tsx}") and not matches_glob("a/b/c.py", "b/*.py")
 

@@ -16,27 +16,32 @@ calls become workspace edits"; issue 5 item 4).
   group after the command itself exits are stopped as well.
 - stdout and stderr are captured, each capped (the first and the last
   bytes are kept, with a note of how much was left out); stdin is empty.
-- The environment is the server's minus API keys and secrets: the
-  provider's key variable (`apiKeyEnv`), OPENAI_API_KEY, ANTHROPIC_API_KEY,
-  any name like *_API_KEY, *_TOKEN, *SECRET*, *PASSWORD*, and any variable
-  holding the same value as one of those.
+- The environment is an allow-list (features/tools/command_env.py: PATH,
+  HOME, locale, temp dirs, toolchain variables) plus the names in the
+  `runCommand.passEnv` setting; no API key, token or other secret reaches
+  the command unless the user names it there.
+- The command runs under a small supervisor (features/tools/reaper.py), a
+  child subreaper on Linux: when the command ends, times out or is
+  cancelled, every process it left behind is stopped, daemons that left the
+  process group with setsid included, and the result names them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
-import re
 import shlex
 import signal
+import sys
+import tempfile
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
-from agentls.core.settings import DEFAULT_API_KEY_ENV
-
+from .command_env import command_environment
 from .single_tool import SingleTool
 from .workspace import Workspace, WorkspacePathError
 
@@ -45,7 +50,7 @@ __all__ = [
     "MAX_TIMEOUT_SECONDS",
     "STREAM_CAP_BYTES",
     "RunCommandTool",
-    "scrubbed_environment",
+    "command_environment",
 ]
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
@@ -61,31 +66,7 @@ LEFTOVER_GRACE_SECONDS = 0.5
 # the group could hold them forever).
 _KILL_WAIT_SECONDS = 2.0
 
-_SECRET_NAME = re.compile(
-    r"(API_?KEY|_TOKEN$|^TOKEN$|_TOKEN_|SECRET|PASSWORD|PASSWD|PRIVATE_KEY|CREDENTIAL)",
-    re.IGNORECASE,
-)
-_MIN_SECRET_VALUE = 8
-
-
-def scrubbed_environment(
-    environ: Mapping[str, str], api_key_env: str | None = None
-) -> dict[str, str]:
-    """`environ` without API keys and secrets (see the module docstring)."""
-    named = {*DEFAULT_API_KEY_ENV.values()}
-    if api_key_env:
-        named.add(api_key_env)
-    dropped = {
-        name for name in environ
-        if name in named or name.upper() in named or _SECRET_NAME.search(name)
-    }
-    secret_values = {
-        environ[name] for name in dropped if len(environ[name].strip()) >= _MIN_SECRET_VALUE
-    }
-    return {
-        name: value for name, value in environ.items()
-        if name not in dropped and value not in secret_values
-    }
+_REAPER = Path(__file__).with_name("reaper.py")
 
 
 class _Failure(Exception):
@@ -232,8 +213,9 @@ class RunCommandTool(SingleTool):
                 raise _Failure(f"cwd {workspace.relative(cwd)!r} is not a folder.",
                                "invalid_arguments")
             settings = config.get("settings") or {}
-            api_key_env = settings.get("apiKeyEnv") if isinstance(settings, dict) else None
-            env = scrubbed_environment(os.environ, api_key_env)
+            passed = ((settings.get("runCommand") or {}).get("passEnv") or []
+                      if isinstance(settings, dict) else [])
+            env = command_environment(os.environ, passed)
             output = await self._run(argv, str(cwd), env, timeout)
         except _Failure as exc:
             return {"success": False, "error": {"message": exc.message, "code": exc.code}}
@@ -257,9 +239,19 @@ class RunCommandTool(SingleTool):
         self, argv: list[str], cwd: str, env: dict[str, str], limit: float
     ) -> dict[str, Any]:
         posix = os.name == "posix"
+        fd, report_path = tempfile.mkstemp(prefix="agentls-run-", suffix=".json")
+        os.close(fd)
+        try:
+            return await self._supervised(argv, cwd, env, limit, report_path, posix)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(report_path)
+
+    async def _supervised(self, argv: list[str], cwd: str, env: dict[str, str], limit: float,
+                          report_path: str, posix: bool) -> dict[str, Any]:
         try:
             proc = await asyncio.create_subprocess_exec(
-                *argv,
+                sys.executable, "-I", str(_REAPER), report_path, "--", *argv,
                 cwd=cwd,
                 env=env,
                 stdin=asyncio.subprocess.DEVNULL,
@@ -296,7 +288,7 @@ class RunCommandTool(SingleTool):
                         leftovers = _kill_group(proc)
                 else:
                     timed_out = True
-                    _kill_group(proc)
+                    await _stop_supervisor(proc)
             elif posix:
                 # Exited and the pipes closed, but a child may live on silently.
                 leftovers = _kill_group(proc)
@@ -305,6 +297,7 @@ class RunCommandTool(SingleTool):
                 _close(proc)  # a process escaped the group and holds the pipes
         finally:
             if not waiter.done():
+                await _stop_supervisor(proc)
                 _kill_group(proc)
                 _close(proc)
             for task in (waiter, leader, *readers):
@@ -312,6 +305,17 @@ class RunCommandTool(SingleTool):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait({waiter, leader, *readers}, timeout=_KILL_WAIT_SECONDS)
         elapsed = time.monotonic() - started
+        report = _read_report(report_path)
+        error = report.get("error")
+        if isinstance(error, dict):
+            kind, why = error.get("kind"), error.get("strerror")
+            if kind == "FileNotFoundError":
+                raise _Failure(f"Program not found: {argv[0]!r} ({why}). It must be on PATH "
+                               "or a path relative to cwd.", "not_found")
+            if kind == "PermissionError":
+                raise _Failure(f"Cannot run {argv[0]!r}: {why}.", "permission")
+            raise _Failure(f"Cannot run {argv[0]!r}: {why}.", "io_error")
+        stopped = [p for p in report.get("killed") or [] if isinstance(p, dict)]
         return {
             "argv": argv,
             "exit_code": None if timed_out else proc.returncode,
@@ -319,7 +323,8 @@ class RunCommandTool(SingleTool):
             "stderr": stderr.text(),
             "truncated": stdout.truncated or stderr.truncated,
             "timed_out": timed_out,
-            "stopped_leftover_processes": leftovers,
+            "stopped_leftover_processes": leftovers or bool(stopped),
+            "stopped_processes": stopped,
             "duration_seconds": round(elapsed, 3),
         }
 
@@ -349,7 +354,13 @@ class RunCommandTool(SingleTool):
             lines.append(f"Exit code: {output.get('exit_code')}")
         if output.get("timeout_capped"):
             lines.append(f"(timeout_seconds was capped at {MAX_TIMEOUT_SECONDS:g})")
-        if output.get("stopped_leftover_processes"):
+        stopped = output.get("stopped_processes") or []
+        if stopped:
+            shown = ", ".join(f"{p.get('name')} (pid {p.get('pid')})" for p in stopped[:10])
+            more = f" and {len(stopped) - 10} more" if len(stopped) > 10 else ""
+            lines.append(f"(stopped {len(stopped)} process(es) the command left running in "
+                         f"the background: {shown}{more})")
+        elif output.get("stopped_leftover_processes"):
             lines.append("(processes the command left running in the background were stopped)")
         for stream in ("stdout", "stderr"):
             text = str(output.get(stream) or "")
@@ -362,6 +373,27 @@ class RunCommandTool(SingleTool):
             lines.append(f"[output cut to the first and last {STREAM_CAP_BYTES // 2048} KB of "
                          "each stream]")
         return "\n".join(lines)
+
+
+async def _stop_supervisor(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM the supervisor, which stops the command and everything it
+    started and writes its report; the group is killed if it dawdles."""
+    if proc.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGTERM)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(_leader_exited(proc), _KILL_WAIT_SECONDS)
+    _kill_group(proc)
+
+
+def _read_report(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _argv(value: Any) -> list[str]:

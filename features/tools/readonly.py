@@ -11,14 +11,18 @@ not stall the language server's event loop.
 from __future__ import annotations
 
 import asyncio
-import re
+import os
+import threading
+import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+import regex
+
 from .single_tool import SingleTool
-from .workspace import Workspace, WorkspacePathError, matches_glob
+from .workspace import WalkStats, Workspace, WorkspacePathError, matches_glob, open_regular
 
 __all__ = [
     "LIST_MAX_FILES",
@@ -36,6 +40,12 @@ SEARCH_MAX_MATCHES = 200
 SEARCH_MAX_FILES = 5_000
 SEARCH_MAX_FILE_BYTES = 2 * 1024 * 1024
 SEARCH_MAX_LINE_CHARS = 300
+# A regular expression gets this long per file before the search gives up
+# (the `regex` package's timeout; it releases the GIL while it matches, so a
+# catastrophic pattern cannot freeze the server), and the whole search this long.
+SEARCH_PATTERN_SECONDS = 1.0
+SEARCH_TOTAL_SECONDS = 20.0
+_SHOWN_SKIPPED = 10
 
 
 
@@ -50,6 +60,12 @@ class _ToolFailure(Exception):
 class _Call:
     workspace: Workspace
     arguments: dict[str, Any]
+    # Set when the turn is cancelled; the worker thread stops at the next check.
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+    def check_cancelled(self) -> None:
+        if self.cancelled.is_set():
+            raise _ToolFailure("Cancelled.", "cancelled")
 
     def text(self, key: str, *, required: bool = False) -> str | None:
         value = self.arguments.get(key)
@@ -76,6 +92,9 @@ class _ReadOnlyTool(SingleTool):
         call = _Call(workspace, arguments)
         try:
             output = await asyncio.to_thread(self.run, call)
+        except asyncio.CancelledError:
+            call.cancelled.set()  # the thread cannot be killed; it stops itself
+            raise
         except _ToolFailure as exc:
             return {"success": False, "error": {"message": exc.message, "code": exc.code}}
         except WorkspacePathError as exc:
@@ -151,7 +170,8 @@ class ListFilesTool(_ReadOnlyTool):
     name = "list_files"
     description = (
         "List the files under a folder of the workspace, recursively (version-control, "
-        "dependency and cache folders and what .gitignore names are skipped). "
+        "dependency and cache folders, what any .gitignore names, and files that may hold "
+        "secrets such as .env are skipped). "
         f"At most {LIST_MAX_FILES} paths are returned."
     )
     parameters: ClassVar[dict[str, Any]] = {
@@ -177,7 +197,9 @@ class ListFilesTool(_ReadOnlyTool):
         files: list[str] = []
         truncated = False
         visited = 0
-        for path, is_dir in workspace.walk(base, max_entries=LIST_MAX_WALK):
+        stats = WalkStats()
+        for path, is_dir in workspace.walk(base, max_entries=LIST_MAX_WALK, stats=stats):
+            call.check_cancelled()
             visited += 1
             if is_dir:
                 continue
@@ -189,7 +211,8 @@ class ListFilesTool(_ReadOnlyTool):
             files.append(workspace.relative(path))
         if visited >= LIST_MAX_WALK:
             truncated = True
-        return {"path": workspace.relative(base), "files": files, "truncated": truncated}
+        return {"path": workspace.relative(base), "files": files, "truncated": truncated,
+                **_skipped(stats)}
 
     def render(self, output: dict[str, Any]) -> str:
         files = [str(f) for f in output.get("files") or []]
@@ -197,7 +220,7 @@ class ListFilesTool(_ReadOnlyTool):
         if output.get("truncated"):
             text += (f"\n\n[list_files: stopped at {len(files)} files; narrow it with `path` "
                      "or `glob`.]")
-        return text
+        return text + _render_skipped("list_files", output)
 
     def preview(self, arguments: dict[str, Any]) -> str:
         where = arguments.get("path") or "."
@@ -209,7 +232,8 @@ class SearchTextTool(_ReadOnlyTool):
     name = "search_text"
     description = (
         "Search the workspace's text files for a regular expression (Python syntax; an "
-        "invalid expression is searched as plain text). Open buffers are searched as the "
+        "invalid expression is searched as plain text). Files ignored by .gitignore and "
+        "files that may hold secrets are skipped. Open buffers are searched as the "
         f"user sees them. Returns `path:line: text`, at most {SEARCH_MAX_MATCHES} matches."
     )
     parameters: ClassVar[dict[str, Any]] = {
@@ -230,15 +254,17 @@ class SearchTextTool(_ReadOnlyTool):
         raw = call.text("pattern", required=True) or ""
         literal = False
         try:
-            regex = re.compile(raw, re.MULTILINE)  # MULTILINE: `^`/`$` work per line
-        except re.error:
-            regex, literal = re.compile(re.escape(raw)), True
+            compiled = regex.compile(raw, regex.MULTILINE)  # MULTILINE: `^`/`$` per line
+        except (regex.error, ValueError, OverflowError):
+            compiled, literal = regex.compile(regex.escape(raw)), True
         base = workspace.resolve(call.text("path"))
         pattern = call.text("glob")
+        stats = WalkStats()
         candidates: Iterator[Path]
         if base.is_dir():
             candidates = (
-                path for path, is_dir in workspace.walk(base, max_entries=LIST_MAX_WALK)
+                path for path, is_dir in workspace.walk(base, max_entries=LIST_MAX_WALK,
+                                                        stats=stats)
                 if not is_dir
                 and (not pattern or matches_glob(path.relative_to(base).as_posix(), pattern))
             )
@@ -247,34 +273,60 @@ class SearchTextTool(_ReadOnlyTool):
         else:
             raise _ToolFailure(f"{workspace.relative(base)} does not exist.", "not_found")
         matches: list[dict[str, Any]] = []
+        large: list[dict[str, Any]] = []
         truncated = False
+        deadline = time.monotonic() + SEARCH_TOTAL_SECONDS
         for scanned, path in enumerate(candidates):
-            if scanned >= SEARCH_MAX_FILES:
+            call.check_cancelled()
+            if scanned >= SEARCH_MAX_FILES or time.monotonic() > deadline:
                 truncated = True
                 break
-            text = self._text(workspace, path)
-            if text is None or not regex.search(text):
+            text = self._text(workspace, path, large, stats)
+            if text is None:
                 continue
-            for number, line in enumerate(text.splitlines(), start=1):
-                if regex.search(line):
-                    if len(matches) >= SEARCH_MAX_MATCHES:
-                        truncated = True
-                        break
-                    matches.append({"path": workspace.relative(path), "line": number,
-                                    "text": line[:SEARCH_MAX_LINE_CHARS]})
+            try:
+                if not self._search(compiled, text, deadline):
+                    continue
+                for number, line in enumerate(text.splitlines(), start=1):
+                    if self._search(compiled, line, deadline):
+                        if len(matches) >= SEARCH_MAX_MATCHES:
+                            truncated = True
+                            break
+                        matches.append({"path": workspace.relative(path), "line": number,
+                                        "text": line[:SEARCH_MAX_LINE_CHARS]})
+            except TimeoutError:
+                raise _ToolFailure(
+                    f"The pattern {raw!r} took longer than {SEARCH_PATTERN_SECONDS:g} s on "
+                    f"{workspace.relative(path)} (catastrophic backtracking, e.g. nested "
+                    "quantifiers such as (a+)+). The search was stopped; use a simpler pattern "
+                    "or a plain word.", "pattern_timeout") from None
             if truncated:
                 break
-        return {"pattern": raw, "literal": literal, "matches": matches, "truncated": truncated}
+        return {"pattern": raw, "literal": literal, "matches": matches, "truncated": truncated,
+                "skipped_large": large, **_skipped(stats)}
 
     @staticmethod
-    def _text(workspace: Workspace, path: Path) -> str | None:
+    def _search(compiled: Any, text: str, deadline: float) -> bool:
+        limit = max(0.01, min(SEARCH_PATTERN_SECONDS, deadline - time.monotonic()))
+        # concurrent=True: the GIL is released while matching.
+        return compiled.search(text, timeout=limit, concurrent=True) is not None
+
+    @staticmethod
+    def _text(workspace: Workspace, path: Path, large: list[dict[str, Any]],
+              stats: WalkStats) -> str | None:
         buffered = workspace.buffer_text(path)
         if buffered is not None:
             return buffered
         try:
-            if path.stat().st_size > SEARCH_MAX_FILE_BYTES:
-                return None
-            data = path.read_bytes()
+            with open_regular(path, workspace.relative(path)) as handle:
+                size = os.fstat(handle.fileno()).st_size
+                if size > SEARCH_MAX_FILE_BYTES:
+                    large.append({"path": workspace.relative(path), "bytes": size})
+                    return None
+                data = handle.read(SEARCH_MAX_FILE_BYTES + 1)
+        except WorkspacePathError:
+            stats.special.append(workspace.relative(path))
+            return None
         except OSError:
             return None
         if b"\0" in data[:8192]:
@@ -289,9 +341,17 @@ class SearchTextTool(_ReadOnlyTool):
             text = "[search_text: the pattern is not a valid regular expression; searched " \
                    "for it as plain text]\n" + text
         if output.get("truncated"):
-            text += (f"\n\n[search_text: stopped after {len(matches)} matches; narrow it with "
-                     "`path` or `glob`.]")
-        return text
+            text += (f"\n\n[search_text: stopped after {len(matches)} matches or files; narrow "
+                     "it with `path` or `glob`.]")
+        large = output.get("skipped_large") or []
+        if large:
+            shown = ", ".join(f"{f['path']} ({f['bytes'] / 1048576:.1f} MB)"
+                              for f in large[:_SHOWN_SKIPPED])
+            text += (f"\n\n[search_text: not searched, over the "
+                     f"{SEARCH_MAX_FILE_BYTES // 1048576} MB limit: {shown}"
+                     + (f" and {len(large) - _SHOWN_SKIPPED} more" if len(large) > _SHOWN_SKIPPED
+                        else "") + "]")
+        return text + _render_skipped("search_text", output)
 
     def preview(self, arguments: dict[str, Any]) -> str:
         text = f"search_text /{arguments.get('pattern', '')}/"
@@ -300,3 +360,25 @@ class SearchTextTool(_ReadOnlyTool):
         if arguments.get("glob"):
             text += f" (glob {arguments['glob']})"
         return text
+
+
+def _skipped(stats: WalkStats) -> dict[str, Any]:
+    return {"skipped_secret": stats.secret[:LIST_MAX_FILES],
+            "skipped_special": stats.special[:LIST_MAX_FILES]}
+
+
+def _render_skipped(tool: str, output: dict[str, Any]) -> str:
+    text = ""
+    secret = output.get("skipped_secret") or []
+    if secret:
+        shown = ", ".join(secret[:_SHOWN_SKIPPED]) + (" ..." if len(secret) > _SHOWN_SKIPPED
+                                                     else "")
+        text += (f"\n\n[{tool}: skipped {len(secret)} path(s) that may hold secrets: {shown}. "
+                 "read_file asks the user before reading one.]")
+    special = output.get("skipped_special") or []
+    if special:
+        shown = ", ".join(special[:_SHOWN_SKIPPED]) + (" ..." if len(special) > _SHOWN_SKIPPED
+                                                      else "")
+        text += (f"\n\n[{tool}: skipped {len(special)} file(s) that are not regular files "
+                 f"(FIFOs, sockets, devices): {shown}]")
+    return text

@@ -6,23 +6,31 @@
   documents is the source of truth (PROTOCOL.md), so the agent reads what the
   user sees, unsaved changes included. The lookup is a callable handed in by
   the LSP layer, so this module knows nothing about LSP.
-- Walking skips version-control and tool directories and, roughly, what the
-  top-level `.gitignore` names, and is bounded so a huge tree cannot stall a
-  turn.
+- Walking skips version-control and tool directories, what any
+  `.gitignore` in the tree or `.git/info/exclude` names (ignore.py), files
+  that may hold secrets (sensitive_paths.py: read_file asks the user for
+  those) and anything that is not a regular file (FIFOs, sockets, devices:
+  opening one can block forever), counting what it skipped; it is bounded
+  so a huge tree cannot stall a turn.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import unquote, urlsplit
 
 from wcmatch import fnmatch, glob
 
 from agentls.core.models import AgentlsError
+from agentls.features.sensitive_paths import secret_match
+
+from .ignore import DEFAULT_IGNORED_DIRS, IgnoreRules
 
 __all__ = [
     "DEFAULT_IGNORED_DIRS",
@@ -31,6 +39,7 @@ __all__ = [
     "NoWorkspace",
     "OutsideWorkspace",
     "ReadText",
+    "WalkStats",
     "Workspace",
     "WorkspacePathError",
     "matches_glob",
@@ -38,14 +47,6 @@ __all__ = [
 
 DocumentLookup = Callable[[Path], "str | None"]
 
-# Directories nobody wants an agent to wade through.
-DEFAULT_IGNORED_DIRS = frozenset(
-    {
-        ".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__",
-        ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".nox",
-    }
-)
-_GITIGNORE_MAX_BYTES = 64 * 1024
 _BINARY_SNIFF_BYTES = 8192
 _GLOB_FLAGS = glob.GLOBSTAR | glob.BRACE | glob.DOTGLOB
 _NAME_FLAGS = fnmatch.BRACE | fnmatch.DOTMATCH
@@ -84,46 +85,12 @@ def matches_glob(rel: str, pattern: str) -> bool:
     return bool(fnmatch.fnmatch(rel.rsplit("/", 1)[-1], pattern, flags=_NAME_FLAGS))
 
 
-class IgnoreRules:
-    """Default ignored directories plus the simple forms of `.gitignore`
-    lines (`name`, `*.ext`, `dir/`, `/anchored/path`, `a/**/b`). Negations
-    (`!keep`) are not supported and skipped: the rules only ever hide more."""
+@dataclass
+class WalkStats:
+    """What a walk left out, for the tool's answer."""
 
-    def __init__(self, patterns: Iterable[str] = ()) -> None:
-        self._rules: list[tuple[str, bool, bool]] = []  # (pattern, anchored, dir_only)
-        for line in patterns:
-            line = line.strip()
-            if not line or line.startswith(("#", "!")):
-                continue
-            dir_only = line.endswith("/")
-            line = line.rstrip("/")
-            anchored = "/" in line
-            line = line.lstrip("/")
-            if line:
-                self._rules.append((line, anchored, dir_only))
-
-    @classmethod
-    def for_folder(cls, folder: Path) -> IgnoreRules:
-        try:
-            with open(folder / ".gitignore", encoding="utf-8", errors="replace") as fh:
-                return cls(fh.read(_GITIGNORE_MAX_BYTES).splitlines())
-        except OSError:
-            return cls()
-
-    def ignored(self, rel: str, *, is_dir: bool) -> bool:
-        """`rel`: posix path relative to the folder the rules came from."""
-        name = rel.rsplit("/", 1)[-1]
-        if is_dir and name in DEFAULT_IGNORED_DIRS:
-            return True
-        for pattern, anchored, dir_only in self._rules:
-            if dir_only and not is_dir:
-                continue
-            if anchored:
-                if glob.globmatch(rel, pattern, flags=_GLOB_FLAGS):
-                    return True
-            elif fnmatch.fnmatch(name, pattern, flags=_NAME_FLAGS):
-                return True
-        return False
+    secret: list[str] = field(default_factory=list)  # workspace-relative paths
+    special: list[str] = field(default_factory=list)  # FIFOs, sockets, devices
 
 
 @dataclass(frozen=True)
@@ -229,8 +196,8 @@ class Workspace:
                 f"{self.relative(resolved)} does not exist (nor is it open in the editor). "
                 "Use list_files to find the right path."
             )
-        size = resolved.stat().st_size
-        with open(resolved, "rb") as fh:
+        with open_regular(resolved, self.relative(resolved)) as fh:
+            size = os.fstat(fh.fileno()).st_size
             data = fh.read(limit * 4 + 4)  # at most 4 UTF-8 bytes per character
         if b"\0" in data[:_BINARY_SNIFF_BYTES]:
             raise WorkspacePathError(f"{self.relative(resolved)} is a binary file; not shown.")
@@ -239,14 +206,16 @@ class Workspace:
         return ReadText(resolved, decoded[:limit], "disk", truncated, size)
 
     # -- walking ---------------------------------------------------------------
-    def walk(self, base: Path, *, max_entries: int) -> Iterator[tuple[Path, bool]]:
+    def walk(self, base: Path, *, max_entries: int, stats: WalkStats | None = None
+             ) -> Iterator[tuple[Path, bool]]:
         """(path, is_dir) under `base` (resolved, inside the workspace), in
-        sorted order, ignored directories pruned, symlinks leading outside
-        skipped, at most `max_entries` yielded."""
+        sorted order, ignored and secret paths and non-regular files left out
+        (counted in `stats`), symlinks leading outside skipped, at most
+        `max_entries` yielded."""
         folder = self.folder_of(base)
         if folder is None:
             return
-        rules = IgnoreRules.for_folder(folder)
+        rules = IgnoreRules(folder)
         count = 0
         for dirpath, dirnames, filenames in os.walk(base):
             current = Path(dirpath)
@@ -256,12 +225,24 @@ class Workspace:
                 rel = path.relative_to(folder).as_posix()
                 if rules.ignored(rel, is_dir=True) or not self._inside(path):
                     continue
+                if secret_match(rel):
+                    if stats is not None:
+                        stats.secret.append(self.relative(path) + "/")
+                    continue
                 kept.append(name)
             dirnames[:] = kept  # os.walk descends only into these (no symlinked dirs)
             for name in sorted(filenames):
                 path = current / name
                 rel = path.relative_to(folder).as_posix()
                 if rules.ignored(rel, is_dir=False) or not self._inside(path):
+                    continue
+                if secret_match(rel):
+                    if stats is not None:
+                        stats.secret.append(self.relative(path))
+                    continue
+                if not _regular(path):
+                    if stats is not None:
+                        stats.special.append(self.relative(path))
                     continue
                 yield path, False
                 count += 1
@@ -280,3 +261,32 @@ class Workspace:
             return self.folder_of(path.resolve()) is not None
         except (OSError, RuntimeError):
             return False
+
+
+def _regular(path: Path) -> bool:
+    """A regular file (through a symlink too); FIFOs, sockets and devices are not."""
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return False
+
+
+@contextmanager
+def open_regular(path: Path, shown: str) -> Iterator[BinaryIO]:
+    """Open `path` for reading only if it is a regular file. O_NONBLOCK so
+    that a FIFO cannot block the open itself; fstat on the opened file so a
+    swap between check and open changes nothing."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(path, flags)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise WorkspacePathError(
+                f"{shown} is not a regular file (a FIFO, socket or device); it is not read.")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        handle = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with handle:
+        yield handle

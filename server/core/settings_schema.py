@@ -26,6 +26,7 @@ __all__ = [
     "FeatureSettings",
     "InlineCompletionSettings",
     "LinterConfig",
+    "RunCommandSettings",
     "SessionSettings",
     "default_settings",
 ]
@@ -134,6 +135,15 @@ class SessionSettings(_Model):
     max_iterations: Annotated[int, _NoBool, Field(ge=1, le=1000)] = 25
 
 
+class RunCommandSettings(_Model):
+    # Environment variables run_command passes to the command besides its
+    # allow-list (features/tools/command_env.py).
+    pass_env: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]] = Field(
+        default_factory=list,
+        json_schema_extra=_accepts("a list of environment variable names"),
+    )
+
+
 class FeatureSettings(_Model):
     disabled: list[str] = Field(
         default_factory=list, json_schema_extra=_accepts("a list of plugin names")
@@ -188,6 +198,7 @@ class AgentlsSettings(_Model):
         ),
     )
     features: FeatureSettings = Field(default_factory=FeatureSettings)
+    run_command: RunCommandSettings = Field(default_factory=RunCommandSettings)
 
     @field_validator("base_url")
     @classmethod
