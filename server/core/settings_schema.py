@@ -133,6 +133,9 @@ class SessionSettings(_Model):
         10000, json_schema_extra=_accepts("a number of tokens (0 or more), or null for no limit")
     )
     max_iterations: Annotated[int, _NoBool, Field(ge=1, le=1000)] = 25
+    # A chat prompt longer than this is refused with a clear error (a 50 MB
+    # paste once took the server to 311 MiB and stayed in every later turn).
+    max_prompt_chars: Annotated[int, _NoBool, Field(ge=1)] = 200_000
 
 
 class RunCommandSettings(_Model):

@@ -165,6 +165,12 @@ class ChatService:
         prompt = params.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             raise JsonRpcInvalidParams("agentls/chat needs a non-empty string `prompt`.")
+        limit = self.ls.state.settings.session.max_prompt_chars
+        if len(prompt) > limit:
+            raise JsonRpcInvalidParams(
+                f"The prompt is {len(prompt):,} characters; agentls accepts at most {limit:,} "
+                "(session.maxPromptChars). Nothing was sent or stored. Attach large files with "
+                "@file: mentions, or raise session.maxPromptChars.")
         session_id = params.get("sessionId")
         if session_id is not None and (not isinstance(session_id, str) or not session_id):
             raise JsonRpcInvalidParams("`sessionId` must be a non-empty string (or omitted).")

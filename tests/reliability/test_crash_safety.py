@@ -354,6 +354,7 @@ def test_full_disk_tmpfs(tmp_path: Path, workspace: Path) -> None:
     with tiny_filesystem(tmp_path / "tiny") as tiny:
         state = tiny / "state"
         settings, _ = scripted_settings(tmp_path, "disk", [{"text": "ok"}], loop=True)
+        settings["session"] = {"maxPromptChars": 1_000_000}  # the paste must reach the disk
         with LspProcess.start(state_dir=state, workspace=workspace, settings=settings) as lsp:
             lsp.result("agentls/sessions", {})  # the database exists
             filler = fill(tiny, leave=96 * 1024)
@@ -375,6 +376,7 @@ def test_full_disk_file_size_limit(tmp_path: Path, workspace: Path) -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
 
     settings, _ = scripted_settings(tmp_path, "fsize", [{"text": "ok"}], loop=True)
+    settings["session"] = {"maxPromptChars": 1_000_000}  # the paste must reach the disk
     with LspProcess.start(state_dir=state, workspace=workspace, settings=settings,
                           preexec_fn=limited) as lsp:
         def make_room() -> None:
