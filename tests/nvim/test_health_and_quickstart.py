@@ -185,3 +185,29 @@ def test_quickstart_with_the_embedded_local_model(tmp_path: Path) -> None:
                     message="the accepted suggestion")
     finally:
         ed.close()
+
+
+def test_an_untrusted_workspace_file_shows_in_the_statusline_and_checkhealth(
+    editor: Callable[..., Editor], tmp_path: Path, workspace: Path
+) -> None:
+    # Issue 15 item 1: the editor shows which workspace keys wait for trust.
+    (workspace / ".agentls.toml").write_text("linters = []\n")
+    script = write_script(tmp_path / "script.json", responses=[{"text": "ok"}])
+    ed = editor("main.py")
+    ed.setup_agentls(settings=scripted_settings(script))
+    ed.wait_attached()
+    ed.wait_for("_G.picks.pending ~= nil", message="the trust question")
+    question = ed.lua("return _G.picks.calls[#_G.picks.calls]")
+    assert "wants to set keys that can send your data or run commands" in question["prompt"]
+    assert question["items"] == ["Trust", "Don't trust"]
+    preview = ed.lua("for _, b in ipairs(vim.api.nvim_list_bufs()) do "
+                     "if vim.api.nvim_buf_get_name(b):find('agentls://preview', 1, true) then "
+                     "return table.concat(vim.api.nvim_buf_get_lines(b, 0, -1, false), '\\n') "
+                     "end end return ''")
+    assert "linters = []" in preview  # the keys and values, shown while asking
+    ed.lua("_G.picks.answer_title(\"Don't trust\")")
+    ed.lua("require('agentls.status').refresh(vim.lsp.get_clients({ name = 'agentls' })[1])")
+    ed.wait_for("require('agentls').statusline():find('untrusted .agentls.toml (1 key ignored)',"
+                " 1, true) ~= nil", message="the statusline")
+    report = "\n".join(checkhealth(ed))
+    assert "sets linters; they are ignored because you chose not to trust it" in report

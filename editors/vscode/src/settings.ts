@@ -38,8 +38,10 @@ export const SERVER_KEYS = [
   "session.injectionSizeLimit",
   "session.injectionBudgetPerTurn",
   "session.maxIterations",
+  "session.maxPromptChars",
   "linters",
   "features.disabled",
+  "runCommand.passEnv",
 ] as const;
 
 export type ServerKey = (typeof SERVER_KEYS)[number];

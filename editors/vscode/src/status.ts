@@ -8,6 +8,8 @@ export interface StatusResult {
   model?: string | null;
   sessions?: unknown[];
   completions?: { served?: number; shown?: number; accepted?: number };
+  /** The workspace .agentls.toml's trust state: keys that can send data or run code wait for it. */
+  workspaceTrust?: { file?: string; state?: string; pendingKeys?: string[] } | null;
 }
 
 /** Copilot's didChangeStatus: {busy?, kind?: Normal|Error|Warning|Inactive, message?}. */
@@ -39,7 +41,8 @@ export function statusView(
   const model = status?.model ?? "";
   const providerError = status?.provider?.error;
   const kindError = extra?.kind === "Error" || extra?.kind === "Warning";
-  const icon = busy || extra?.busy ? "$(sync~spin)" : providerError || kindError ? "$(warning)" : "$(sparkle)";
+  const pending = status?.workspaceTrust?.pendingKeys ?? [];
+  const icon = busy || extra?.busy ? "$(sync~spin)" : providerError || kindError || pending.length ? "$(warning)" : "$(sparkle)";
   const text = provider ? `${icon} agentls: ${provider}${model ? ` · ${model}` : ""}` : `${icon} agentls`;
   const lines = [
     provider
@@ -48,6 +51,13 @@ export function statusView(
     busy || extra?.busy ? "Busy" : "Idle",
   ];
   if (providerError) lines.push(`Provider problem: ${providerError}`);
+  if (pending.length) {
+    const why = status?.workspaceTrust?.state === "refused" ? "you chose not to trust it" : "it is not trusted yet";
+    lines.push(
+      `Ignored until trusted: ${pending.join(", ")} from ${status?.workspaceTrust?.file ?? ".agentls.toml"} (${why}; ` +
+        "answer Trust when asked, or run `agentls trust` in the workspace)",
+    );
+  }
   if (extra?.message) lines.push(extra.message);
   const c = status?.completions;
   if (c) lines.push(`Inline completions: ${c.served ?? 0} served, ${c.shown ?? 0} shown, ${c.accepted ?? 0} accepted`);

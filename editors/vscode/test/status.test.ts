@@ -20,6 +20,17 @@ describe("statusView", () => {
     assert.match(statusView("running", status, true).text, /^\$\(sync~spin\)/);
     assert.match(statusView("running", status, false, { busy: true }).text, /^\$\(sync~spin\)/);
   });
+  it("warns about workspace keys that wait for trust", () => {
+    const v = statusView(
+      "running",
+      { ...status, workspaceTrust: { file: "/ws/.agentls.toml", state: "pending", pendingKeys: ["baseUrl", "linters"] } },
+      false,
+    );
+    assert.match(v.text, /^\$\(warning\)/);
+    assert.match(v.tooltip, /Ignored until trusted: baseUrl, linters from \/ws\/.agentls.toml \(it is not trusted yet/);
+    const trusted = statusView("running", { ...status, workspaceTrust: { state: "trusted", pendingKeys: [] } }, false);
+    assert.doesNotMatch(trusted.tooltip, /Ignored until trusted/);
+  });
   it("shows just the name when the server reports no status", () => {
     assert.equal(statusView("running", undefined, false).text, "$(sparkle) agentls");
   });

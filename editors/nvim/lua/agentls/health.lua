@@ -120,6 +120,17 @@ function M.check()
     end
     health.ok(("client %d running; workspace: %s; %d buffer(s) attached"):format(
       client.id, table.concat(folders, ", "), vim.tbl_count(client.attached_buffers)))
+    local answer = client:request_sync("agentls/status", vim.empty_dict(), 5000)
+    local trust = answer and answer.result and answer.result.workspaceTrust
+    if type(trust) == "table" and type(trust.pendingKeys) == "table" and #trust.pendingKeys > 0 then
+      local why = trust.state == "refused" and "you chose not to trust it" or "it is not trusted yet"
+      health.warn(("%s sets %s; they are ignored because %s"):format(
+        trust.file, table.concat(trust.pendingKeys, ", "), why), {
+        "Review the file, then answer Trust when the editor asks, or run `agentls trust` in the workspace",
+      })
+    elseif type(trust) == "table" and trust.state == "trusted" then
+      health.ok(trust.file .. " is trusted (this content)")
+    end
   end
 end
 

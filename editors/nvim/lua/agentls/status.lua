@@ -14,6 +14,7 @@ M.state = {
   sessions = {}, -- session_id -> SessionStatus
   completions = nil,
   error = nil,
+  pending_trust = nil, -- workspace-file keys ignored until the user trusts the file
 }
 
 local function redraw()
@@ -30,6 +31,12 @@ function M.apply(result)
   s.error = provider.error
   s.model = result.model ~= vim.NIL and result.model or nil
   s.completions = result.completions
+  local trust = result.workspaceTrust
+  if type(trust) == "table" and type(trust.pendingKeys) == "table" and #trust.pendingKeys > 0 then
+    s.pending_trust = { file = trust.file, state = trust.state, keys = trust.pendingKeys }
+  else
+    s.pending_trust = nil
+  end
   for _, session in ipairs(result.sessions or {}) do
     s.sessions[session.session_id] = session
   end
@@ -122,6 +129,10 @@ function M.statusline()
     table.insert(parts, "⟳ " .. (s.message or "busy"))
   else
     table.insert(parts, "idle")
+  end
+  if s.pending_trust then
+    table.insert(parts, ("untrusted .agentls.toml (%d key%s ignored)"):format(
+      #s.pending_trust.keys, #s.pending_trust.keys == 1 and "" or "s"))
   end
   local current = require("agentls.chat").current_session()
   local session = current and s.sessions[current]
