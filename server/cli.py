@@ -91,10 +91,12 @@ def run_check(workspace: Path) -> int:
     provider answers. Exit status 1 when anything needs fixing."""
     from agentls.app import build_provider, probe_provider
     from agentls.core.models import AgentlsError
+    from agentls.core.registry import PluginRegistry
     from agentls.core.settings import load_settings
 
     out = sys.stdout
-    loaded = load_settings(workspace_root=workspace)
+    registry = PluginRegistry.discover()
+    loaded = load_settings(workspace_root=workspace, provider_names=registry.names("provider"))
     settings = loaded.settings
     failed = False
     print(f"agentls {__version__}", file=out)
@@ -124,7 +126,7 @@ def run_check(workspace: Path) -> int:
         print(f"api key: {key_env} is {'set' if present else 'NOT set'}", file=out)
     print(f"provider: {settings.provider}", file=out)
     try:
-        provider = build_provider(settings)
+        provider = build_provider(settings, registry)
     except AgentlsError as exc:
         print(f"  error: {exc}", file=out)
         return 1

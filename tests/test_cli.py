@@ -49,5 +49,7 @@ def test_check_unknown_provider_says_what_to_do(tmp_path: Path) -> None:
     result = run("check", cwd=tmp_path, env={"AGENTLS_PROVIDER": "nosuchprovider",
                                               "AGENTLS_CONFIG_FILE": str(tmp_path / "none")})
     assert result.returncode == 1
-    assert "No provider named 'nosuchprovider'" in result.stdout
+    # an invalid value like any other: reported with the installed names
+    assert "provider: 'nosuchprovider' is not valid" in result.stdout
+    assert "no installed provider plugin has that name" in result.stdout
     assert "scripted" in result.stdout  # lists what is installed

@@ -40,7 +40,7 @@ import os
 import re
 import tomllib
 import types
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -589,9 +589,12 @@ def _rejection(given: _Given, reason: str, value: Any, source: str) -> SettingsP
     return SettingsProblem(leaf.wire, given.source, message)
 
 
-def _resolve(layers: list[_Layer], problems: list[SettingsProblem]
+def _resolve(layers: list[_Layer], problems: list[SettingsProblem],
+             provider_names: Collection[str] | None = None
              ) -> tuple[dict[tuple[str, ...], Any], dict[str, str]]:
-    """Per leaf: the highest-precedence valid value, else the default."""
+    """Per leaf: the highest-precedence valid value, else the default.
+    `provider_names`: the installed provider plugins; another name is
+    invalid like any bad value (it falls back and is reported)."""
     values: dict[tuple[str, ...], Any] = {}
     sources: dict[str, str] = {}
     for path, leaf in _LEAVES.items():
@@ -602,6 +605,10 @@ def _resolve(layers: list[_Layer], problems: list[SettingsProblem]
             if given is None:
                 continue
             ok, value, reason = _validate(given)
+            if (ok and provider_names is not None and path == ("provider",)
+                    and value not in provider_names):
+                ok, reason = False, (": no installed provider plugin has that name; installed: "
+                                     + ", ".join(sorted(provider_names)))
             if not ok:
                 # Reported even when a higher source shadows it: `agentls check`
                 # should show every broken line of configuration.
@@ -633,6 +640,7 @@ def load_settings(
     workspace_root: Path | None = None,
     user_config_file: Path | None = None,
     trust_store: TrustStore | None = None,
+    provider_names: Collection[str] | None = None,
 ) -> LoadedSettings:
     """Merge all sources into valid settings; never raises for bad input.
 
@@ -640,7 +648,8 @@ def load_settings(
     `workspace_config` the "agentls" section of workspace/configuration.
     `environ` defaults to os.environ; `user_config_file` to `user_config_path()`;
     `trust_store` (the user's workspace-trust decisions) to the one in the
-    user state directory.
+    user state directory. With `provider_names` (the installed provider
+    plugins), any other `provider` is an invalid value.
     """
     env = os.environ if environ is None else environ
     problems: list[SettingsProblem] = []
@@ -655,7 +664,7 @@ def load_settings(
         workspace_layer,
         _toml_layer(user_config_file or user_config_path(env), "user config", problems),
     ]
-    values, sources = _resolve(layers, problems)
+    values, sources = _resolve(layers, problems, provider_names)
     settings = AgentlsSettings.model_validate(_nest(values))
     return LoadedSettings(settings=settings, problems=problems, sources=sources,
                           workspace_trust=trust)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
+from . import inline_registration
 from .convert import to_plain
 from .trust import schedule_trust_question
 
@@ -32,6 +33,7 @@ SECTION = "agentls"
 def register(server: AgentlsLanguageServer) -> None:
     @server.feature(types.INITIALIZE)
     def on_initialize(ls: AgentlsLanguageServer, params: types.InitializeParams) -> None:
+        inline_registration.prepare(ls, params)
         ls.state.workspace_root = _workspace_root(params)
         ls.state.workspace_folders = _workspace_folders(params, ls.state.workspace_root)
         options = to_plain(params.initialization_options) or {}
@@ -49,6 +51,7 @@ def register(server: AgentlsLanguageServer) -> None:
         finally:
             ls.settings_ready.set()
         schedule_trust_question(ls)
+        await inline_registration.sync(ls)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def on_did_change_configuration(
@@ -63,6 +66,7 @@ def register(server: AgentlsLanguageServer) -> None:
         await refresh_configuration(ls)
         await close_retired_providers(ls)
         schedule_trust_question(ls)
+        await inline_registration.sync(ls)
 
     @server.feature(types.SHUTDOWN)
     async def on_shutdown(ls: AgentlsLanguageServer, params: Any) -> None:
@@ -90,13 +94,17 @@ async def refresh_configuration(ls: AgentlsLanguageServer) -> None:
 
 
 def report_problems(ls: AgentlsLanguageServer, problems: list[Any]) -> None:
-    for problem in problems:
-        message = f"agentls settings: {problem.message}"
-        if ls.state.first_time(message):
+    """Show each problem the settings have now and did not have at the last
+    report: a change that brings a problem back shows it again."""
+    current = [f"agentls settings: {problem.message}" for problem in problems]
+    before = ls.state.reported_problems
+    ls.state.reported_problems = set(current)
+    for message in current:
+        if message not in before:
             ls.window_show_message(
                 types.ShowMessageParams(type=types.MessageType.Error, message=message)
             )
-        log.warning("%s", message)
+            log.warning("%s", message)
 
 
 async def close_retired_providers(ls: AgentlsLanguageServer) -> None:

@@ -42,6 +42,10 @@ class AgentlsLanguageServer(LanguageServer):
         # Fire-and-forget tasks (e.g. the workspace-trust question), kept
         # referenced until they end.
         self.background_tasks: set[asyncio.Future[Any]] = set()
+        # inline_registration: whether the client registers inlineCompletion
+        # dynamically, and whether it is registered now.
+        self.inline_dynamic = False
+        self.inline_registered = False
 
     async def wait_settings(self, limit: float = 5.0) -> None:
         """Wait (bounded) until the client's settings have been read."""

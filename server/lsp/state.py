@@ -50,13 +50,17 @@ class ServerState:
         self.workspace_folders: list[Path] = []
         # The user's workspace-trust decisions (user state dir, never the workspace).
         self.trust_store = TrustStore.default(environ)
-        self.loaded: LoadedSettings = load_settings(environ=environ, trust_store=self.trust_store)
+        self.loaded: LoadedSettings = load_settings(
+            environ=environ, trust_store=self.trust_store,
+            provider_names=self.registry.names("provider"))
         self.counters = CompletionCounters()
         self._provider: Provider | None = None
         self._retired: list[Provider] = []  # replaced providers, closed by lifecycle
         self._provider_error: str | None = None
         self._store: SessionStore | None = None
         self._told: set[str] = set()
+        # Settings problems shown at the last report (lifecycle.report_problems).
+        self.reported_problems: set[str] = set()
         # Agent turns: one orchestrator per process (get_orchestrator), wired to
         # the client by agentls.lsp.chat.
         self.orchestrator: Orchestrator | None = None
@@ -87,6 +91,7 @@ class ServerState:
             environ=self.environ,
             workspace_root=self.workspace_root,
             trust_store=self.trust_store,
+            provider_names=self.registry.names("provider"),
         )
         after = {k: self.settings.to_wire().get(k) for k in _PROVIDER_KEYS}
         if before != after:

@@ -91,4 +91,7 @@ async def _ask(ls: AgentlsLanguageServer, trust: WorkspaceTrust) -> None:
     # Re-read: a trusted file's keys apply now; a refused one is reported as such.
     report_problems(ls, ls.state.reload_settings())
     await close_retired_providers(ls)
+    from .inline_registration import sync
+
+    await sync(ls)
     log.info("Workspace file %s %s (sha256 %s)", trust.file, decision, trust.digest[:12])

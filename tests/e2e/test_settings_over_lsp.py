@@ -90,3 +90,101 @@ async def test_typed_request_with_bad_params_gets_invalid_params() -> None:
         assert status["result"]["provider"]["id"] == "scripted"
     finally:
         await raw.close()
+
+
+# --------------------------------------------------------------------------- issue 13
+
+
+async def _session(tmp_path: Any, init: dict[str, Any], workspace_config: dict[str, Any],
+                   caps: types.ClientCapabilities) -> Any:
+    from pytest_lsp.client import make_test_lsp_client
+
+    client = make_test_lsp_client()
+    registrations: list[Any] = []
+    unregistrations: list[Any] = []
+
+    @client.feature(types.CLIENT_REGISTER_CAPABILITY)
+    def register(params: types.RegistrationParams) -> None:
+        registrations.extend({"id": r.id, "method": r.method} for r in params.registrations)
+
+    @client.feature(types.CLIENT_UNREGISTER_CAPABILITY)
+    def unregister(params: types.UnregistrationParams) -> None:
+        unregistrations.extend({"id": u.id, "method": u.method}
+                               for u in params.unregisterations)
+
+    client.set_configuration(workspace_config, section="agentls")
+    await client.start_io(sys.executable, "-m", "agentls",
+                          env=server_env(AGENTLS_STATE_DIR=str(tmp_path / "state")))
+    result = await asyncio.wait_for(client.initialize_session(types.InitializeParams(
+        capabilities=caps, process_id=None, initialization_options={"agentls": init})), 20)
+    client.registrations = registrations  # type: ignore[attr-defined]
+    client.unregistrations = unregistrations  # type: ignore[attr-defined]
+    client.init_result = result  # type: ignore[attr-defined]
+    return client
+
+
+async def test_an_unknown_provider_is_an_invalid_value_on_every_change(tmp_path: Any) -> None:
+    caps = types.ClientCapabilities(
+        workspace=types.WorkspaceClientCapabilities(configuration=True))
+    client = await _session(tmp_path, {}, {"provider": "no-such-provider"}, caps)
+    try:
+        def errors() -> list[str]:
+            return [m.message for m in client.messages if m.type == types.MessageType.Error]
+
+        await _wait_for(lambda: any("provider" in m for m in errors()), "the provider error")
+        [first] = [m for m in errors() if "no-such-provider" in m]
+        assert "no installed provider plugin" in first and "openai" in first and "local" in first
+        assert (await _status(client))["provider"]["id"] == "local"  # kept a valid one
+        # Fixed, then broken again (another key): each new problem is shown.
+        for round_ in range(2):
+            client.set_configuration({"provider": "scripted", "approval": {"mode": "bogus"}},
+                                     section="agentls")
+            client.workspace_did_change_configuration(
+                types.DidChangeConfigurationParams(settings=None))
+            await _wait_for(lambda n=round_: sum("'bogus'" in m for m in errors()) == n + 1,
+                            f"the approval.mode error, change {round_ + 1}")
+            client.set_configuration({"provider": "scripted"}, section="agentls")
+            client.workspace_did_change_configuration(
+                types.DidChangeConfigurationParams(settings=None))
+            await _wait_for(lambda: True, "settle")
+            for _ in range(100):
+                if (await _status(client))["provider"]["id"] == "scripted":
+                    break
+                await asyncio.sleep(0.05)
+        assert sum("'bogus'" in m for m in errors()) == 2
+    finally:
+        await client.shutdown_session()
+
+
+async def test_inline_completion_is_registered_only_while_enabled(tmp_path: Any) -> None:
+    dynamic = types.ClientCapabilities(
+        workspace=types.WorkspaceClientCapabilities(configuration=True),
+        text_document=types.TextDocumentClientCapabilities(
+            inline_completion=types.InlineCompletionClientCapabilities(
+                dynamic_registration=True)))
+    client = await _session(tmp_path, {"provider": "scripted"},
+                            {"inlineCompletion": {"enabled": False}}, dynamic)
+    try:
+        # Not advertised statically; disabled at start: not registered either.
+        assert client.init_result.capabilities.inline_completion_provider is None
+        await asyncio.sleep(0.5)
+        assert client.registrations == []
+        client.set_configuration({"inlineCompletion": {"enabled": True}}, section="agentls")
+        client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings=None))
+        await _wait_for(lambda: client.registrations, "client/registerCapability")
+        assert [r["method"] for r in client.registrations] == ["textDocument/inlineCompletion"]
+        client.set_configuration({"inlineCompletion": {"enabled": False}}, section="agentls")
+        client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings=None))
+        await _wait_for(lambda: client.unregistrations, "client/unregisterCapability")
+        assert client.unregistrations[0]["id"] == client.registrations[0]["id"]
+    finally:
+        await client.shutdown_session()
+    # A client without dynamic registration keeps the static capability.
+    static = await _session(tmp_path, {"provider": "scripted"}, {},
+                            types.ClientCapabilities())
+    try:
+        assert static.init_result.capabilities.inline_completion_provider is not None
+    finally:
+        await static.shutdown_session()
