@@ -1,0 +1,116 @@
+"""Start-up cost of agentls against the floor of its stack, in one run.
+
+For each of N rounds (interleaved, so machine noise hits all alike):
+
+- floor: `python -c "import pygls.lsp.server, lsprotocol.types"` (the
+  interpreter plus the LSP library agentls cannot do without), and the bare
+  interpreter (`python -c pass`), spawn -> exit;
+- agentls: spawn -> initialize result, and spawn -> the first inline
+  completion (provider openai against bench_inline.py's instant loopback
+  backend, FIM model, triggerKind Invoked so no debounce), with peak RSS.
+
+Prints medians and the ratios the issue sets as goals: initialize <= 1.15 x
+the floor, first completion <= floor + 150 ms.
+
+Usage: python bench/bench_startup.py [--rounds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_inline import Client, inline_params, memory_mib
+
+FLOOR = "import pygls.lsp.server, lsprotocol.types"
+
+
+def spawn_seconds(code: str) -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True)
+    return time.perf_counter() - started
+
+
+async def agentls_once(port: int, workdir: Path) -> tuple[float, float, float]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTLS_", "OPENAI_"))}
+    env.update(AGENTLS_CONFIG_FILE="/nonexistent/agentls.toml",
+               AGENTLS_STATE_DIR=str(workdir / "state"))
+    started = time.perf_counter()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "agentls", stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, env=env)
+    assert proc.stdout is not None
+    client = Client(proc.stdout, proc.stdin)
+    try:
+        settings = {"provider": "openai", "baseUrl": f"http://127.0.0.1:{port}/v1",
+                    "model": "qwen2.5-coder-1.5b"}
+        await client.request("initialize", {
+            "processId": None, "rootUri": None, "capabilities": {},
+            "initializationOptions": {"agentls": settings}})
+        initialized = time.perf_counter() - started
+        client.notify("initialized", {})
+        uri = (workdir / "first.py").as_uri()
+        client.notify("textDocument/didOpen", {"textDocument": {
+            "uri": uri, "languageId": "python", "version": 1,
+            "text": "def compute(value):\n    return \n"}})
+        answer = await client.request("textDocument/inlineCompletion",
+                                      inline_params(uri, 1, 11, invoked=True))
+        first = time.perf_counter() - started
+        assert answer.get("result", {}).get("items"), answer
+        peak = memory_mib(proc.pid)["VmHWM"]
+        await client.request("shutdown", None)
+        client.notify("exit", None)
+        await asyncio.wait_for(proc.wait(), 10)
+        return initialized, first, peak
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def main(rounds: int) -> None:
+    workdir = Path(tempfile.mkdtemp(prefix="agentls-startup-"))
+    backend = await asyncio.create_subprocess_exec(
+        sys.executable, str(Path(__file__).with_name("bench_inline.py")), "--backend",
+        stdout=asyncio.subprocess.PIPE)
+    assert backend.stdout is not None
+    port = int(await asyncio.wait_for(backend.stdout.readline(), 30))
+    bare, floor, init, first, peak = [], [], [], [], []
+    try:
+        await agentls_once(port, workdir)  # warm the OS file cache and .pyc files
+        for _ in range(rounds):
+            bare.append(spawn_seconds("pass"))
+            floor.append(spawn_seconds(FLOOR))
+            i, f, p = await agentls_once(port, workdir)
+            init.append(i)
+            first.append(f)
+            peak.append(p)
+    finally:
+        backend.kill()
+        await backend.wait()
+    med = statistics.median
+    ms = 1e3
+    print(f"agentls start-up, {rounds} rounds, {platform.python_version()}, "
+          f"{os.cpu_count()} cores, {platform.machine()}")
+    print(f"  bare interpreter (python -c pass)      median {med(bare) * ms:7.1f} ms")
+    print(f"  floor (interpreter + pygls, lsprotocol) median {med(floor) * ms:7.1f} ms")
+    print(f"  spawn -> initialize result              median {med(init) * ms:7.1f} ms"
+          f"  = {med(init) / med(floor):.2f} x floor (goal <= 1.15)")
+    print(f"  spawn -> first inline completion        median {med(first) * ms:7.1f} ms"
+          f"  = floor + {(med(first) - med(floor)) * ms:.0f} ms (goal <= +150)")
+    print(f"  peak RSS (VmHWM)                        median {med(peak):7.1f} MiB")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=10)
+    asyncio.run(main(parser.parse_args().rounds))
