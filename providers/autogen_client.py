@@ -1,12 +1,17 @@
 """autogen's ChatCompletionClient over any agentls Provider (seed 004).
 
-    client = AgentlsChatCompletionClient(provider)
+    client = AgentlsChatCompletionClient.from_settings(provider="openai", model="gpt-4o-mini")
+    client = AgentlsChatCompletionClient(provider)      # or over a Provider object
     result = await client.create([UserMessage(content="Hi", source="user")])
 
-There is no autogen dependency: the types come from `agentls.core.autogen_types`,
-which carry autogen's names and fields (real autogen message objects are accepted
-too, through their `model_dump()`). Both `create` and `create_stream` go through
-`provider.stream()`, the one code path to a model.
+`ChatCompletionClient` (the abstract protocol, seed 004's members) is importable
+from here too. There is no autogen dependency: the types come from
+`agentls.core.autogen_types`, which carry autogen's names and fields. Real autogen
+message objects are accepted too (through their `model_dump()`), and a caller
+that passes them gets autogen's own CreateResult back, so the client works as an
+autogen-agentchat AssistantAgent's model_client (see providers/autogen_interop.py).
+Both `create` and `create_stream` go through `provider.stream()`, the one code
+path to a model.
 
 How autogen's surface maps onto the provider contract:
 
@@ -17,6 +22,8 @@ How autogen's surface maps onto the provider contract:
 - `json_output=True` -> `CompletionOptions.extra["response_format"] =
   {"type": "json_object"}`; a pydantic model class -> `{"type": "json_schema", ...}`
   (OpenAI's shape; providers that understand `response_format` forward it).
+- `tool_choice` (autogen 0.5+): "auto" as is; "none" sends no tools; "required"
+  or a Tool -> `CompletionOptions.extra["tool_choice"]` in OpenAI's shape.
 - `extra_create_args`: model, max_tokens, temperature and stop fill the
   CompletionOptions fields; every other key goes to `CompletionOptions.extra`.
 - a CancellationToken calls `provider.cancel_request(request_id)` and the call
@@ -30,6 +37,7 @@ How autogen's surface maps onto the provider contract:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import uuid
 from collections.abc import AsyncGenerator, Mapping, Sequence
@@ -55,6 +63,7 @@ from agentls.core.autogen_types import (
     UserMessage,
     validate_model_info,
 )
+from agentls.core.chat_completion_client import ChatCompletionClient
 from agentls.core.models import StreamChunk, Usage
 from agentls.core.provider import (
     ChunkStream,
@@ -64,8 +73,11 @@ from agentls.core.provider import (
 )
 from agentls.core.session_types import Message, ProviderRequestCancelled
 
+from .autogen_interop import as_autogen_result, register_with_autogen, speaks_autogen
+
 __all__ = [
     "AgentlsChatCompletionClient",
+    "ChatCompletionClient",
     "from_core_messages",
     "guess_family",
     "to_core_messages",
@@ -83,8 +95,38 @@ _FINISH: dict[str, FinishReasons] = {
 _LLM_MESSAGE: TypeAdapter[LLMMessage] = TypeAdapter(LLMMessage)
 
 
-class AgentlsChatCompletionClient:
+class AgentlsChatCompletionClient(ChatCompletionClient):
     """autogen's ChatCompletionClient surface over an agentls Provider."""
+
+    @classmethod
+    def from_settings(
+        cls,
+        *,
+        provider: str,
+        model: str | None = None,
+        base_url: str | None = None,
+        api_key_env: str | None = None,
+        model_info: ModelInfo | None = None,
+        **provider_options: Any,
+    ) -> AgentlsChatCompletionClient:
+        """A client over the provider plugin named `provider` (openai,
+        anthropic, ollama, local, or any installed plugin), configured as in
+        agentls' settings: `api_key_env` names the environment variable that
+        holds the key (the key itself is never passed around), and the other
+        keyword arguments are its providerOptions. Invalid settings raise
+        AgentlsError saying what to change."""
+        from agentls.app import build_provider
+        from agentls.core.models import AgentlsError
+        from agentls.core.settings import AgentlsSettings
+
+        try:
+            settings = AgentlsSettings(
+                provider=provider, model=model, base_url=base_url, api_key_env=api_key_env,
+                provider_options=provider_options,
+            )
+        except ValueError as exc:
+            raise AgentlsError(f"Invalid model client settings: {exc}") from None
+        return cls(build_provider(settings), model=model, model_info=model_info)
 
     def __init__(
         self,
@@ -104,6 +146,7 @@ class AgentlsChatCompletionClient:
         self._window_looked_up = False
         self._actual = RequestUsage(prompt_tokens=0, completion_tokens=0)
         self._total = RequestUsage(prompt_tokens=0, completion_tokens=0)
+        register_with_autogen(type(self))
 
     # -- the calls ------------------------------------------------------------
     async def create(
@@ -111,6 +154,7 @@ class AgentlsChatCompletionClient:
         messages: Sequence[LLMMessage],
         *,
         tools: Sequence[Any] = (),
+        tool_choice: Any = "auto",
         json_output: bool | type[BaseModel] | None = None,
         extra_create_args: Mapping[str, Any] = _NO_ARGS,
         cancellation_token: CancellationToken | None = None,
@@ -119,11 +163,12 @@ class AgentlsChatCompletionClient:
         async for item in self.create_stream(
             messages,
             tools=tools,
+            tool_choice=tool_choice,
             json_output=json_output,
             extra_create_args=extra_create_args,
             cancellation_token=cancellation_token,
         ):
-            if isinstance(item, CreateResult):
+            if not isinstance(item, str):
                 result = item
         assert result is not None  # create_stream always ends with one
         return result
@@ -133,15 +178,20 @@ class AgentlsChatCompletionClient:
         messages: Sequence[LLMMessage],
         *,
         tools: Sequence[Any] = (),
+        tool_choice: Any = "auto",
         json_output: bool | type[BaseModel] | None = None,
         extra_create_args: Mapping[str, Any] = _NO_ARGS,
         cancellation_token: CancellationToken | None = None,
     ) -> AsyncGenerator[str | CreateResult, None]:
-        """Yield text deltas, then exactly one CreateResult."""
+        """Yield text deltas, then exactly one CreateResult (autogen's
+        class when the messages are autogen's)."""
+        autogen_caller = speaks_autogen(messages)
         core = to_core_messages(messages)
-        specs = [tool_spec(t) for t in tools]
+        specs = [] if tool_choice == "none" else [tool_spec(t) for t in tools]
         self._check_request(core, specs, json_output)
         options = _options(self._model, json_output, extra_create_args)
+        if specs and tool_choice != "auto":
+            options = _with_tool_choice(options, tool_choice)
         if self._context_window is None and not self._window_looked_up:
             try:
                 await self.load_context_window()
@@ -180,7 +230,8 @@ class AgentlsChatCompletionClient:
         request_usage = RequestUsage(usage.input_tokens, usage.output_tokens)
         self._actual = _add(self._actual, request_usage)
         self._total = _add(self._total, request_usage)
-        yield _result("".join(text), "".join(reasoning), calls, finish, request_usage)
+        result = _result("".join(text), "".join(reasoning), calls, finish, request_usage)
+        yield as_autogen_result(result) if autogen_caller else result
 
     def _check_request(
         self,
@@ -513,6 +564,15 @@ def _options(
             },
         )
     return CompletionOptions(request_id=uuid.uuid4().hex, extra=args, **fields)
+
+
+def _with_tool_choice(options: CompletionOptions, choice: Any) -> CompletionOptions:
+    """autogen's tool_choice ("required" or a Tool) in OpenAI's request shape."""
+    if choice == "required":
+        wire: Any = "required"
+    else:
+        wire = {"type": "function", "function": {"name": tool_spec(choice)["name"]}}
+    return dataclasses.replace(options, extra={**options.extra, "tool_choice": wire})
 
 
 def _result(

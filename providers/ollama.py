@@ -2,6 +2,7 @@
 
     POST {base}/api/chat       chat, NDJSON stream (text, thinking, tool calls)
     POST {base}/api/generate   fill in the middle (`prompt` + `suffix`)
+    POST {base}/api/show       a model's capabilities (is FIM possible?)
     GET  {base}/api/tags       list_models
 
 baseUrl is the server root (default http://127.0.0.1:11434), without /v1;
@@ -18,20 +19,32 @@ No API key by default (a local server). When apiKeyEnv is set (Ollama behind
 an authenticating proxy), its value goes out as a bearer token.
 
 Options, from ProviderConfig.options (providerOptions, snake_case or
-camelCase): `fim` (true/false overrides the model-family guess),
+camelCase): `fim` (true/false overrides what the server says, below),
 `keep_alive` (sent with every request), `num_ctx` (sent in `options`, and
 reported as the models' context window). Per call, CompletionOptions.extra
 entries that are top-level /api/chat fields (keep_alive, think, format, ...)
 go top-level; anything else goes into `options` (num_ctx, top_p, seed, ...);
 a None value removes a field.
+
+Fill in the middle is decided by asking the server, not by the model's
+name (a `my-coder:latest` tag or a renamed base model would defeat any
+name pattern): POST /api/show lists `capabilities`, and `insert` means the
+model's template takes `suffix`. Servers older than `capabilities` (before
+Ollama 0.6) still return the template, and a template using `.Suffix` is
+the same thing. A server that answers neither, or not within
+SHOW_TIMEOUT, gets chat prompts: a wrong "yes" sends `suffix` to a model
+that ignores it, a wrong "no" only costs FIM quality. `providerOptions.fim`
+(true/false) overrides the server. Answers are cached per model (at most
+SHOW_CACHE_SIZE), and concurrent first requests share one /api/show call.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-import re
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
@@ -48,6 +61,7 @@ from agentls.core.models import (
 from agentls.core.provider import (
     CompletionOptions,
     FimRequest,
+    ProviderConfig,
     ToolSpec,
 )
 from agentls.core.session_types import Message
@@ -69,12 +83,11 @@ DEFAULT_MODEL = "qwen2.5-coder:1.5b"
 DEFAULT_CONTEXT_WINDOW = 4096
 DEFAULT_MAX_OUTPUT_TOKENS = 2048
 
-# Model families whose Ollama templates accept `suffix` on /api/generate.
-# codellama only in its code (base) variants: codellama:code, :7b-code, ...
-_FIM_MODELS = re.compile(
-    r"qwen2\.5-coder|codellama:(?:[\w.]+-)?code|deepseek-coder|starcoder2|codegemma|codestral",
-    re.IGNORECASE,
-)
+# /api/show is asked before the first inline completion of a model, so it
+# must not hold that request up for long; a model already loaded answers in
+# milliseconds.
+SHOW_TIMEOUT = 2.0
+SHOW_CACHE_SIZE = 64
 
 # Top-level /api/chat and /api/generate fields; other `extra` keys are model
 # options (num_ctx, top_p, seed, ...) and go under `options`.
@@ -109,7 +122,12 @@ class OllamaProvider(HttpProvider):
     default_base_url = DEFAULT_BASE_URL
     default_model_id = DEFAULT_MODEL
     hints = _HINTS
-    fim_models = _FIM_MODELS
+
+    def __init__(self, config: ProviderConfig) -> None:
+        super().__init__(config)
+        # model -> its /api/show capabilities (None: the server did not say)
+        self._show: OrderedDict[str, frozenset[str] | None] = OrderedDict()
+        self._show_pending: dict[str, asyncio.Future[frozenset[str] | None]] = {}
 
     # -- chat ----------------------------------------------------------------
     async def _stream(
@@ -196,6 +214,55 @@ class OllamaProvider(HttpProvider):
         if model_options:
             body["options"] = model_options
 
+    # -- capabilities (/api/show) --------------------------------------------------
+    def model_supports_fim(self, model: str | None = None) -> bool:
+        """Without waiting: providerOptions.fim when set, else what /api/show
+        said (False until it has been asked; see fim_supported)."""
+        setting = self.config.options.get("fim")
+        if setting is not None:
+            return bool(setting)
+        capabilities = self._show.get(model or self.default_model)
+        return capabilities is not None and "insert" in capabilities
+
+    async def fim_supported(self, model: str | None = None) -> bool:
+        """providerOptions.fim when set, else whether the server says the
+        model's template takes `suffix` (asked once per model)."""
+        setting = self.config.options.get("fim")
+        if setting is not None:
+            return bool(setting)
+        capabilities = await self.model_capabilities(model or self.default_model)
+        return capabilities is not None and "insert" in capabilities
+
+    async def model_capabilities(self, model: str) -> frozenset[str] | None:
+        """The model's capabilities per POST /api/show (cached), or None
+        when the server does not say or does not answer within SHOW_TIMEOUT."""
+        if model in self._show:
+            self._show.move_to_end(model)
+            return self._show[model]
+        pending = self._show_pending.get(model)
+        if pending is None:
+            pending = asyncio.ensure_future(self._fetch_capabilities(model))
+            self._show_pending[model] = pending
+            pending.add_done_callback(lambda _: self._show_pending.pop(model, None))
+        # shield: one caller giving up must not cancel the others' answer.
+        return await asyncio.shield(pending)
+
+    async def _fetch_capabilities(self, model: str) -> frozenset[str] | None:
+        try:
+            payload = await asyncio.wait_for(
+                self._http.request_json("POST", "/api/show", model=model, body={"model": model}),
+                SHOW_TIMEOUT,
+            )
+        except (ModelError, TimeoutError) as exc:
+            # Not cached: a server that was down or busy is asked again next time.
+            logger.info("ollama: /api/show for %s gave no answer (%s); no FIM", model, exc)
+            return None
+        capabilities = _capabilities_of(payload)
+        self._show[model] = capabilities
+        while len(self._show) > SHOW_CACHE_SIZE:
+            self._show.popitem(last=False)
+        return capabilities
+
     # -- metadata ----------------------------------------------------------------
     async def list_models(self) -> list[ModelInfo]:
         payload = await self._http.request_json("GET", "/api/tags", model=self.default_model)
@@ -208,6 +275,14 @@ class OllamaProvider(HttpProvider):
                 url=self._http.url("/api/tags"),
             )
         window = self._context_window()
+        names = [
+            e.get("name") or e.get("model") for e in entries if isinstance(e, dict)
+        ]
+        # Ask /api/show about the listed models (all at once, each bounded by
+        # SHOW_TIMEOUT), so their capabilities say which can do FIM.
+        await asyncio.gather(*(
+            self.model_capabilities(n) for n in names[:SHOW_CACHE_SIZE] if isinstance(n, str) and n
+        ))
         models = []
         for entry in entries:
             if not isinstance(entry, dict):
@@ -277,6 +352,20 @@ class OllamaProvider(HttpProvider):
 
     def _capabilities(self, model: str) -> list[str]:
         return ["streaming", "tools", *(["fim"] if self.model_supports_fim(model) else [])]
+
+
+def _capabilities_of(payload: Any) -> frozenset[str] | None:
+    """Capabilities from an /api/show body: its `capabilities` list, else
+    (servers before Ollama 0.6) `insert` when the template uses `.Suffix`."""
+    if not isinstance(payload, dict):
+        return None
+    listed = payload.get("capabilities")
+    if isinstance(listed, list):
+        return frozenset(c for c in listed if isinstance(c, str))
+    template = payload.get("template")
+    if isinstance(template, str) and template:
+        return frozenset({"completion", *(["insert"] if ".Suffix" in template else [])})
+    return None
 
 
 def _int_option(options: dict[str, Any], snake: str, camel: str) -> int | None:

@@ -20,18 +20,67 @@ import pytest
 from agentls.core.models import ModelError, StreamChunk, ToolCall
 from agentls.core.provider import CompletionOptions, FimRequest, ProviderConfig
 from agentls.core.session_types import Message, ProviderRequestCancelled
+from agentls.providers import ollama as ollama_module
 from agentls.providers.ollama import OllamaProvider
-from tests.fakes.http_backend import CLOSE, STALL, FakeBackend, Reply, json_reply, ndjson_reply
+from tests.fakes.http_backend import (
+    CLOSE,
+    STALL,
+    FakeBackend,
+    RecordedRequest,
+    Reply,
+    error_reply,
+    json_reply,
+    ndjson_reply,
+)
 
 CHAT = "/api/chat"
 GENERATE = "/api/generate"
 TAGS = "/api/tags"
+SHOW = "/api/show"
 MODEL = "llama3.2"
 KEY_ENV = "AGENTLS_TEST_OLLAMA_TOKEN"
 SECRET = "ollama-proxy-PLANTED-0123456789"
 HELLO = [Message(role="user", content="Say hello")]
 CREATED = "2025-05-27T22:54:57.641643Z"
 T = TypeVar("T")
+
+
+# Templates as `ollama show --template` prints them: a FIM one uses .Suffix.
+FIM_TEMPLATE = (
+    "{{- if .Suffix }}<|fim_prefix|>{{ .Prompt }}<|fim_suffix|>{{ .Suffix }}<|fim_middle|>"
+    "{{- else }}{{ .Prompt }}{{- end }}"
+)
+CHAT_TEMPLATE = "{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>{{ end }}"
+
+
+def show_body(capabilities: list[str] | None, template: str = CHAT_TEMPLATE) -> dict[str, Any]:
+    """An /api/show answer shaped like Ollama's (capabilities: 0.6 and later)."""
+    body: dict[str, Any] = {
+        "license": "Apache License 2.0",
+        "modelfile": "FROM /root/.ollama/models/blobs/sha256-60e05f2100...",
+        "parameters": 'stop "<|im_end|>"',
+        "template": template,
+        "details": {"parent_model": "", "format": "gguf", "family": "qwen2",
+                    "families": ["qwen2"], "parameter_size": "1.5B",
+                    "quantization_level": "Q4_K_M"},
+        "model_info": {"general.architecture": "qwen2", "qwen2.context_length": 32768},
+        "modified_at": "2025-05-04T17:37:44.706015396-07:00",
+    }
+    if capabilities is not None:
+        body["capabilities"] = capabilities
+    return body
+
+
+def serve_show(backend: FakeBackend, models: dict[str, dict[str, Any]]) -> None:
+    """POST /api/show answers per model; unknown models get Ollama's 404."""
+
+    def answer(request: RecordedRequest) -> Reply:
+        name = (request.json or {}).get("model")
+        if name in models:
+            return json_reply(models[name])
+        return error_reply(404, f"model '{name}' not found")
+
+    backend.respond("POST", SHOW, answer)
 
 
 def line(payload: dict[str, Any]) -> bytes:
@@ -533,8 +582,12 @@ async def test_fim_uses_generate_with_suffix(fake_backend: FakeBackend) -> None:
         GENERATE,
         ndjson_reply([generate("return a"), generate(" + b"), generate_done(20, 4)]),
     )
-    provider = make_provider(fake_backend, model="qwen2.5-coder:1.5b")
-    assert provider.supports_fim
+    # A tag no name pattern recognises: the server's `insert` decides.
+    serve_show(fake_backend, {"my-coder:latest": show_body(["completion", "insert"])})
+    provider = make_provider(fake_backend, model="my-coder:latest")
+    assert await within(provider.fim_supported())
+    assert provider.supports_fim  # cached now, so the sync view agrees
+    assert fake_backend.requests_to(SHOW)[0].json == {"model": "my-coder:latest"}
     request = FimRequest(
         prefix="def add(a, b):\n    ",
         suffix="\n\nprint(add(1, 2))\n",
@@ -551,7 +604,7 @@ async def test_fim_uses_generate_with_suffix(fake_backend: FakeBackend) -> None:
     }
     body = fake_backend.requests_to(GENERATE)[0].json
     assert body == {
-        "model": "qwen2.5-coder:1.5b",
+        "model": "my-coder:latest",
         "prompt": "def add(a, b):\n    ",
         "suffix": "\n\nprint(add(1, 2))\n",
         "stream": True,
@@ -560,25 +613,66 @@ async def test_fim_uses_generate_with_suffix(fake_backend: FakeBackend) -> None:
     }
 
 
-def test_fim_capability_follows_model_family_and_options() -> None:
-    def caps(model: str, **options: Any) -> list[str]:
-        config = ProviderConfig(name="ollama", model=model, options=options)
-        return OllamaProvider(config).get_info().capabilities
+async def test_fim_capability_comes_from_the_server_not_the_name(
+    fake_backend: FakeBackend,
+) -> None:
+    serve_show(fake_backend, {
+        "my-coder:latest": show_body(["completion", "insert"]),
+        # A coder *name* whose template takes no suffix (an instruct variant).
+        "qwen2.5-coder:7b-instruct": show_body(["completion", "tools"]),
+        # Servers before `capabilities`: the template says it.
+        "old-fim:1b": show_body(None, FIM_TEMPLATE),
+        "old-chat:1b": show_body(None, CHAT_TEMPLATE),
+        "says-nothing": {"details": {}},
+    })
+    provider = make_provider(fake_backend)
+    answers = {
+        model: await within(provider.fim_supported(model))
+        for model in ("my-coder:latest", "qwen2.5-coder:7b-instruct", "old-fim:1b",
+                      "old-chat:1b", "says-nothing", "not-pulled:1b")
+    }
+    assert answers == {
+        "my-coder:latest": True, "qwen2.5-coder:7b-instruct": False, "old-fim:1b": True,
+        "old-chat:1b": False, "says-nothing": False, "not-pulled:1b": False,
+    }
+    assert provider.model_supports_fim("my-coder:latest")
+    # Cached per model: asking again sends nothing (a failed ask is retried).
+    asked = len(fake_backend.requests_to(SHOW))
+    assert await within(provider.fim_supported("my-coder:latest"))
+    assert len(fake_backend.requests_to(SHOW)) == asked
+    await provider.aclose()
 
-    assert caps("llama3.2") == ["streaming", "tools"]
-    for model in (
-        "qwen2.5-coder:7b",
-        "codellama:code",
-        "codellama:7b-code-q4_0",
-        "deepseek-coder:6.7b-base",
-        "starcoder2:3b",
-        "codegemma:2b",
-        "codestral:latest",
-    ):
-        assert "fim" in caps(model), model
-    assert "fim" not in caps("codellama:7b-instruct")
-    assert "fim" in caps("my-finetune", fim=True)
-    assert "fim" not in caps("starcoder2:3b", fim=False)
+
+async def test_fim_option_overrides_the_server(fake_backend: FakeBackend) -> None:
+    serve_show(fake_backend, {"my-coder:latest": show_body(["completion", "insert"]),
+                              "plain:1b": show_body(["completion"])})
+    off = make_provider(fake_backend, model="my-coder:latest", options={"fim": False})
+    on = make_provider(fake_backend, model="plain:1b", options={"fim": True})
+    assert not await within(off.fim_supported()) and await within(on.fim_supported())
+    assert "fim" not in off.get_info().capabilities and "fim" in on.get_info().capabilities
+    assert fake_backend.requests_to(SHOW) == []  # the override needs no question
+    await off.aclose()
+    await on.aclose()
+
+
+async def test_concurrent_first_requests_share_one_show_call(fake_backend: FakeBackend) -> None:
+    serve_show(fake_backend, {"my-coder:latest": show_body(["completion", "insert"])})
+    provider = make_provider(fake_backend, model="my-coder:latest")
+    answers = await within(asyncio.gather(*(provider.fim_supported() for _ in range(8))))
+    await provider.aclose()
+    assert answers == [True] * 8
+    assert len(fake_backend.requests_to(SHOW)) == 1
+
+
+async def test_a_server_slow_to_show_means_no_fim_not_a_hang(
+    fake_backend: FakeBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ollama_module, "SHOW_TIMEOUT", 0.3)
+    fake_backend.script("POST", SHOW, Reply(stall_before_headers=True))
+    provider = make_provider(fake_backend, model="my-coder:latest")
+    assert await within(provider.fim_supported()) is False
+    assert not provider.model_supports_fim()  # not cached: asked again next time
+    await provider.aclose()
 
 
 async def test_list_models_from_tags(fake_backend: FakeBackend) -> None:
@@ -609,6 +703,8 @@ async def test_list_models_from_tags(fake_backend: FakeBackend) -> None:
             }
         ),
     )
+    serve_show(fake_backend, {"qwen2.5-coder:7b": show_body(["completion", "insert"]),
+                              "llama3.2:latest": show_body(["completion", "tools"])})
     provider = make_provider(fake_backend, options={"numCtx": 16384})
     models = await within(provider.list_models())
     await provider.aclose()

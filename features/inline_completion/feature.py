@@ -111,7 +111,7 @@ class InlineCompletionFeature:
             if not request.invoked:
                 await self.scheduler.debounce(settings.debounce_ms / 1000)
             chosen = provider()
-            fim = self._supports_fim(chosen, settings.model)
+            fim = await self._supports_fim(chosen, settings.model)
             completion = await self._ask(chosen, request, settings, fim)
             return InlineAnswer((completion,) if completion else (), model_answered=True)
         except asyncio.CancelledError:
@@ -197,14 +197,17 @@ class InlineCompletionFeature:
             )
         return completion
 
-    def _supports_fim(self, provider: Provider, model: str | None) -> bool:
+    async def _supports_fim(self, provider: Provider, model: str | None) -> bool:
         known = self._fim
         if known is not None and known[0] is provider and known[1] == model:
             return known[2]
         value = False
         if callable(getattr(provider, "stream_fim", None)):
+            ask = getattr(provider, "fim_supported", None)  # asks the server (ollama)
             check = getattr(provider, "model_supports_fim", None)
-            if callable(check):
+            if callable(ask):
+                value = bool(await ask(model))
+            elif callable(check):
                 value = bool(check(model))
             else:
                 # "completion": a raw continuation endpoint (base models such

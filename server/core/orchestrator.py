@@ -43,6 +43,8 @@ from .models import (
 )
 from .provider import CompletionOptions, Provider, ToolCallAccumulator
 from .session_types import Message, ProviderRequestCancelled, Session
+from .size_caps import DEFAULT_MAX_TOOL_RESULT_CHARS, cap_text, cap_tool_result
+from .stream_guard import StreamGuard, StreamStop
 from .system_prompt import default_system_prompt
 from .tools import ToolExecutor
 
@@ -91,6 +93,8 @@ class TurnObserver:
 class TurnLimits:
     max_iterations: int = 25
     injection: InjectionLimits = field(default_factory=InjectionLimits)
+    # Tool results over this many characters keep head and tail (size_caps).
+    max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS
 
 
 @dataclass(frozen=True)
@@ -159,7 +163,10 @@ class Orchestrator:
         self.limits = limits or TurnLimits()
         self.workspace = workspace
         self.model = model
-        self.max_tokens = max_tokens
+        self.max_tokens = max_tokens  # sent with each request (None: the provider's default)
+        # Enforced on the stream whatever the request said (stream_guard);
+        # None: max_tokens, if any.
+        self.output_cap: int | None = None
         self.tool_context = dict(tool_context or {})
         self._system_prompt = system_prompt
         self._running: dict[str, _Running] = {}
@@ -284,6 +291,7 @@ class _Turn:
         self.partial_reasoning = ""
         self.unanswered: list[ToolCall] = []  # tool calls still without a result
         self.refused_notices: list[str] = []  # injections over a limit, told to the user
+        self.stream_stop: StreamStop | None = None  # why the last stream was cut short
         self.finished = False
 
     # -- the loop ------------------------------------------------------------
@@ -373,9 +381,10 @@ class _Turn:
         usage = Usage()
         finish = None
         want_delta_hooks = core.hooks.has_handlers(events.CONTENT_BLOCK_DELTA)
-        async for chunk in core.provider.stream(
-            messages, core.tools.specs or None, options=options
-        ):
+        guard = StreamGuard(core.output_cap or core.max_tokens)
+        stop: StreamStop | None = None
+        stream = core.provider.stream(messages, core.tools.specs or None, options=options)
+        async for chunk in stream:
             if chunk.delta:
                 self.partial_text += chunk.delta
                 await self.observer.on_delta(self.sid, index, chunk.delta, "text")
@@ -387,9 +396,24 @@ class _Turn:
             calls.add(chunk)
             if chunk.usage.total_tokens or chunk.usage.input_tokens or chunk.usage.output_tokens:
                 usage = chunk.usage
+            if finish is None and chunk.finish_reason is None:  # the model has not ended it
+                stop = guard.feed(
+                    chunk.delta + chunk.reasoning,
+                    other_chars=sum(len(d.arguments) for d in chunk.tool_call_deltas),
+                    reported_output_tokens=chunk.usage.output_tokens,
+                )
+                if stop is not None:
+                    break
             if chunk.finish_reason is not None:
                 finish = chunk.finish_reason
-        tool_calls = calls.tool_calls(model=model)
+        if stop is not None:
+            # Closing the generator cancels the provider's HTTP call.
+            await _close_stream(stream)
+            finish = stop.finish_reason
+            self.stream_stop = stop
+            await self.notify(stop.message, "warning")
+        # A reply cut short may end inside a tool call's arguments: run none.
+        tool_calls = calls.tool_calls(model=model) if stop is None else []
         if self.partial_reasoning:
             await self.emit(events.THINKING_FINAL, {"text": self.partial_reasoning})
         return ModelResponse(
@@ -415,6 +439,11 @@ class _Turn:
                 metadata["tool_call_previews"] = previews
         if response.reasoning_content:
             metadata["reasoning"] = response.reasoning_content
+        if self.stream_stop is not None:
+            metadata["stopped"] = {
+                "reason": self.stream_stop.reason, "message": self.stream_stop.message
+            }
+            self.stream_stop = None
         self.partial_text = ""
         self.partial_reasoning = ""
         return Message("assistant", response.content, metadata)
@@ -469,7 +498,14 @@ class _Turn:
             tool_successes=status.tool_successes + (1 if result.success else 0),
             tool_failures=status.tool_failures + (0 if result.success else 1),
         )
-        await self.persist(_tool_message(call, result, content))
+        limit = core.limits.max_tool_result_chars
+        await self.persist(
+            _tool_message(
+                call,
+                result.model_copy(update=cap_tool_result(result.model_dump(), limit)),
+                cap_text(content, limit),
+            )
+        )
 
     # -- hooks -----------------------------------------------------------------
     async def emit(self, event: str, data: dict[str, Any]) -> HookResult:
@@ -722,6 +758,16 @@ def _tool_message(call: ToolCall, result: ToolResult, content: str) -> Message:
         {"tool_call_id": call.id, "tool_name": call.tool, "timestamp": _now()},
         tool_result=result.model_dump(),
     )
+
+
+async def _close_stream(stream: Any) -> None:
+    aclose = getattr(stream, "aclose", None)
+    if aclose is None:
+        return
+    try:
+        await aclose()
+    except Exception:  # the stream is abandoned either way
+        log.debug("Closing a stopped model stream failed", exc_info=True)
 
 
 def _now() -> str:

@@ -133,9 +133,15 @@ class SessionSettings(_Model):
         10000, json_schema_extra=_accepts("a number of tokens (0 or more), or null for no limit")
     )
     max_iterations: Annotated[int, _NoBool, Field(ge=1, le=1000)] = 25
-    # A chat prompt longer than this is refused with a clear error (a 50 MB
-    # paste once took the server to 311 MiB and stayed in every later turn).
-    max_prompt_chars: Annotated[int, _NoBool, Field(ge=1)] = 200_000
+    # Output cap of one model call in a chat turn, enforced on the stream
+    # (server/core/stream_guard.py); sent as max_tokens only when set.
+    max_output_tokens: Annotated[int, _NoBool, Field(ge=16, le=1_000_000)] = 16384
+    # Largest chat prompt accepted, in characters; a bigger one is refused
+    # before anything is stored.
+    max_prompt_chars: Annotated[int, _NoBool, Field(ge=1024, le=10_000_000)] = 262_144
+    # Largest tool result stored and sent to the model, in characters; a
+    # bigger one keeps its head and tail with a note.
+    max_tool_result_chars: Annotated[int, _NoBool, Field(ge=1024, le=10_000_000)] = 100_000
 
 
 class RunCommandSettings(_Model):

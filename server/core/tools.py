@@ -8,7 +8,6 @@ input_schema}; `normalize_tool_schema` brings them to the flat form
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,14 +18,7 @@ from .plugins import ToolPlugin, plugin_call, plugin_name
 from .provider import ToolSpec
 from .session_types import ToolDescriptor
 
-__all__ = ["MAX_TOOL_CONTENT_CHARS", "MAX_TOOL_OUTPUT_JSON_CHARS", "ToolExecution",
-           "ToolExecutor", "normalize_tool_schema"]
-
-# What one tool call may put into a session: its text for the model, and
-# its structured output as stored (read_file's own cap is 100,000 characters;
-# these catch plugins, MCP servers and anything else that returns more).
-MAX_TOOL_CONTENT_CHARS = 150_000
-MAX_TOOL_OUTPUT_JSON_CHARS = 400_000
+__all__ = ["ToolExecution", "ToolExecutor", "normalize_tool_schema"]
 
 log = logging.getLogger("agentls.tools")
 
@@ -161,35 +153,7 @@ class ToolExecutor:
             content = None
         if not isinstance(content, str):
             content = _default_content(result)
-        return ToolExecution(call, _capped_result(result), _capped(content))
-
-
-def _capped(content: str) -> str:
-    """A tool's text for the model: at most MAX_TOOL_CONTENT_CHARS, keeping
-    the start and the end (where errors and summaries usually are)."""
-    if len(content) <= MAX_TOOL_CONTENT_CHARS:
-        return content
-    half = MAX_TOOL_CONTENT_CHARS // 2
-    omitted = len(content) - 2 * half
-    return (f"{content[:half]}\n[... {omitted:,} characters of this tool result left out "
-            f"(limit {MAX_TOOL_CONTENT_CHARS:,}) ...]\n{content[-half:]}")
-
-
-def _capped_result(result: ToolResult) -> ToolResult:
-    """The stored ToolResult: an output whose JSON is over the limit is
-    replaced by a note and a preview, so one tool call cannot bloat the
-    session (and every later turn that loads it)."""
-    if result.output is None:
-        return result
-    try:
-        size = len(json.dumps(result.output, default=str))
-    except (TypeError, ValueError):
-        return result
-    if size <= MAX_TOOL_OUTPUT_JSON_CHARS:
-        return result
-    preview = json.dumps(result.output, default=str)[:2000]
-    return result.model_copy(update={"output": {
-        "truncated": True, "original_json_chars": size, "preview": preview}})
+        return ToolExecution(call, result, content)
 
 
 def _to_tool_result(raw: dict[str, Any]) -> ToolResult:

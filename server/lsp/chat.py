@@ -27,6 +27,7 @@ from agentls.core.models import AgentlsError
 from agentls.core.orchestrator import Orchestrator, TurnInProgress, TurnResult
 from agentls.core.session_store import SessionNotFound, SessionStore, SessionStoreError
 from agentls.core.session_types import Message, Session
+from agentls.core.size_caps import prompt_too_large
 from agentls.features.mentions import ATTACHMENT_MAX_CHARS, expand_mentions, render_attachments
 from agentls.features.tools.workspace import Workspace
 
@@ -165,12 +166,6 @@ class ChatService:
         prompt = params.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             raise JsonRpcInvalidParams("agentls/chat needs a non-empty string `prompt`.")
-        limit = self.ls.state.settings.session.max_prompt_chars
-        if len(prompt) > limit:
-            raise JsonRpcInvalidParams(
-                f"The prompt is {len(prompt):,} characters; agentls accepts at most {limit:,} "
-                "(session.maxPromptChars). Nothing was sent or stored. Attach large files with "
-                "@file: mentions, or raise session.maxPromptChars.")
         session_id = params.get("sessionId")
         if session_id is not None and (not isinstance(session_id, str) or not session_id):
             raise JsonRpcInvalidParams("`sessionId` must be a non-empty string (or omitted).")
@@ -187,6 +182,9 @@ class ChatService:
         if self.closing:
             raise JsonRpcInvalidRequest("The server is shutting down; no new turns start.")
         await self.ls.wait_settings()
+        too_large = prompt_too_large(prompt, self.ls.state.settings.session.max_prompt_chars)
+        if too_large is not None:
+            raise JsonRpcInvalidParams(too_large)  # nothing stored, no session created
         store = self.store()
         if session_id is not None:
             self._reserve(session_id)

@@ -210,8 +210,15 @@ class ServerState:
         core.provider = provider
         core.model = self.settings.model
         core.tools = ToolExecutor(self.tools(), self.feature_config())
+        # Enforced on the stream (closing the HTTP call stops the server's
+        # generation too), not sent as max_tokens: providers keep their own
+        # per-model defaults (the local provider's small one, Anthropic's
+        # per-model maximum, providerOptions.maxTokens) and models that reject
+        # max_tokens (OpenAI o-series) keep working.
+        core.output_cap = session.max_output_tokens
         core.limits = TurnLimits(
             max_iterations=session.max_iterations,
+            max_tool_result_chars=session.max_tool_result_chars,
             injection=InjectionLimits(
                 size_limit=session.injection_size_limit,
                 budget_per_turn=session.injection_budget_per_turn,

@@ -25,7 +25,7 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -208,6 +208,7 @@ class FakeBackend:
         self.hard_timeout = hard_timeout
         self.requests: list[RecordedRequest] = []
         self._routes: dict[tuple[str, str], list[Reply]] = {}
+        self._responders: dict[tuple[str, str], Callable[[RecordedRequest], Reply]] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._connections: set[socket.socket] = set()
@@ -261,6 +262,13 @@ class FakeBackend:
         """Queue replies for `method path` (used in order; the last repeats)."""
         with self._lock:
             self._routes.setdefault((method.upper(), path), []).extend(replies)
+
+    def respond(self, method: str, path: str, answer: Callable[[RecordedRequest], Reply]) -> None:
+        """Answer `method path` by calling `answer` with each request (for
+        replies that depend on the body, e.g. Ollama's /api/show per model);
+        takes precedence over scripted replies."""
+        with self._lock:
+            self._responders[(method.upper(), path)] = answer
 
     def requests_to(self, path: str) -> list[RecordedRequest]:
         with self._lock:
@@ -358,7 +366,9 @@ class _Handler(BaseHTTPRequestHandler):
         )
         backend._record(record)
         try:
-            self._reply(backend._next_reply(self.command, parts.path), record)
+            answer = backend._responders.get((self.command, parts.path))
+            reply = answer(record) if answer else backend._next_reply(self.command, parts.path)
+            self._reply(reply, record)
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
             record.client_disconnected = True
             self.close_connection = True

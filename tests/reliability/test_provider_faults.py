@@ -354,7 +354,9 @@ FAULTS = {
     "truncated": (lambda w: [w.partial(CLOSE)], "connection"),
     "500 storm": (lambda w: [Reply(500, body={"error": {"message": "boom"}})] * 2,
                   "server_error"),
-    "gigantic": (lambda w: [w.reply([*w.head, *[w.text("x" * 1000)] * 1500, *w.tail])],
+    # Ever-new text (a repeating one is cut short as degenerate, stream_guard).
+    "gigantic": (lambda w: [w.reply([*w.head, *[w.text(" ".join(f"{i}.{j}" for j in range(150)))
+                                                 for i in range(1500)], *w.tail])],
                  "invalid_response"),
     "invalid utf-8": (lambda w: [w.partial(w.invalid_utf8, *w.tail)], "invalid_response"),
     "malformed chunk": (lambda w: [w.partial(w.malformed, *w.tail)], "invalid_response"),
@@ -373,7 +375,9 @@ def start_server(tmp_path: Path, wire: Wire, url: str, workspace: Path) -> Any:
     settings = wire.settings(url, requestTimeoutSeconds=TIMEOUT,
                              connectTimeoutSeconds=CONNECT_TIMEOUT,
                              providerOptions={"maxAttempts": 2,
-                                              "maxResponseBytes": 512 * 1024})
+                                              "maxResponseBytes": 512 * 1024},
+                             # The byte cap, not the output cap, must stop `gigantic`.
+                             session={"maxOutputTokens": 1_000_000})
     env = {wire.key_env: "sk-test-faults"} if wire.key_env else {}
     return LspProcess.start(state_dir=tmp_path / "state", workspace=workspace,
                             settings=settings, env=env, log_file=tmp_path / "server.log")
