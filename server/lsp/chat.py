@@ -17,7 +17,7 @@ import logging
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams, JsonRpcInvalidRequest
@@ -28,8 +28,6 @@ from agentls.core.orchestrator import Orchestrator, TurnInProgress, TurnResult
 from agentls.core.session_store import SessionNotFound, SessionStore, SessionStoreError
 from agentls.core.session_types import Message, Session
 from agentls.core.size_caps import prompt_too_large
-from agentls.features.mentions import ATTACHMENT_MAX_CHARS, expand_mentions, render_attachments
-from agentls.features.tools.workspace import Workspace
 
 from .channels import (
     LspApprovalChannel,
@@ -50,6 +48,9 @@ from .edits import (
 # annotations (typing.get_type_hints) to find the server parameter.
 from .server import AgentlsLanguageServer
 from .status import notify_status
+
+if TYPE_CHECKING:
+    from agentls.features.tools.workspace import Workspace
 
 __all__ = ["ChatService", "register"]
 
@@ -322,6 +323,14 @@ class ChatService:
             self._tell_once(f"chat:{code}", f"agentls chat: {error.get('message', code)}")
 
     async def _user_message(self, prompt: str, context: dict[str, Any]) -> Message:
+        # Imported on the first turn: the server's first answers need neither.
+        from agentls.features.mentions import (
+            ATTACHMENT_MAX_CHARS,
+            expand_mentions,
+            render_attachments,
+        )
+        from agentls.features.tools.workspace import Workspace
+
         state = self.ls.state
         wiring = state.turn_wiring
         workspace = Workspace.of(state.workspace_folders, wiring.documents if wiring else None)

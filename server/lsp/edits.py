@@ -49,7 +49,6 @@ from agentls.core.approval import (
     ApprovalRequest,
 )
 from agentls.core.edits import DocumentSnapshot, EditOutcome, EditRequest
-from agentls.features.tools.files import disk_snapshot
 
 from .channels import LspApprovalChannel, send_request
 
@@ -378,6 +377,8 @@ class LspDocumentLookup:
         if document is not None:
             return DocumentSnapshot(uri=document.uri, path=str(target), text=document.source,
                                     version=document.version)
+        from agentls.features.tools.files import disk_snapshot  # on first use: a tool call
+
         return disk_snapshot(str(target))
 
     def _inside(self, target: Path) -> bool:
