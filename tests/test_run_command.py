@@ -21,6 +21,7 @@ from agentls.features.tools.command import (
     STREAM_CAP_BYTES,
     RunCommandTool,
 )
+from tests.fakes.processes import setsid_daemon
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX process groups")
 
@@ -298,18 +299,7 @@ async def test_only_allow_listed_variables_reach_the_command(
 async def test_a_setsid_daemon_is_stopped_and_named(ws: Path) -> None:
     # Issue 15 item 8: fork -> setsid -> fork -> sleep survived the turn.
     pidfile = ws / "daemon.pid"
-    script = (
-        "import os, sys, time\n"
-        "if os.fork() == 0:\n"
-        "    os.setsid()\n"
-        "    if os.fork() == 0:\n"
-        f"        open({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
-        "        os.closerange(0, 3)\n"
-        "        time.sleep(300)\n"
-        "    os._exit(0)\n"
-        "time.sleep(0.3)\n"
-        "print('parent done')\n"
-    )
+    script = setsid_daemon(pidfile, then="print('parent done')\n")
     result, text = await run(ws, {"argv": [sys.executable, "-c", script]})
     assert result["success"] is True, result
     daemon = int(pidfile.read_text())

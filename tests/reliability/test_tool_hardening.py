@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests.fakes.processes import setsid_daemon
 from tests.reliability.harness import LspProcess, scripted_settings
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux")
@@ -78,15 +79,7 @@ def test_run_command_environment_is_an_allow_list_and_daemons_are_stopped(
                "SENTRY_DSN": "https://planted05@sentry.example/1",
                "TWILIO_AUTH": "planted06", "SSH_AUTH_SOCK": "/tmp/ssh-planted07/agent"}
     pidfile = workspace / "daemon.pid"
-    daemon = ("import os, time\n"
-              "if os.fork() == 0:\n"
-              "    os.setsid()\n"
-              "    if os.fork() == 0:\n"
-              f"        open({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
-              "        os.closerange(0, 3)\n"
-              "        time.sleep(300)\n"
-              "    os._exit(0)\n"
-              "time.sleep(0.3)\n")
+    daemon = setsid_daemon(pidfile)
     settings, _ = turn(tmp_path, "cmd", [
         {"tool": "run_command", "args": {"argv": ["env"]}},
         {"tool": "run_command", "args": {"argv": [sys.executable, "-c", daemon]}}],
