@@ -41,6 +41,7 @@ from .models import (
     ToolResult,
     Usage,
 )
+from .observer import TurnObserver
 from .provider import CompletionOptions, Provider, ToolCallAccumulator
 from .session_types import Message, ProviderRequestCancelled, Session
 from .size_caps import DEFAULT_MAX_TOOL_RESULT_CHARS, cap_text, cap_tool_result
@@ -73,20 +74,6 @@ class MessageSink(Protocol):
     def append_message(self, session_id: str, message: Message) -> int: ...
 
     def update_status(self, session_id: str, status: SessionStatus) -> None: ...
-
-
-class TurnObserver:
-    """Receives a turn's stream; the LSP layer turns these into notifications.
-    Subclass and override what you need."""
-
-    async def on_delta(self, session_id: str, index: int, delta: str, kind: str) -> None:
-        return None
-
-    async def on_message(self, session_id: str, index: int, message: Message) -> None:
-        return None
-
-    async def on_progress(self, session_id: str, text: str) -> None:
-        return None
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from .session_types import Session, ToolDescriptor
+if TYPE_CHECKING:
+    from .session_types import Session, ToolDescriptor
 
 __all__ = [
     "BasePlugin",

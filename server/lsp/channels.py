@@ -29,11 +29,12 @@ from lsprotocol import types
 
 from agentls.core.approval import ApprovalGate, ApprovalRequest, MessageLevel
 from agentls.core.edits import DocumentLookup, EditApplier
-from agentls.core.orchestrator import TurnObserver
-from agentls.core.session_types import Message
+from agentls.core.observer import TurnObserver
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer
+
+    from agentls.core.session_types import Message
 
 __all__ = [
     "MESSAGE",

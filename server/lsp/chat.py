@@ -23,11 +23,6 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams, JsonRpcInvalidRequest
 
 from agentls.core.approval import ApprovalGate
-from agentls.core.models import AgentlsError
-from agentls.core.orchestrator import Orchestrator, TurnInProgress, TurnResult
-from agentls.core.session_store import SessionNotFound, SessionStore, SessionStoreError
-from agentls.core.session_types import Message, Session
-from agentls.core.size_caps import prompt_too_large
 
 from .channels import (
     LspApprovalChannel,
@@ -50,6 +45,9 @@ from .server import AgentlsLanguageServer
 from .status import notify_status
 
 if TYPE_CHECKING:
+    from agentls.core.orchestrator import Orchestrator, TurnResult
+    from agentls.core.session_store import SessionStore
+    from agentls.core.session_types import Message, Session
     from agentls.features.tools.workspace import Workspace
 
 __all__ = ["ChatService", "register"]
@@ -147,6 +145,8 @@ class ChatService:
 
     # -- helpers -----------------------------------------------------------------
     def store(self) -> SessionStore:
+        from agentls.core.session_store import SessionStoreError
+
         try:
             return self.ls.state.store()
         except SessionStoreError as exc:
@@ -164,6 +164,11 @@ class ChatService:
 
     # -- agentls/chat ----------------------------------------------------------------
     async def chat(self, params: dict[str, Any]) -> dict[str, Any]:
+        # The turn's machinery is imported with the first turn, not at start-up.
+        from agentls.core.models import AgentlsError
+        from agentls.core.session_store import SessionStoreError
+        from agentls.core.size_caps import prompt_too_large
+
         prompt = params.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             raise JsonRpcInvalidParams("agentls/chat needs a non-empty string `prompt`.")
@@ -238,6 +243,8 @@ class ChatService:
         self.reserved.add(session_id)
 
     async def _load(self, store: SessionStore, session_id: str) -> Session:
+        from agentls.core.session_store import SessionNotFound, SessionStoreError
+
         try:
             return await asyncio.to_thread(store.load, session_id)
         except SessionNotFound:
@@ -255,6 +262,9 @@ class ChatService:
         message: Message,
         token: str | int | None,
     ) -> dict[str, Any]:
+        from agentls.core.orchestrator import TurnInProgress
+        from agentls.core.session_store import SessionStoreError
+
         sid = session.session_id
         observer = LspTurnObserver(self.ls, token)
         observer.begin()
@@ -356,6 +366,8 @@ class ChatService:
         if attachments:
             blocks.append(render_attachments(attachments))
             metadata["mentions"] = [a["path"] for a in attachments]
+        from agentls.core.session_types import Message
+
         if not blocks and text == prompt:
             return Message("user", prompt)
         metadata["prompt"] = prompt
@@ -451,6 +463,8 @@ class ChatService:
 
     # -- other requests ---------------------------------------------------------------
     async def sessions(self, params: dict[str, Any]) -> dict[str, Any]:
+        from agentls.core.session_store import SessionStoreError
+
         limit = params.get("limit")
         if limit is not None and (not isinstance(limit, int) or limit < 0):
             raise JsonRpcInvalidParams("`limit` must be a non-negative integer.")
@@ -466,6 +480,8 @@ class ChatService:
         return (await self._load(self.store(), sid)).to_dict()
 
     async def delete_session(self, params: dict[str, Any]) -> dict[str, Any]:
+        from agentls.core.session_store import SessionStoreError
+
         sid = _session_id(params, "agentls/deleteSession")
         task = self.tasks.get(sid)
         if task is not None and self._cancel_one(sid):

@@ -39,10 +39,9 @@ def register(server: AgentlsLanguageServer) -> None:
         options = to_plain(params.initialization_options) or {}
         if isinstance(options, Mapping) and isinstance(options.get(SECTION), Mapping):
             options = options[SECTION]
-        problems = ls.state.reload_settings(
-            init_options=options if isinstance(options, Mapping) else {}
-        )
-        ls.pending_problems = problems  # shown once the client is ready
+        # Read with the other sources after this answer (on `initialized`):
+        # requests wait for them (settings_ready), the answer need not.
+        ls.state.set_init_options(options if isinstance(options, Mapping) else {})
 
     @server.feature(types.INITIALIZED)
     async def on_initialized(ls: AgentlsLanguageServer, params: types.InitializedParams) -> None:
@@ -74,8 +73,7 @@ def register(server: AgentlsLanguageServer) -> None:
 
 
 async def refresh_configuration(ls: AgentlsLanguageServer) -> None:
-    problems = list(ls.pending_problems)
-    ls.pending_problems = []
+    workspace_config: Mapping[str, Any] | None = None  # None: keep what was read before
     if _client_supports_configuration(ls):
         try:
             result = await asyncio.wait_for(
@@ -85,12 +83,10 @@ async def refresh_configuration(ls: AgentlsLanguageServer) -> None:
                 10,
             )
             section = to_plain(result[0]) if result else None
-            problems = ls.state.reload_settings(
-                workspace_config=section if isinstance(section, Mapping) else {}
-            )
+            workspace_config = section if isinstance(section, Mapping) else {}
         except Exception as exc:  # an odd client must not stop the server
             log.warning("workspace/configuration failed: %s", exc)
-    report_problems(ls, problems)
+    report_problems(ls, ls.state.reload_settings(workspace_config=workspace_config))
 
 
 def report_problems(ls: AgentlsLanguageServer, problems: list[Any]) -> None:

@@ -32,7 +32,6 @@ class AgentlsLanguageServer(LanguageServer):
     def __init__(self, state: ServerState | None = None) -> None:
         super().__init__("agentls", __version__, protocol_cls=AgentlsProtocol)
         self.state = state or ServerState()
-        self.pending_problems: list[Any] = []
         # Coroutines run at shutdown (finish turns, close providers, flush sessions).
         self.shutdown_steps: list[Any] = []
         # Set once `initialized` has pulled workspace/configuration, so a

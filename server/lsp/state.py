@@ -10,16 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentls.app import build_provider
-from agentls.core.models import AgentlsError
-from agentls.core.registry import PluginRegistry
-from agentls.core.settings import AgentlsSettings, LoadedSettings, SettingsProblem, load_settings
-from agentls.core.workspace_trust import TrustStore
-
 if TYPE_CHECKING:
     from agentls.core.orchestrator import Orchestrator
     from agentls.core.provider import Provider
+    from agentls.core.registry import PluginRegistry
     from agentls.core.session_store import SessionStore
+    from agentls.core.settings import AgentlsSettings, LoadedSettings, SettingsProblem
+    from agentls.core.workspace_trust import TrustStore
 
     from .channels import TurnWiring
 
@@ -43,16 +40,17 @@ class CompletionCounters:
 class ServerState:
     def __init__(self, *, environ: Mapping[str, str] | None = None) -> None:
         self.environ = environ
-        self.registry = PluginRegistry.discover()
+        # The plugin registry, the trust store and the settings are built on
+        # first use, after the initialize answer: pydantic, the entry-point
+        # scan and the settings files are not needed to answer it.
+        self._registry: PluginRegistry | None = None
         self.init_options: dict[str, Any] = {}
         self.workspace_config: dict[str, Any] = {}
         self.workspace_root: Path | None = None  # the first workspace folder
         self.workspace_folders: list[Path] = []
         # The user's workspace-trust decisions (user state dir, never the workspace).
-        self.trust_store = TrustStore.default(environ)
-        self.loaded: LoadedSettings = load_settings(
-            environ=environ, trust_store=self.trust_store,
-            provider_names=self.registry.names("provider"))
+        self._trust_store: TrustStore | None = None
+        self._loaded: LoadedSettings | None = None
         self.counters = CompletionCounters()
         self._provider: Provider | None = None
         self._retired: list[Provider] = []  # replaced providers, closed by lifecycle
@@ -69,8 +67,36 @@ class ServerState:
 
     # -- settings --------------------------------------------------------------
     @property
+    def registry(self) -> PluginRegistry:
+        if self._registry is None:
+            from agentls.core.registry import PluginRegistry
+
+            self._registry = PluginRegistry.discover()
+        return self._registry
+
+    @property
+    def trust_store(self) -> TrustStore:
+        if self._trust_store is None:
+            from agentls.core.workspace_trust import TrustStore
+
+            self._trust_store = TrustStore.default(self.environ)
+        return self._trust_store
+
+    @property
+    def loaded(self) -> LoadedSettings:
+        if self._loaded is None:
+            self.reload_settings()
+        assert self._loaded is not None
+        return self._loaded
+
+    @property
     def settings(self) -> AgentlsSettings:
         return self.loaded.settings
+
+    def set_init_options(self, options: Mapping[str, Any]) -> None:
+        """initializationOptions, read with the other sources on first use."""
+        self.init_options = dict(options)
+        self._loaded = None
 
     def reload_settings(
         self,
@@ -84,8 +110,12 @@ class ServerState:
             self.init_options = dict(init_options)
         if workspace_config is not None:
             self.workspace_config = dict(workspace_config)
-        before = {k: self.settings.to_wire().get(k) for k in _PROVIDER_KEYS}
-        self.loaded = load_settings(
+        from agentls.core.settings import load_settings
+
+        previous = self._loaded
+        before = ({k: previous.settings.to_wire().get(k) for k in _PROVIDER_KEYS}
+                  if previous is not None else None)
+        self._loaded = load_settings(
             init_options=self.init_options,
             workspace_config=self.workspace_config,
             environ=self.environ,
@@ -93,10 +123,10 @@ class ServerState:
             trust_store=self.trust_store,
             provider_names=self.registry.names("provider"),
         )
-        after = {k: self.settings.to_wire().get(k) for k in _PROVIDER_KEYS}
-        if before != after:
+        after = {k: self._loaded.settings.to_wire().get(k) for k in _PROVIDER_KEYS}
+        if before is not None and before != after:
             self.drop_provider()
-        return list(self.loaded.problems)
+        return list(self._loaded.problems)
 
     # -- provider ----------------------------------------------------------------
     def provider(self) -> Provider:
@@ -104,9 +134,11 @@ class ServerState:
         what to change when it cannot be built."""
         if self._provider is None:
             try:
+                from agentls.app import build_provider
+
                 self._provider = build_provider(self.settings, self.registry)
                 self._provider_error = None
-            except AgentlsError as exc:
+            except Exception as exc:  # AgentlsError saying what to change
                 self._provider_error = str(exc)
                 raise
         return self._provider

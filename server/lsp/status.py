@@ -5,8 +5,6 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from agentls.core.models import AgentlsError, ModelError
-
 if TYPE_CHECKING:
     from .server import AgentlsLanguageServer
 
@@ -16,6 +14,8 @@ log = logging.getLogger("agentls.lsp.status")
 def register(server: AgentlsLanguageServer) -> None:
     @server.feature("agentls/status")
     def status(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
+        from agentls.core.models import AgentlsError
+
         state = ls.state
         settings = state.settings
         try:
@@ -35,6 +35,8 @@ def register(server: AgentlsLanguageServer) -> None:
 
     @server.feature("agentls/models")
     async def models(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
+        from agentls.core.models import AgentlsError, ModelError
+
         try:
             provider = ls.state.provider()
             listed = await provider.list_models()
