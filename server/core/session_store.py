@@ -23,7 +23,7 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -182,6 +182,35 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # 2: checkpoints (agentls.core.checkpoint_store): each file's content from
+    # before a turn first changed it, and what the agent last left there.
+    (
+        """
+        CREATE TABLE checkpoints (
+            session_id    TEXT NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
+            turn          INTEGER NOT NULL,
+            message_index INTEGER NOT NULL,
+            created_at    TEXT NOT NULL,
+            PRIMARY KEY (session_id, turn)
+        )
+        """,
+        """
+        CREATE TABLE checkpoint_files (
+            session_id   TEXT NOT NULL,
+            turn         INTEGER NOT NULL,
+            path         TEXT NOT NULL,
+            seq          INTEGER NOT NULL,
+            existed      INTEGER NOT NULL,
+            content      TEXT,
+            written_hash TEXT NOT NULL,
+            pending_hash TEXT,
+            PRIMARY KEY (session_id, turn, path),
+            FOREIGN KEY (session_id, turn) REFERENCES checkpoints (session_id, turn)
+                ON DELETE CASCADE
+        )
+        """,
+        "CREATE INDEX checkpoint_files_by_path ON checkpoint_files (session_id, path, turn)",
+    ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -326,6 +355,13 @@ class SessionStore:
                     with suppress(sqlite3.Error):
                         conn.execute("ROLLBACK")
                 raise
+
+    def transaction(self, action: str, *, write: bool = True
+                    ) -> AbstractContextManager[sqlite3.Connection]:
+        """One transaction on this database, for the tables other core modules
+        keep in it (checkpoint_store); same lock, errors and durability as
+        messages."""
+        return self._transaction(action, write=write)
 
     def _now(self) -> datetime:
         """Current UTC time, strictly increasing within this store.
@@ -493,8 +529,11 @@ class SessionStore:
         ]
 
     def delete(self, session_id: str) -> bool:
-        """Delete a session and its messages; True if it existed."""
+        """Delete a session, its messages and checkpoints; True if it existed."""
         with self._transaction(f"deleting session {session_id}") as conn:
+            # Checkpoints hold copies of files: they go with their session.
+            conn.execute("DELETE FROM checkpoint_files WHERE session_id = ?", (session_id,))
+            conn.execute("DELETE FROM checkpoints WHERE session_id = ?", (session_id,))
             conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
             cursor = conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
             return cursor.rowcount > 0

@@ -1,0 +1,300 @@
+"""Checkpoints: put the files a turn changed back as they were before it
+(PROTOCOL.md, "Context, instructions, checkpoints").
+
+Recording: for each turn the orchestrator wraps the tools' edit applier in
+a `CheckpointingEditor`. Before an edit goes to the editor it stores the
+text (or absence) of every path the edit touches that the turn has not
+touched yet, and the hash the edit will leave; once the editor answers, the
+hash of what the agent wrote. Only edits made through the editor are seen:
+files `run_command` changes are outside checkpoints.
+
+Restoring: `plan_restore` turns the stored files of a turn and every later
+turn into one WorkspaceEdit that puts each file back (text replaced,
+deleted files re-created, created files deleted; a rename is the pair of
+its two paths). A file changed by someone else since the agent's last
+write, now outside the workspace, a folder, or unreadable is a conflict and
+left alone (the first kind only unless forced). The LSP layer applies the
+edit through the same applier as tool edits, with no approval question: the
+user asked for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .checkpoint_store import CheckpointStore, TrackedFile, content_hash
+from .edits import DocumentLookup, DocumentSnapshot, EditApplier, EditOutcome, EditRequest
+from .session_types import Message
+
+__all__ = [
+    "OUTSIDE_CHECKPOINTS_NOTE",
+    "CheckpointingEditor",
+    "Conflict",
+    "RestorePlan",
+    "TurnCheckpoints",
+    "current_text",
+    "plan_restore",
+    "prompt_turn",
+    "restore_request",
+]
+
+log = logging.getLogger("agentls.checkpoints")
+
+OUTSIDE_CHECKPOINTS_NOTE = (
+    "Only changes made through the agent's file tools are checkpointed; files changed by "
+    "run_command (builds, formatters, scripts) are outside checkpoints and were not restored."
+)
+
+
+def prompt_turn(messages: Iterable[Message]) -> int:
+    """The turn number of the newest prompt: how many prompts the user sent
+    in the session (the Nth user entry the chat views show). Injected
+    context (hooks, compaction summaries) carries a metadata `source` and is
+    not a prompt."""
+    return sum(1 for m in messages
+               if m.role == "user" and not (m.metadata or {}).get("source"))
+
+
+class TurnCheckpoints:
+    """The checkpoint of one turn: which files it has stored so far."""
+
+    def __init__(self, store: CheckpointStore, session_id: str, turn: int,
+                 message_index: int) -> None:
+        self.store = store
+        self.session_id = session_id
+        self.turn = turn
+        self.message_index = message_index
+        self.stored: set[str] = set()  # paths whose "before" is stored
+        self.changed: set[str] = set()  # paths an applied edit of this turn changed
+
+    @classmethod
+    def for_prompt(cls, store: CheckpointStore | None, session_id: str,
+                   messages: list[Message]) -> TurnCheckpoints | None:
+        """The checkpoint of the turn whose prompt is the last of `messages`
+        (None without a store: nothing is recorded)."""
+        if store is None:
+            return None
+        return cls(store, session_id, prompt_turn(messages), len(messages) - 1)
+
+    def wrap(self, tool_context: dict[str, Any]) -> dict[str, Any]:
+        """The tool context with its editor recording into this checkpoint."""
+        editor = tool_context.get("editor")
+        if editor is None or isinstance(editor, CheckpointingEditor):
+            return tool_context
+        lookup = tool_context.get("snapshots")
+        return {**tool_context,
+                "editor": CheckpointingEditor(editor, self, lookup if callable(lookup) else None)}
+
+
+class CheckpointingEditor:
+    """An EditApplier that stores what it is about to change first.
+
+    Other attributes (position_encoding, ...) are the wrapped applier's."""
+
+    def __init__(self, inner: EditApplier, turn: TurnCheckpoints,
+                 lookup: DocumentLookup | None) -> None:
+        self.inner = inner
+        self.turn = turn
+        self.lookup = lookup
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def apply(self, request: EditRequest) -> EditOutcome:
+        turn = self.turn
+        paths = list(dict.fromkeys([*request.paths, *request.after]))
+        new = [p for p in paths if p not in turn.stored]
+        try:
+            before = {p: await asyncio.to_thread(current_text, p, self.lookup) for p in new}
+        except OSError as exc:
+            return EditOutcome(applied=False, code="failed", reason=(
+                f"agentls could not keep a copy of the file to restore it later ({exc}). "
+                "Nothing was written."))
+        pending = {p: content_hash(text) for p, text in request.after.items()}
+        try:
+            await asyncio.to_thread(turn.store.save_before, turn.session_id, turn.turn,
+                                    turn.message_index, before, pending)
+        except Exception as exc:  # SessionStoreError (disk full, locked) or a bug
+            log.warning("Checkpoint of %s not saved: %s", request.label, exc)
+            return EditOutcome(applied=False, code="failed", reason=(
+                f"agentls could not save a checkpoint before changing the file ({exc}), so "
+                "the change could not be undone later. Nothing was written."))
+        turn.stored.update(before)
+        outcome = await self.inner.apply(request)
+        written: dict[tuple[int, str], str | None] = {}
+        for path in paths:
+            digest = None
+            if outcome.applied:
+                digest = await self._written_hash(request, path)
+                turn.changed.add(path)
+            written[(turn.turn, path)] = digest
+        # A file whose only edits in this turn were declined is not part of it.
+        dropped = [] if outcome.applied else [
+            (turn.turn, p) for p in new if p not in turn.changed]
+        try:
+            await asyncio.to_thread(turn.store.settle, turn.session_id, written, dropped=dropped)
+        except Exception:
+            # The edit stands; its pending hash still marks it as the agent's.
+            log.exception("Checkpoint of %s not settled", request.label)
+        turn.stored.difference_update(p for _, p in dropped)
+        return outcome
+
+    async def _written_hash(self, request: EditRequest, path: str) -> str | None:
+        if path in request.after:
+            return content_hash(request.after[path])
+        try:  # an edit that did not say what it leaves: read it back
+            return content_hash(await asyncio.to_thread(current_text, path, self.lookup))
+        except OSError:
+            return None
+
+
+def current_text(path: str, lookup: DocumentLookup | None) -> str | None:
+    """The file as the agent sees it: the open buffer, else the disk; None
+    when it does not exist. OSError when it cannot be read as text."""
+    if lookup is not None:
+        snapshot = lookup(path)
+        return snapshot.text if snapshot is not None and snapshot.exists else None
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError as exc:
+        raise OSError(f"{path} is not UTF-8 text") from exc
+
+
+# --------------------------------------------------------------------------- restoring
+
+
+@dataclass(frozen=True)
+class Conflict:
+    path: str
+    reason: str
+
+
+@dataclass
+class RestorePlan:
+    """One WorkspaceEdit putting every restorable file back, and what it does."""
+
+    edit: dict[str, Any]
+    base_versions: dict[str, int | None] = field(default_factory=dict)
+    restored: list[str] = field(default_factory=list)  # absolute paths
+    conflicts: list[Conflict] = field(default_factory=list)
+    # (latest turn, path) -> the hash each restored file will hold
+    hashes: dict[tuple[int, str], str] = field(default_factory=dict)
+    after: dict[str, str | None] = field(default_factory=dict)
+
+    @property
+    def changes(self) -> list[dict[str, Any]]:
+        changes: list[dict[str, Any]] = self.edit["documentChanges"]
+        return changes
+
+
+def plan_restore(
+    files: Iterable[TrackedFile],
+    lookup: DocumentLookup,
+    inside_workspace: Callable[[Path], bool],
+    *,
+    force: bool = False,
+    encoding: str = "utf-16",
+    shown: Callable[[str], str] = str,
+) -> RestorePlan:
+    """The edit that puts `files` back as they were (see the module doc)."""
+    plan = RestorePlan(edit={"documentChanges": []})
+    for tracked in files:
+        path = tracked.path
+        name = shown(path)
+        if not inside_workspace(Path(os.path.realpath(path))):
+            plan.conflicts.append(Conflict(path, f"{name} is outside the workspace folders now "
+                                           "(or a folder on its way is a link out of them); "
+                                           "left alone."))
+            continue
+        if os.path.isdir(path):
+            plan.conflicts.append(Conflict(path, f"{name} is a folder now; left alone."))
+            continue
+        try:
+            snapshot = lookup(path)
+        except OSError as exc:  # binary, not UTF-8, too large
+            plan.conflicts.append(Conflict(path, f"{name} cannot be read as text now ({exc}); "
+                                           "left alone."))
+            continue
+        if snapshot is not None and not snapshot.exists:
+            snapshot = None
+        current = snapshot.text if snapshot is not None else None
+        if not force and not tracked.is_agents(content_hash(current)):
+            plan.conflicts.append(Conflict(path, f"{name} was changed by someone else since the "
+                                           "agent last wrote it; left alone (restore with force "
+                                           "to overwrite it)."))
+            continue
+        _restore_one(plan, tracked, snapshot, encoding)
+    return plan
+
+
+def _restore_one(plan: RestorePlan, tracked: TrackedFile, snapshot: DocumentSnapshot | None,
+                 encoding: str) -> None:
+    target = tracked.before
+    current = snapshot.text if snapshot is not None else None
+    plan.restored.append(tracked.path)
+    plan.hashes[(tracked.latest_turn, tracked.path)] = content_hash(target)
+    plan.after[tracked.path] = target
+    if current == target:
+        return  # already as it was
+    if snapshot is None:  # deleted or renamed away since: create it again
+        uri = Path(tracked.path).as_uri()
+        plan.changes.append({"kind": "create", "uri": uri,
+                             "options": {"overwrite": False, "ignoreIfExists": False}})
+        plan.base_versions[uri] = None
+        if target:
+            start = {"line": 0, "character": 0}
+            plan.changes.append({"textDocument": {"uri": uri, "version": None},
+                                 "edits": [{"range": {"start": start, "end": start},
+                                            "newText": target}]})
+        return
+    plan.base_versions[snapshot.uri] = snapshot.version
+    if target is None:  # created (or renamed here) since: remove it
+        plan.changes.append({"kind": "delete", "uri": snapshot.uri,
+                             "options": {"recursive": False, "ignoreIfNotExists": False}})
+        return
+    end = _end_position(snapshot.text, encoding)
+    plan.changes.append({
+        "textDocument": {"uri": snapshot.uri, "version": snapshot.version},
+        "edits": [{"range": {"start": {"line": 0, "character": 0}, "end": end},
+                   "newText": target}],
+    })
+
+
+def _end_position(text: str, encoding: str) -> dict[str, int]:
+    """The LSP position just past the end of `text`."""
+    line = text.count("\n") + text.count("\r") - text.count("\r\n")
+    last = max(text.rfind("\n"), text.rfind("\r"))
+    tail = text[last + 1:]
+    kind = encoding.lower()
+    if kind == "utf-8":
+        units = len(tail.encode("utf-8", "surrogatepass"))
+    elif kind == "utf-32":
+        units = len(tail)
+    else:
+        units = len(tail) + sum(1 for ch in tail if ord(ch) > 0xFFFF)
+    return {"line": line, "character": units}
+
+
+def restore_request(session_id: str, turn: int, plan: RestorePlan,
+                    shown: Callable[[str], str] = str) -> EditRequest:
+    """The restore as an edit the applier sends without asking."""
+    names = [shown(p) for p in plan.restored]
+    return EditRequest(
+        tool_name="restoreCheckpoint",
+        session_id=session_id,
+        label=f"agentls: restore checkpoint (before turn {turn})",
+        edit=plan.edit,
+        preview="Restore to before turn {}: {}".format(turn, ", ".join(names)),
+        paths=tuple(plan.restored),
+        base_versions=dict(plan.base_versions),
+        approval="allow",
+        after=dict(plan.after),
+    )
