@@ -162,7 +162,7 @@ class CheckpointStore:
 
     # ---------------------------------------------------------------- reading
 
-    def list(self, session_id: str) -> list[Checkpoint]:
+    def list_checkpoints(self, session_id: str) -> list[Checkpoint]:
         """The session's checkpoints, oldest turn first; SessionNotFound."""
         with self.store.transaction(f"listing checkpoints of session {session_id}",
                                     write=False) as conn:

@@ -19,6 +19,7 @@ from .convert import to_plain
 
 if TYPE_CHECKING:
     from agentls.core.checkpoint_store import CheckpointStore
+    from agentls.core.checkpoints import RestorePlan
 
     from .server import AgentlsLanguageServer
 
@@ -33,7 +34,7 @@ def register(server: AgentlsLanguageServer) -> None:
     async def checkpoints(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
         session_id = _session_id(_params(params), "agentls/checkpoints")
         store = _checkpoint_store(ls)
-        found = await _call(store.list, session_id)
+        found = await _call(store.list_checkpoints, session_id)
         shown = _shower(ls)
         return {"checkpoints": [
             {"turn": c.turn, "messageIndex": c.message_index,
@@ -74,19 +75,23 @@ async def _restore(ls: AgentlsLanguageServer, session_id: str, turn: int, force:
     store = _checkpoint_store(ls)
     files = await _call(store.files_since, session_id, turn)
     if files is None:
-        listed = await _call(store.list, session_id)
+        listed = await _call(store.list_checkpoints, session_id)
         turns = ", ".join(str(c.turn) for c in listed) or "none"
         raise JsonRpcInvalidParams(
             f"Session {session_id} has no checkpoint for turn {turn} (turns with checkpoints: "
             f"{turns}). Only turns that changed files have one; list them with "
             "agentls/checkpoints.")
     shown = _shower(ls)
-    folders = [Path(os.path.realpath(f)) for f in ls.state.workspace_folders]
-    plan = plan_restore(
-        files, wiring.snapshots,
-        lambda real: any(real == f or f in real.parents for f in folders),
-        force=force, encoding=str(getattr(wiring.editor, "position_encoding", "utf-16")),
-        shown=shown)
+    lookup, encoding = wiring.snapshots, str(getattr(wiring.editor, "position_encoding", "utf-16"))
+    folders = list(ls.state.workspace_folders)
+
+    def make_plan() -> RestorePlan:  # reads the disk: off the event loop, like the tools
+        roots = [Path(os.path.realpath(f)) for f in folders]
+        return plan_restore(files, lookup,
+                            lambda real: any(real == r or r in real.parents for r in roots),
+                            force=force, encoding=encoding, shown=shown)
+
+    plan = await asyncio.to_thread(make_plan)
     restored, conflicts = list(plan.restored), list(plan.conflicts)
     if plan.changes:
         # Stored first: a crash once the editor applied it must not make the
