@@ -161,7 +161,8 @@ def current_text(path: str, lookup: DocumentLookup | None) -> str | None:
         snapshot = lookup(path)
         return snapshot.text if snapshot is not None and snapshot.exists else None
     try:
-        return Path(path).read_text(encoding="utf-8")
+        with open(path, encoding="utf-8", newline="") as file:  # line ends as they are
+            return file.read()
     except FileNotFoundError:
         return None
     except UnicodeDecodeError as exc:
