@@ -11,6 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+from pynvim.api.common import NvimError
+
 from tests.nvim.conftest import MAIN_PY
 from tests.nvim.harness import Editor, scripted_settings, write_script
 
@@ -109,5 +112,7 @@ def test_agent_restore_leaves_the_users_change_alone_unless_banged(
     assert sorted(report["result"]["restored"]) == ["main.py", "pkg/util.py"]
     assert main_lines(ed) == MAIN_PY.splitlines()
 
-    ed.cmd("AgentRestore x")
-    assert "takes a turn number" in ed.messages()
+    # A bad turn is an error message (vim.notify ERROR), and nothing is sent.
+    with pytest.raises(NvimError, match="takes a turn number"):
+        ed.cmd("AgentRestore x")
+    assert ed.lua(f"return {RESTORE}.last") is None
