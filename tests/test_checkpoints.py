@@ -167,17 +167,21 @@ def test_plan_restore(store: SessionStore, tmp_path: Path) -> None:
     (root / "created.txt").write_text("agent made it")
     (root / "theirs.txt").write_text("someone else")
     (root / "folder").mkdir()
+    (root / "moved.txt").write_text("moved text")  # was renamed.txt
     store.create_session("s")
     checkpoints = CheckpointStore(store)
     before = {str(root / "edited.txt"): "orig", str(root / "created.txt"): None,
               str(root / "deleted.txt"): "was here", str(root / "theirs.txt"): "orig",
-              str(root / "folder"): "was a file", str(tmp_path / "outside.txt"): "o"}
+              str(root / "folder"): "was a file", str(tmp_path / "outside.txt"): "o",
+              str(root / "renamed.txt"): "moved text", str(root / "moved.txt"): None}
     checkpoints.save_before("s", 1, 0, before)
     checkpoints.settle("s", {
         (1, str(root / "edited.txt")): content_hash("agent\r\nline 😀"),
         (1, str(root / "created.txt")): content_hash("agent made it"),
         (1, str(root / "deleted.txt")): ABSENT,
         (1, str(root / "theirs.txt")): content_hash("agent"),
+        (1, str(root / "renamed.txt")): ABSENT,
+        (1, str(root / "moved.txt")): content_hash("moved text"),
     })
     files = checkpoints.files_since("s", 1) or []
 
@@ -192,13 +196,16 @@ def test_plan_restore(store: SessionStore, tmp_path: Path) -> None:
 
     plan = plan_restore(files, lookup, inside)
     assert sorted(Path(p).name for p in plan.restored) == [
-        "created.txt", "deleted.txt", "edited.txt"]
+        "created.txt", "deleted.txt", "edited.txt", "moved.txt", "renamed.txt"]
     reasons = {Path(c.path).name: c.reason for c in plan.conflicts}
     assert "changed by someone else" in reasons["theirs.txt"]
     assert "is a folder now" in reasons["folder"]
     assert "outside the workspace" in reasons["outside.txt"]
     kinds = [c.get("kind", "text") for c in plan.changes]
-    assert sorted(kinds) == ["create", "delete", "text", "text"]
+    assert sorted(kinds) == ["create", "delete", "rename", "text", "text"]
+    [rename] = [c for c in plan.changes if c.get("kind") == "rename"]
+    assert (rename["oldUri"], rename["newUri"]) == (
+        (root / "moved.txt").as_uri(), (root / "renamed.txt").as_uri())
     edited = next(c for c in plan.changes if c.get("textDocument", {}).get("uri", "").endswith(
         "edited.txt"))
     # the whole text is replaced: the end is line 1, after "line 😀" in UTF-16 units

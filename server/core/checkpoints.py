@@ -10,8 +10,9 @@ files `run_command` changes are outside checkpoints.
 
 Restoring: `plan_restore` turns the stored files of a turn and every later
 turn into one WorkspaceEdit that puts each file back (text replaced,
-deleted files re-created, created files deleted; a rename is the pair of
-its two paths). A file changed by someone else since the agent's last
+deleted files re-created, created files deleted; a renamed file whose new
+path still has its old text is renamed back, so the editor keeps its
+buffer). A file changed by someone else since the agent's last
 write, now outside the workspace, a folder, or unreadable is a conflict and
 left alone (the first kind only unless forced). The LSP layer applies the
 edit through the same applier as tool edits, with no approval question: the
@@ -207,6 +208,8 @@ def plan_restore(
 ) -> RestorePlan:
     """The edit that puts `files` back as they were (see the module doc)."""
     plan = RestorePlan(edit={"documentChanges": []})
+    creates: list[TrackedFile] = []  # absent now, existed before
+    deletes: list[tuple[TrackedFile, DocumentSnapshot]] = []  # exist now, did not before
     for tracked in files:
         path = tracked.path
         name = shown(path)
@@ -232,41 +235,59 @@ def plan_restore(
                                            "agent last wrote it; left alone (restore with force "
                                            "to overwrite it)."))
             continue
-        _restore_one(plan, tracked, snapshot, encoding)
-    return plan
-
-
-def _restore_one(plan: RestorePlan, tracked: TrackedFile, snapshot: DocumentSnapshot | None,
-                 encoding: str) -> None:
-    target = tracked.before
-    current = snapshot.text if snapshot is not None else None
-    plan.restored.append(tracked.path)
-    plan.hashes[(tracked.latest_turn, tracked.path)] = content_hash(target)
-    plan.after[tracked.path] = target
-    if current == target:
-        return  # already as it was
-    if snapshot is None:  # deleted or renamed away since: create it again
+        target = tracked.before
+        plan.restored.append(path)
+        plan.hashes[(tracked.latest_turn, path)] = content_hash(target)
+        plan.after[path] = target
+        if current == target:
+            continue  # already as it was
+        if snapshot is None:
+            creates.append(tracked)
+        elif target is None:
+            deletes.append((tracked, snapshot))
+        else:
+            plan.base_versions[snapshot.uri] = snapshot.version
+            plan.changes.append(_replace_all(snapshot, target, encoding))
+    # A file that is gone and one that appeared with its exact text are a
+    # rename to undo: renamed back, the editor keeps the buffer (and undo).
+    renames: list[dict[str, Any]] = []
+    for tracked in list(creates):
+        match = next(((t, snap) for t, snap in deletes if snap.text == tracked.before), None)
+        if match is None:
+            continue
+        creates.remove(tracked)
+        deletes.remove(match)
+        plan.base_versions[match[1].uri] = match[1].version
+        plan.base_versions[Path(tracked.path).as_uri()] = None
+        renames.append({"kind": "rename", "oldUri": match[1].uri,
+                        "newUri": Path(tracked.path).as_uri(),
+                        "options": {"overwrite": False, "ignoreIfExists": False}})
+    plan.changes.extend(renames)
+    for _, snapshot in deletes:  # created since: remove
+        plan.base_versions[snapshot.uri] = snapshot.version
+        plan.changes.append({"kind": "delete", "uri": snapshot.uri,
+                             "options": {"recursive": False, "ignoreIfNotExists": False}})
+    for tracked in creates:  # deleted since: create again
         uri = Path(tracked.path).as_uri()
+        plan.base_versions[uri] = None
         plan.changes.append({"kind": "create", "uri": uri,
                              "options": {"overwrite": False, "ignoreIfExists": False}})
-        plan.base_versions[uri] = None
-        if target:
+        if tracked.before:
             start = {"line": 0, "character": 0}
             plan.changes.append({"textDocument": {"uri": uri, "version": None},
                                  "edits": [{"range": {"start": start, "end": start},
-                                            "newText": target}]})
-        return
-    plan.base_versions[snapshot.uri] = snapshot.version
-    if target is None:  # created (or renamed here) since: remove it
-        plan.changes.append({"kind": "delete", "uri": snapshot.uri,
-                             "options": {"recursive": False, "ignoreIfNotExists": False}})
-        return
+                                            "newText": tracked.before}]})
+    return plan
+
+
+def _replace_all(snapshot: DocumentSnapshot, text: str, encoding: str) -> dict[str, Any]:
+    """A TextDocumentEdit replacing the whole document (at its version)."""
     end = _end_position(snapshot.text, encoding)
-    plan.changes.append({
+    return {
         "textDocument": {"uri": snapshot.uri, "version": snapshot.version},
         "edits": [{"range": {"start": {"line": 0, "character": 0}, "end": end},
-                   "newText": target}],
-    })
+                   "newText": text}],
+    }
 
 
 def _end_position(text: str, encoding: str) -> dict[str, int]:

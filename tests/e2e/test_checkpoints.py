@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
 from tests.e2e.helpers import plain
@@ -117,6 +118,9 @@ async def test_restoring_the_first_turn_undoes_both_turns(
         assert len(ed.asked) == asked_before
         [sent] = ed.edits[sent_before:]
         assert sent.label == "agentls: restore checkpoint (before turn 1)"
+        # the rename is undone by a rename (the buffer survives), not delete + create
+        [rename] = [c for c in sent.edit.document_changes or [] if isinstance(c, types.RenameFile)]
+        assert (rename.old_uri, rename.new_uri) == (ed.uri("sub/d.txt"), ed.uri("c.txt"))
         if mode == "annotation":
             annotation = (sent.edit.change_annotations or {})["agentls"]
             assert annotation.needs_confirmation is False
