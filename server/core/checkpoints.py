@@ -127,6 +127,8 @@ class CheckpointingEditor:
                 f"agentls could not save a checkpoint before changing the file ({exc}), so "
                 "the change could not be undone later. Nothing was written."))
         turn.stored.update(before)
+        # Cancelled while the editor is asked: the row and its pending hash
+        # stay, since the editor may have applied the edit all the same.
         outcome = await self.inner.apply(request)
         written: dict[tuple[int, str], str | None] = {}
         for path in paths:
