@@ -235,6 +235,30 @@ async def test_bad_requests_answer_invalid_params(tmp_path: Path, workspace: Pat
         assert (workspace / "new.txt").read_text() == "x\n"
 
 
+async def test_no_restore_while_a_turn_of_the_session_runs(tmp_path: Path, workspace: Path
+                                                          ) -> None:
+    settings, _ = scripted(tmp_path, "busy", [*TWO_TURNS[:3],
+                                               {"chunks": ["thinking"], "stall": True}])
+    async with editor_session(workspace, tmp_path / "state", settings,
+                              capabilities(annotations=True)) as ed:
+        sid = (await chat(ed, prompt="Turn one"))["sessionId"]
+        running = asyncio.ensure_future(chat(ed, prompt="Turn two", sessionId=sid))
+        for _ in range(200):  # until the second prompt is stored: the turn runs
+            if sum(1 for kind, p in ed.events if kind == "message"
+                   and p["message"]["role"] == "user") == 2:
+                break
+            await asyncio.sleep(0.05)
+        with pytest.raises(JsonRpcException) as busy:
+            await restore(ed, sid, 1)
+        assert busy.value.code == -32602
+        assert "has a turn running" in str(busy.value) and "cancel" in str(busy.value)
+        await asyncio.wait_for(ed.client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="agentls.cancel", arguments=[sid])), TIMEOUT)
+        assert (await running)["status"] == "cancelled"
+        answer = await restore(ed, sid, 1)  # the turn is over: now it restores
+        assert sorted(answer["restored"]) == ["a.txt", "new.txt"]
+
+
 async def test_a_file_that_is_now_a_folder_is_a_conflict(tmp_path: Path, workspace: Path
                                                         ) -> None:
     settings, _ = scripted(tmp_path, "folder", TWO_TURNS[:3])
