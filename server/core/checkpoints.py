@@ -14,9 +14,9 @@ deleted files re-created, created files deleted; a renamed file whose new
 path still has its old text is renamed back, so the editor keeps its
 buffer). A file changed by someone else since the agent's last
 write, now outside the workspace, a folder, or unreadable is a conflict and
-left alone (the first kind only unless forced). The LSP layer applies the
-edit through the same applier as tool edits, with no approval question: the
-user asked for it.
+left alone (the first kind only unless forced). `restore_turn` sends the
+edit through the applier the LSP layer gives it (the one tool edits use),
+with no approval question: the user asked for it.
 """
 
 from __future__ import annotations
@@ -24,25 +24,29 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .checkpoint_store import CheckpointStore, TrackedFile, content_hash
 from .edits import DocumentLookup, DocumentSnapshot, EditApplier, EditOutcome, EditRequest
+from .models import AgentlsError
 from .session_types import Message
 
 __all__ = [
     "OUTSIDE_CHECKPOINTS_NOTE",
     "CheckpointingEditor",
     "Conflict",
+    "NoCheckpoint",
+    "RestoreOutcome",
     "RestorePlan",
     "TurnCheckpoints",
     "current_text",
     "plan_restore",
     "prompt_turn",
     "restore_request",
+    "restore_turn",
 ]
 
 log = logging.getLogger("agentls.checkpoints")
@@ -322,3 +326,63 @@ def restore_request(session_id: str, turn: int, plan: RestorePlan,
         approval="allow",
         after=dict(plan.after),
     )
+
+
+class NoCheckpoint(AgentlsError):
+    """The session has no checkpoint for this turn."""
+
+    def __init__(self, session_id: str, turn: int, turns: Sequence[int]) -> None:
+        listed = ", ".join(str(t) for t in turns) or "none"
+        super().__init__(
+            f"Session {session_id} has no checkpoint for turn {turn} (turns with checkpoints: "
+            f"{listed}). Only turns that changed files have one; list them with "
+            "agentls/checkpoints.")
+
+
+@dataclass(frozen=True)
+class RestoreOutcome:
+    restored: list[str]  # absolute paths now as they were before the turn
+    conflicts: list[Conflict]  # left alone, with why
+
+
+async def restore_turn(
+    store: CheckpointStore,
+    session_id: str,
+    turn: int,
+    *,
+    editor: EditApplier,
+    lookup: DocumentLookup,
+    workspace_folders: Sequence[str | Path],
+    force: bool = False,
+    encoding: str = "utf-16",
+    shown: Callable[[str], str] = str,
+) -> RestoreOutcome:
+    """Put the files of `turn` and every later turn back (the module doc):
+    plan, store what the edit will leave, send it through `editor` (with
+    approval "allow": the user asked), then store what it left. NoCheckpoint,
+    SessionNotFound, SessionStoreError."""
+    files = await asyncio.to_thread(store.files_since, session_id, turn)
+    if files is None:
+        listed = await asyncio.to_thread(store.list_checkpoints, session_id)
+        raise NoCheckpoint(session_id, turn, [c.turn for c in listed])
+
+    def make_plan() -> RestorePlan:  # reads the disk: off the event loop, like the tools
+        roots = [Path(os.path.realpath(f)) for f in workspace_folders]
+        return plan_restore(files, lookup,
+                            lambda real: any(real == r or r in real.parents for r in roots),
+                            force=force, encoding=encoding, shown=shown)
+
+    plan = await asyncio.to_thread(make_plan)
+    if not plan.changes:  # everything restorable is as it was already
+        await asyncio.to_thread(store.settle, session_id, dict(plan.hashes))
+        return RestoreOutcome(list(plan.restored), list(plan.conflicts))
+    # Stored first: a crash once the editor applied it must not make the
+    # restored files look like someone else's change.
+    await asyncio.to_thread(store.set_pending, session_id, plan.hashes)
+    outcome = await editor.apply(restore_request(session_id, turn, plan, shown))
+    if outcome.applied:
+        await asyncio.to_thread(store.settle, session_id, dict(plan.hashes))
+        return RestoreOutcome(list(plan.restored), list(plan.conflicts))
+    await asyncio.to_thread(store.settle, session_id, dict.fromkeys(plan.hashes))
+    refused = [Conflict(p, f"{shown(p)}: {outcome.reason}") for p in plan.restored]
+    return RestoreOutcome([], [*plan.conflicts, *refused])

@@ -1,15 +1,18 @@
 """Checkpoints over LSP (PROTOCOL.md, "Context, instructions, checkpoints"):
 `agentls/checkpoints { sessionId }` and `agentls/restoreCheckpoint
-{ sessionId, turn, force? }`. The mechanism is agentls.core.checkpoints;
-this module checks params, finds the store, the editor and the workspace,
-and sends the restore through the same edit applier as the agent's edits
-(workspace/applyEdit, no approval question: the user asked).
+{ sessionId, turn, force? }`. The mechanism is agentls.core.checkpoints
+(restore_turn sends the restore through the same edit applier as the
+agent's edits: workspace/applyEdit, no approval question, since the user
+asked); this module checks params, finds the store, the editor and the
+workspace folders, and turns errors into JSON-RPC errors.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +22,6 @@ from .convert import to_plain
 
 if TYPE_CHECKING:
     from agentls.core.checkpoint_store import CheckpointStore
-    from agentls.core.checkpoints import RestorePlan
 
     from .server import AgentlsLanguageServer
 
@@ -62,7 +64,7 @@ def register(server: AgentlsLanguageServer) -> None:
 
 async def _restore(ls: AgentlsLanguageServer, session_id: str, turn: int, force: bool
                    ) -> dict[str, Any]:
-    from agentls.core.checkpoints import OUTSIDE_CHECKPOINTS_NOTE, plan_restore, restore_request
+    from agentls.core.checkpoints import OUTSIDE_CHECKPOINTS_NOTE, NoCheckpoint, restore_turn
 
     orchestrator = ls.state.orchestrator
     if orchestrator is not None and orchestrator.is_running(session_id):
@@ -72,45 +74,19 @@ async def _restore(ls: AgentlsLanguageServer, session_id: str, turn: int, force:
     if wiring is None or wiring.editor is None or wiring.snapshots is None:
         raise JsonRpcInternalError("agentls/restoreCheckpoint: the editor connection is not "
                                    "set up yet; try again once the server has initialized.")
-    store = _checkpoint_store(ls)
-    files = await _call(store.files_since, session_id, turn)
-    if files is None:
-        listed = await _call(store.list_checkpoints, session_id)
-        turns = ", ".join(str(c.turn) for c in listed) or "none"
-        raise JsonRpcInvalidParams(
-            f"Session {session_id} has no checkpoint for turn {turn} (turns with checkpoints: "
-            f"{turns}). Only turns that changed files have one; list them with "
-            "agentls/checkpoints.")
     shown = _shower(ls)
-    lookup, encoding = wiring.snapshots, str(getattr(wiring.editor, "position_encoding", "utf-16"))
-    folders = list(ls.state.workspace_folders)
-
-    def make_plan() -> RestorePlan:  # reads the disk: off the event loop, like the tools
-        roots = [Path(os.path.realpath(f)) for f in folders]
-        return plan_restore(files, lookup,
-                            lambda real: any(real == r or r in real.parents for r in roots),
-                            force=force, encoding=encoding, shown=shown)
-
-    plan = await asyncio.to_thread(make_plan)
-    restored, conflicts = list(plan.restored), list(plan.conflicts)
-    if plan.changes:
-        # Stored first: a crash once the editor applied it must not make the
-        # restored files look like someone else's change.
-        await _call(store.set_pending, session_id, plan.hashes)
-        outcome = await wiring.editor.apply(restore_request(session_id, turn, plan, shown))
-        if outcome.applied:
-            await _call(store.settle, session_id, dict(plan.hashes))
-        else:
-            await _call(store.settle, session_id, dict.fromkeys(plan.hashes))
-            from agentls.core.checkpoints import Conflict
-
-            conflicts += [Conflict(p, f"{shown(p)}: {outcome.reason}") for p in restored]
-            restored = []
-    elif plan.hashes:
-        await _call(store.settle, session_id, dict(plan.hashes))
+    with _store_errors(session_id):
+        try:
+            outcome = await restore_turn(
+                _checkpoint_store(ls), session_id, turn, editor=wiring.editor,
+                lookup=wiring.snapshots, workspace_folders=list(ls.state.workspace_folders),
+                force=force, encoding=str(getattr(wiring.editor, "position_encoding", "utf-16")),
+                shown=shown)
+        except NoCheckpoint as exc:
+            raise JsonRpcInvalidParams(str(exc)) from None
     return {
-        "restored": [shown(p) for p in restored],
-        "conflicts": [{"path": shown(c.path), "reason": c.reason} for c in conflicts],
+        "restored": [shown(p) for p in outcome.restored],
+        "conflicts": [{"path": shown(c.path), "reason": c.reason} for c in outcome.conflicts],
         "note": OUTSIDE_CHECKPOINTS_NOTE,
     }
 
@@ -147,10 +123,18 @@ def _checkpoint_store(ls: AgentlsLanguageServer) -> CheckpointStore:
 
 async def _call(function: Any, session_id: str, *args: Any) -> Any:
     """A store call off the event loop, its errors as JSON-RPC errors."""
+    with _store_errors(session_id):
+        return await asyncio.to_thread(function, session_id, *args)
+
+
+@contextmanager
+def _store_errors(session_id: str) -> Iterator[None]:
+    """Session store errors as JSON-RPC errors: an unknown session is the
+    caller's to fix (-32602), a database problem is ours (-32603)."""
     from agentls.core.session_store import SessionNotFound, SessionStoreError
 
     try:
-        return await asyncio.to_thread(function, session_id, *args)
+        yield
     except SessionNotFound:
         raise JsonRpcInvalidParams(
             f"Unknown sessionId {session_id!r}: no such session is stored. List them with "
