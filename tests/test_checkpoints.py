@@ -33,9 +33,9 @@ def store(tmp_path: Path) -> SessionStore:
 def test_a_database_from_before_checkpoints_is_upgraded(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite3"
     raw = sqlite3.connect(path)
-    from agentls.core import session_store
+    from agentls.core.session_schema import MIGRATIONS
 
-    for statement in session_store._MIGRATIONS[0]:
+    for statement in MIGRATIONS[0]:
         raw.execute(statement)
     raw.execute("PRAGMA user_version = 1")
     raw.execute("INSERT INTO sessions VALUES ('old', 't', '2026-01-01T00:00:00+00:00', "

@@ -34,10 +34,18 @@ import platformdirs
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
-from agentls.core.models import AgentlsError, SessionStatus
+from agentls.core.models import SessionStatus
+from agentls.core.session_errors import (
+    STATE_DIR_ENV,
+    SessionNotFound,
+    SessionStoreError,
+)
+from agentls.core.session_errors import describe_sqlite_error as _describe_sqlite_error
+from agentls.core.session_schema import MIGRATIONS, SCHEMA_VERSION
 from agentls.core.session_types import Message, Session
 
 __all__ = [
+    "SCHEMA_VERSION",
     "STATE_DIR_ENV",
     "SessionNotFound",
     "SessionStore",
@@ -48,7 +56,6 @@ __all__ = [
 
 log = logging.getLogger("agentls.session_store")
 
-STATE_DIR_ENV = "AGENTLS_STATE_DIR"
 DB_FILENAME = "sessions.sqlite3"
 TITLE_MAX_CHARS = 80
 DEFAULT_BUSY_TIMEOUT = 5.0  # seconds another process may hold the write lock
@@ -59,68 +66,6 @@ def default_store_path(environ: Mapping[str, str] = os.environ) -> Path:
     override = environ.get(STATE_DIR_ENV, "").strip()
     base = Path(override).expanduser() if override else Path(platformdirs.user_state_dir("agentls"))
     return base / DB_FILENAME
-
-
-# --------------------------------------------------------------------------- errors
-
-
-class SessionStoreError(AgentlsError):
-    """The session database could not be read or written.
-
-    The message names the database file and what the user can do about it.
-    """
-
-    def __init__(self, message: str, *, path: Path | None = None) -> None:
-        super().__init__(message)
-        self.path = path
-
-
-class SessionNotFound(SessionStoreError):
-    """No session with this id is stored."""
-
-    def __init__(self, session_id: str, *, path: Path | None = None) -> None:
-        where = f" in {path}" if path is not None else ""
-        super().__init__(f"no session {session_id!r}{where}", path=path)
-        self.session_id = session_id
-
-
-def _describe_sqlite_error(exc: sqlite3.Error, path: Path, action: str) -> str:
-    """Turn a sqlite3 error into a sentence a user can act on.
-
-    Python 3.11+ sets `sqlite_errorname` on errors raised by SQLite; the message
-    text is the fallback (and what errors built by hand carry).
-    """
-    name = getattr(exc, "sqlite_errorname", "") or ""
-    text = str(exc).lower()
-    kept = "nothing was lost of what was already saved"
-
-    def is_(code: str, *phrases: str) -> bool:
-        return name.startswith(code) or any(p in text for p in phrases)
-
-    if is_("SQLITE_FULL", "disk is full"):
-        hint = f"the disk holding {path} is full; free some space and try again ({kept})"
-    elif is_("SQLITE_BUSY", "database is locked") or is_("SQLITE_LOCKED", "table is locked"):
-        hint = (
-            f"{path} is locked by another process (another agentls server?); "
-            f"wait for it to finish or close it, then try again ({kept})"
-        )
-    elif is_("SQLITE_NOTADB", "file is not a database") or is_("SQLITE_CORRUPT", "malformed"):
-        hint = (
-            f"{path} is corrupt; stop agentls and move the file aside to start a new "
-            f"session history (the old file can be inspected with the sqlite3 tool)"
-        )
-    elif is_("SQLITE_READONLY", "readonly database"):
-        hint = f"{path} is read-only; make it and its directory writable, or set {STATE_DIR_ENV}"
-    elif is_("SQLITE_CANTOPEN", "unable to open"):
-        hint = (
-            f"cannot open {path}; check that its directory exists and is writable, "
-            f"or set {STATE_DIR_ENV} to another directory"
-        )
-    elif is_("SQLITE_IOERR", "disk i/o error"):
-        hint = f"the disk holding {path} reported an I/O error; check the disk ({kept})"
-    else:
-        hint = f"database {path}: {exc}"
-    return f"session store: {action} failed: {hint}"
 
 
 # --------------------------------------------------------------------------- summary
@@ -151,68 +96,6 @@ class SessionSummary:
             "updatedAt": updated.replace("+00:00", "Z"),
             "status": self.status.to_dict(),
         }
-
-
-# --------------------------------------------------------------------------- schema
-
-# Each entry upgrades the schema by one version; PRAGMA user_version records how
-# many have run. Append new migrations, never edit old ones: users' databases
-# were created by them.
-_MIGRATIONS: tuple[tuple[str, ...], ...] = (
-    (
-        """
-        CREATE TABLE sessions (
-            session_id TEXT PRIMARY KEY,
-            title      TEXT NOT NULL DEFAULT '',
-            created_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL,
-            metadata   TEXT NOT NULL DEFAULT '{}',
-            status     TEXT NOT NULL
-        )
-        """,
-        "CREATE INDEX sessions_by_updated_at ON sessions (updated_at)",
-        """
-        CREATE TABLE messages (
-            session_id TEXT NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
-            seq        INTEGER NOT NULL,
-            role       TEXT NOT NULL,
-            created_at TEXT NOT NULL,
-            message    TEXT NOT NULL,
-            PRIMARY KEY (session_id, seq)
-        )
-        """,
-    ),
-    # 2: checkpoints (agentls.core.checkpoint_store): each file's content from
-    # before a turn first changed it, and what the agent last left there.
-    (
-        """
-        CREATE TABLE checkpoints (
-            session_id    TEXT NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
-            turn          INTEGER NOT NULL,
-            message_index INTEGER NOT NULL,
-            created_at    TEXT NOT NULL,
-            PRIMARY KEY (session_id, turn)
-        )
-        """,
-        """
-        CREATE TABLE checkpoint_files (
-            session_id   TEXT NOT NULL,
-            turn         INTEGER NOT NULL,
-            path         TEXT NOT NULL,
-            seq          INTEGER NOT NULL,
-            existed      INTEGER NOT NULL,
-            content      TEXT,
-            written_hash TEXT NOT NULL,
-            pending_hash TEXT,
-            PRIMARY KEY (session_id, turn, path),
-            FOREIGN KEY (session_id, turn) REFERENCES checkpoints (session_id, turn)
-                ON DELETE CASCADE
-        )
-        """,
-        "CREATE INDEX checkpoint_files_by_path ON checkpoint_files (session_id, path, turn)",
-    ),
-)
-SCHEMA_VERSION = len(_MIGRATIONS)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -315,7 +198,7 @@ class SessionStore:
                 f"{STATE_DIR_ENV} to another directory",
                 path=self.path,
             )
-        for target, statements in enumerate(_MIGRATIONS[version:], start=version + 1):
+        for target, statements in enumerate(MIGRATIONS[version:], start=version + 1):
             for statement in statements:
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version={target}")  # part of the same transaction
