@@ -84,6 +84,11 @@ def test_rows_keep_the_first_before_and_the_newest_hashes(store: SessionStore) -
     assert [c.turn for c in checkpoints.list_checkpoints("s")] == [1]
 
 
+def test_hashes_see_content_not_line_ends() -> None:
+    assert content_hash("a\r\nb\rc\n") == content_hash("a\nb\nc\n") != content_hash("a b c")
+    assert content_hash(None) == ABSENT != content_hash("")
+
+
 def test_turns_count_prompts_not_injected_context() -> None:
     messages = [Message("user", "one"), Message("assistant", "ok"),
                 Message("user", "lint", {"source": "hook"}),

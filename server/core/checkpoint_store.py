@@ -37,9 +37,14 @@ ABSENT = "absent"  # the hash of a file that does not exist
 
 
 def content_hash(text: str | None) -> str:
-    """What is compared to tell whether a file changed: ABSENT for no file."""
+    """What is compared to tell whether a file changed: ABSENT for no file.
+
+    Line ends are compared as one: an editor puts inserted text in its
+    document's line ends (VS Code turns the agent's \\n into \\r\\n in a
+    CRLF file), which is not someone else's change."""
     if text is None:
         return ABSENT
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
