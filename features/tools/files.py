@@ -555,6 +555,7 @@ class _FileTool(SingleTool):
             paths=plan.paths,
             base_versions=plan.base_versions,
             approval=_verdict(context.get("approval")),
+            after=_after(plan.output),
         )
         outcome = await editor.apply(request)
         if not outcome.applied:
@@ -839,6 +840,17 @@ class RenameFileTool(_FileTool):
 
     def fallback_preview(self, arguments: Mapping[str, Any]) -> str:
         return f"rename {arguments.get('path', '?')} -> {arguments.get('new_path', '?')}"
+
+
+def _after(output: Mapping[str, Any]) -> dict[str, str | None]:
+    """What each path holds once the plan is applied (None: gone), for
+    checkpoints (agentls.core.checkpoints)."""
+    after: dict[str, str | None] = {}
+    if output.get("old_path"):
+        after[str(output["old_path"])] = None
+    new_text = output.get("new_text")
+    after[str(output["path"])] = new_text if isinstance(new_text, str) else None
+    return after
 
 
 def _verdict(value: Any) -> ApprovalPolicy:

@@ -64,6 +64,11 @@ class EditRequest:
     # open). The applier refuses the edit when the document moved since.
     base_versions: dict[str, int | None] = field(default_factory=dict)
     approval: ApprovalPolicy = "ask"
+    # path -> the text the file will have once the edit is applied (None:
+    # the edit removes it). Checkpoints record it as what the agent wrote,
+    # so a later change by someone else is seen; a path left out is read
+    # back after the edit instead.
+    after: dict[str, str | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

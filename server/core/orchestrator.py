@@ -29,6 +29,8 @@ from .approval import (
     MessageLevel,
     options_from_labels,
 )
+from .checkpoint_store import CheckpointStore
+from .checkpoints import TurnCheckpoints
 from .hooks import HookRegistry
 from .injections import InjectionBudget, InjectionLimits, InjectionRefused
 from .models import (
@@ -155,6 +157,8 @@ class Orchestrator:
         # None: max_tokens, if any.
         self.output_cap: int | None = None
         self.tool_context = dict(tool_context or {})
+        # Where turns store files before changing them (None: no checkpoints).
+        self.checkpoints: CheckpointStore | None = None
         self._system_prompt = system_prompt
         self._running: dict[str, _Running] = {}
         self._statuses: dict[str, SessionStatus] = {}
@@ -280,6 +284,7 @@ class _Turn:
         self.refused_notices: list[str] = []  # injections over a limit, told to the user
         self.stream_stop: StreamStop | None = None  # why the last stream was cut short
         self.finished = False
+        self.checkpoints: TurnCheckpoints | None = None  # set once the prompt is stored
 
     # -- the loop ------------------------------------------------------------
     async def run(self, prompt: str | Message) -> TurnResult:
@@ -300,6 +305,8 @@ class _Turn:
             )
         await self.close_interrupted_tool_calls()
         await self.persist(user_message)
+        self.checkpoints = TurnCheckpoints.for_prompt(core.checkpoints, self.sid,
+                                                      self.session.messages)
 
         for iteration in range(1, core.limits.max_iterations + 1):
             await self.flush_injections()
@@ -458,6 +465,8 @@ class _Turn:
                 # Last, so nothing a caller or the model supplies can set it.
                 "approval": _approval_policy(pre),
             }
+            if self.checkpoints is not None:  # file edits store the files first
+                tool_context = self.checkpoints.wrap(tool_context)
             execution = await core.tools.execute(call, tool_context)
             result, content = execution.result, execution.content
             if not result.success:

@@ -23,7 +23,7 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -33,11 +33,15 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
-from agentls.core.models import AgentlsError, SessionStatus
+from agentls.core.models import SessionStatus
+from agentls.core.session_errors import SessionNotFound, SessionStoreError
+from agentls.core.session_errors import describe_sqlite_error as _describe_sqlite_error
+from agentls.core.session_schema import MIGRATIONS, SCHEMA_VERSION
 from agentls.core.session_types import Message, Session
 from agentls.core.state_dir import STATE_DIR_ENV, default_store_path
 
 __all__ = [
+    "SCHEMA_VERSION",
     "STATE_DIR_ENV",
     "SessionNotFound",
     "SessionStore",
@@ -50,68 +54,6 @@ log = logging.getLogger("agentls.session_store")
 
 TITLE_MAX_CHARS = 80
 DEFAULT_BUSY_TIMEOUT = 5.0  # seconds another process may hold the write lock
-
-
-# --------------------------------------------------------------------------- errors
-
-
-class SessionStoreError(AgentlsError):
-    """The session database could not be read or written.
-
-    The message names the database file and what the user can do about it.
-    """
-
-    def __init__(self, message: str, *, path: Path | None = None) -> None:
-        super().__init__(message)
-        self.path = path
-
-
-class SessionNotFound(SessionStoreError):
-    """No session with this id is stored."""
-
-    def __init__(self, session_id: str, *, path: Path | None = None) -> None:
-        where = f" in {path}" if path is not None else ""
-        super().__init__(f"no session {session_id!r}{where}", path=path)
-        self.session_id = session_id
-
-
-def _describe_sqlite_error(exc: sqlite3.Error, path: Path, action: str) -> str:
-    """Turn a sqlite3 error into a sentence a user can act on.
-
-    Python 3.11+ sets `sqlite_errorname` on errors raised by SQLite; the message
-    text is the fallback (and what errors built by hand carry).
-    """
-    name = getattr(exc, "sqlite_errorname", "") or ""
-    text = str(exc).lower()
-    kept = "nothing was lost of what was already saved"
-
-    def is_(code: str, *phrases: str) -> bool:
-        return name.startswith(code) or any(p in text for p in phrases)
-
-    if is_("SQLITE_FULL", "disk is full"):
-        hint = f"the disk holding {path} is full; free some space and try again ({kept})"
-    elif is_("SQLITE_BUSY", "database is locked") or is_("SQLITE_LOCKED", "table is locked"):
-        hint = (
-            f"{path} is locked by another process (another agentls server?); "
-            f"wait for it to finish or close it, then try again ({kept})"
-        )
-    elif is_("SQLITE_NOTADB", "file is not a database") or is_("SQLITE_CORRUPT", "malformed"):
-        hint = (
-            f"{path} is corrupt; stop agentls and move the file aside to start a new "
-            f"session history (the old file can be inspected with the sqlite3 tool)"
-        )
-    elif is_("SQLITE_READONLY", "readonly database"):
-        hint = f"{path} is read-only; make it and its directory writable, or set {STATE_DIR_ENV}"
-    elif is_("SQLITE_CANTOPEN", "unable to open"):
-        hint = (
-            f"cannot open {path}; check that its directory exists and is writable, "
-            f"or set {STATE_DIR_ENV} to another directory"
-        )
-    elif is_("SQLITE_IOERR", "disk i/o error"):
-        hint = f"the disk holding {path} reported an I/O error; check the disk ({kept})"
-    else:
-        hint = f"database {path}: {exc}"
-    return f"session store: {action} failed: {hint}"
 
 
 # --------------------------------------------------------------------------- summary
@@ -142,39 +84,6 @@ class SessionSummary:
             "updatedAt": updated.replace("+00:00", "Z"),
             "status": self.status.to_dict(),
         }
-
-
-# --------------------------------------------------------------------------- schema
-
-# Each entry upgrades the schema by one version; PRAGMA user_version records how
-# many have run. Append new migrations, never edit old ones: users' databases
-# were created by them.
-_MIGRATIONS: tuple[tuple[str, ...], ...] = (
-    (
-        """
-        CREATE TABLE sessions (
-            session_id TEXT PRIMARY KEY,
-            title      TEXT NOT NULL DEFAULT '',
-            created_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL,
-            metadata   TEXT NOT NULL DEFAULT '{}',
-            status     TEXT NOT NULL
-        )
-        """,
-        "CREATE INDEX sessions_by_updated_at ON sessions (updated_at)",
-        """
-        CREATE TABLE messages (
-            session_id TEXT NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
-            seq        INTEGER NOT NULL,
-            role       TEXT NOT NULL,
-            created_at TEXT NOT NULL,
-            message    TEXT NOT NULL,
-            PRIMARY KEY (session_id, seq)
-        )
-        """,
-    ),
-)
-SCHEMA_VERSION = len(_MIGRATIONS)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -277,7 +186,7 @@ class SessionStore:
                 f"{STATE_DIR_ENV} to another directory",
                 path=self.path,
             )
-        for target, statements in enumerate(_MIGRATIONS[version:], start=version + 1):
+        for target, statements in enumerate(MIGRATIONS[version:], start=version + 1):
             for statement in statements:
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version={target}")  # part of the same transaction
@@ -317,6 +226,13 @@ class SessionStore:
                     with suppress(sqlite3.Error):
                         conn.execute("ROLLBACK")
                 raise
+
+    def transaction(self, action: str, *, write: bool = True
+                    ) -> AbstractContextManager[sqlite3.Connection]:
+        """One transaction on this database, for the tables other core modules
+        keep in it (checkpoint_store); same lock, errors and durability as
+        messages."""
+        return self._transaction(action, write=write)
 
     def _now(self) -> datetime:
         """Current UTC time, strictly increasing within this store.
@@ -484,8 +400,11 @@ class SessionStore:
         ]
 
     def delete(self, session_id: str) -> bool:
-        """Delete a session and its messages; True if it existed."""
+        """Delete a session, its messages and checkpoints; True if it existed."""
         with self._transaction(f"deleting session {session_id}") as conn:
+            # Checkpoints hold copies of files: they go with their session.
+            conn.execute("DELETE FROM checkpoint_files WHERE session_id = ?", (session_id,))
+            conn.execute("DELETE FROM checkpoints WHERE session_id = ?", (session_id,))
             conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
             cursor = conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
             return cursor.rowcount > 0

@@ -28,7 +28,9 @@ from .stdio import PipeReader, can_read_as_pipe
 log = logging.getLogger("agentls.lsp")
 
 # Modules under agentls.lsp with a `register(server)` function.
-AREAS: tuple[str, ...] = ("lifecycle", "status", "completion", "code_actions", "chat", "inline")
+AREAS: tuple[str, ...] = (
+    "lifecycle", "status", "completion", "code_actions", "chat", "inline", "checkpoints",
+)
 
 
 class AgentlsLanguageServer(LanguageServer):

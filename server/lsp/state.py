@@ -244,7 +244,11 @@ class ServerState:
         session = self.settings.session
         wiring = self.turn_wiring
         if self.orchestrator is None:
-            self.orchestrator = Orchestrator(provider, sink=self.store())
+            from agentls.core.checkpoint_store import CheckpointStore
+
+            store = self.store()
+            self.orchestrator = Orchestrator(provider, sink=store)
+            self.orchestrator.checkpoints = CheckpointStore(store)
         core = self.orchestrator
         core.provider = provider
         core.model = self.settings.model

@@ -234,6 +234,28 @@ describe("agentls in VS Code", { timeout: 600_000 }, () => {
     await vscode.screenshot("10-approval-rejected");
   });
 
+  it("'Restore to before this turn' in the chat view puts the file back", { timeout: 120_000 }, async () => {
+    const chat = vscode.chat();
+    const edited = chat.locator(".msg-user", { hasText: "Add a docstring to add()" });
+    const restore = edited.locator("button.restore", { hasText: "Restore to before this turn" });
+    await restore.waitFor({ timeout: 20_000 }).catch(fail);
+    // Turns that changed no file (the declined edit, plain replies) offer none.
+    for (const prompt of ["Say hello", "Make add() subtract"]) {
+      assert.equal(await chat.locator(".msg-user", { hasText: prompt }).locator("button.restore").count(), 0, prompt);
+    }
+    await vscode.screenshot("11-restore-action");
+    await restore.click();
+    await chat
+      .locator(".msg-info", { hasText: "Restored 1 file to before turn" })
+      .waitFor({ timeout: 30_000 })
+      .catch(fail);
+    // No refactor preview: the user asked for the restore; the buffer changed.
+    assert.equal(await vscode.page.getByRole("button", { name: "Apply", exact: true }).isVisible(), false);
+    await saveAll();
+    assert.equal(readMain(), "def add(a, b):\n    return a + b");
+    await vscode.screenshot("12-restored");
+  });
+
   it("lists its commands in the palette; Restart Server and Show Output work", { timeout: 90_000 }, async () => {
     const { page } = vscode;
     await page.keyboard.press("F1");

@@ -19,6 +19,12 @@ describe("renderEntry", () => {
     assert.match(html, /<pre><code class="language-python">print\('&lt;script&gt;'\)/);
   });
 
+  it("offers 'Restore to before this turn' on restorable prompts only", () => {
+    const html = renderEntry(entry({ role: "user", text: "fix it", turn: 2, restorable: true }));
+    assert.match(html, /<button class="restore" data-turn="2" [^>]*>Restore to before this turn<\/button>/);
+    assert.ok(!renderEntry(entry({ role: "user", text: "fix it", turn: 2 })).includes("restore"));
+  });
+
   it("escapes user text and keeps its line breaks in a pre", () => {
     const html = renderEntry(entry({ role: "user", text: "<b>hi</b>\nthere" }));
     assert.match(html, /<pre>&lt;b&gt;hi&lt;\/b&gt;\nthere<\/pre>/);

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { contentText, readToolCalls, Transcript } from "../src/chat/transcript";
+import { contentText, readToolCalls, restoreSummary, Transcript } from "../src/chat/transcript";
 
 describe("Transcript", () => {
   it("accumulates deltas and swaps in the final message", () => {
@@ -138,5 +138,45 @@ describe("helpers", () => {
       tool_call_previews: { x: "--- b.py" },
     });
     assert.deepEqual(calls, [{ id: "x", name: "read_file", arguments: { path: "b.py" }, preview: "--- b.py" }]);
+  });
+});
+
+describe("Transcript turns and restore", () => {
+  it("numbers prompts as the server does and marks the restorable ones", () => {
+    const t = new Transcript("s", [
+      { role: "user", content: "one" },
+      { role: "assistant", content: "ok" },
+      { role: "user", content: "lint says...", metadata: { source: "hook", hook_name: "linters" } },
+      { role: "user", content: "summary", metadata: { source: "compaction" } },
+      { role: "user", content: "two" },
+    ]);
+    const prompts = t.entries.filter((e) => e.role === "user");
+    assert.deepEqual(prompts.map((e) => [e.text, e.turn]), [["one", 1], ["summary", undefined], ["two", 2]]);
+    const [local] = t.addUserPrompt("three");
+    t.applyMessage({ role: "user", content: "three" }, "s", 5);
+    assert.equal(t.find(local)?.turn, 3, "the confirmed prompt keeps its number");
+    assert.equal(t.find(local)?.messageIndex, 5);
+    const checkpoints = [{ turn: 1, messageIndex: 0 }, { turn: 3, messageIndex: 5 }];
+    assert.equal(t.markRestorable(checkpoints).length, 2);
+    assert.deepEqual(t.entries.filter((e) => e.restorable).map((e) => e.text), ["one", "three"]);
+    assert.deepEqual(t.markRestorable(checkpoints), [], "nothing changed the second time");
+    assert.equal(t.markRestorable([]).length, 2);
+  });
+
+  it("takes the server's turn number for a prompt it matched by index", () => {
+    const t = new Transcript("s");
+    t.applyMessage({ role: "user", content: "joined midway" }, "s", 12);
+    assert.equal(t.entries[0]!.turn, 1);
+    t.markRestorable([{ turn: 4, messageIndex: 12 }]);
+    assert.equal(t.entries[0]!.turn, 4);
+    assert.equal(t.entries[0]!.restorable, true);
+  });
+
+  it("summarises a restore", () => {
+    assert.equal(
+      restoreSummary(2, { restored: ["a.py"], conflicts: [{ path: "b.py", reason: "b.py was changed by someone else." }], note: "run_command is outside." }),
+      "Restored 1 file to before turn 2: a.py. Left alone: b.py was changed by someone else. run_command is outside.",
+    );
+    assert.equal(restoreSummary(1, { restored: [], conflicts: [] }), "Restored 0 files to before turn 1.");
   });
 });

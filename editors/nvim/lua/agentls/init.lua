@@ -40,6 +40,13 @@ local function create_commands()
   command("AgentSessions", function()
     chat.sessions()
   end, { desc = "agentls: pick a stored session and resume it" })
+  command("AgentRestore", function(opts)
+    require("agentls.restore").command(opts)
+  end, {
+    nargs = "?",
+    bang = true,
+    desc = "agentls: put files back as they were before a turn (! also overwrites your changes)",
+  })
 end
 
 local function create_autocmds()

@@ -54,6 +54,23 @@ export interface SessionData {
   metadata?: { [key: string]: unknown };
 }
 
+export interface CheckpointInfo {
+  turn: number;
+  messageIndex: number;
+  createdAt: string;
+  files: string[];
+}
+
+export interface CheckpointsResult {
+  checkpoints: CheckpointInfo[];
+}
+
+export interface RestoreResult {
+  restored: string[];
+  conflicts: { path: string; reason: string }[];
+  note?: string;
+}
+
 export const Methods = {
   chat: "agentls/chat",
   messageDelta: "agentls/messageDelta",
@@ -64,5 +81,7 @@ export const Methods = {
   complete: "agentls/complete",
   status: "agentls/status",
   templates: "agentls/templates",
+  checkpoints: "agentls/checkpoints",
+  restoreCheckpoint: "agentls/restoreCheckpoint",
   didChangeStatus: "didChangeStatus",
 } as const;

@@ -82,6 +82,13 @@ export function renderEntry(entry: Entry): string {
       break;
     case "user":
       parts.push(`<div class="role">${label}</div>`, `<div class="body">${pre(entry.text)}</div>`);
+      if (entry.restorable && entry.turn !== undefined) {
+        parts.push(
+          `<button class="restore" data-turn="${entry.turn}" ` +
+            `title="Put the files this turn and later turns changed back as they were before it">` +
+            `Restore to before this turn</button>`,
+        );
+      }
       if (entry.attachments) parts.push(folded("attachments", "Context sent with the prompt", pre(entry.attachments)));
       break;
     case "error":

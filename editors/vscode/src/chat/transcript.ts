@@ -34,6 +34,12 @@ export interface Entry {
   toolCalls?: ToolCallView[];
   tool?: { name: string; success: boolean; output: string; error?: string };
   hookName?: string;
+  /** A user prompt's turn number in the session (1 for the first prompt). */
+  turn?: number;
+  /** A user prompt's index in the session's messages, once the server said it. */
+  messageIndex?: number;
+  /** The files this turn changed can be restored (agentls/checkpoints lists it). */
+  restorable?: boolean;
 }
 
 export class Transcript {
@@ -42,15 +48,16 @@ export class Transcript {
   private nextId = 1;
   private readonly streamingByIndex = new Map<number, Entry>();
   private readonly toolNames = new Map<string, string>();
+  private turns = 0;
 
   constructor(sessionId?: string, messages: readonly WireMessage[] = []) {
     this.sessionId = sessionId;
-    for (const message of messages) this.applyMessage(message);
+    messages.forEach((message, index) => this.applyMessage(message, undefined, index));
   }
 
   /** The prompt the user just sent, shown at once. */
   addUserPrompt(prompt: string): string[] {
-    const entry = this.push({ role: "user", text: prompt, local: true });
+    const entry = this.push({ role: "user", text: prompt, local: true, turn: ++this.turns });
     return [entry.id];
   }
 
@@ -85,13 +92,17 @@ export class Transcript {
       const local = this.entries.find((e) => e.role === "user" && e.local);
       if (local) {
         local.local = false;
+        local.messageIndex = index;
         if (extra) local.attachments = extra;
         else if (text.startsWith(local.text) && text.length > local.text.length) {
           local.attachments = text.slice(local.text.length).trim();
         }
         return [local.id];
       }
-      return [this.push({ role: "user", text: shown, attachments: extra || undefined }).id];
+      // Context the server injects as a user message carries a `source`:
+      // not a prompt, so not a turn (the server counts turns the same way).
+      const turn = metadata["source"] ? undefined : ++this.turns;
+      return [this.push({ role: "user", text: shown, attachments: extra || undefined, turn, messageIndex: index }).id];
     }
     if (message.role === "assistant") {
       const toolCalls = readToolCalls(metadata);
@@ -135,6 +146,40 @@ export class Transcript {
       changed.push(this.push({ role: "info", text: "Cancelled." }).id);
     }
     return changed;
+  }
+
+  /**
+   * Marks the prompts of the turns that have a checkpoint as restorable. A
+   * prompt is matched by its message index when known (a view that joined a
+   * session midway numbers turns from where it joined), else by its turn;
+   * the server's turn number is what a restore sends.
+   */
+  markRestorable(checkpoints: Iterable<{ turn: number; messageIndex?: number }>): string[] {
+    const byIndex = new Map<number, number>();
+    const byTurn = new Set<number>();
+    for (const c of checkpoints) {
+      if (c.messageIndex !== undefined) byIndex.set(c.messageIndex, c.turn);
+      byTurn.add(c.turn);
+    }
+    const changed: string[] = [];
+    for (const entry of this.entries) {
+      if (entry.role !== "user" || entry.turn === undefined) continue;
+      let turn: number | undefined;
+      if (entry.messageIndex !== undefined) turn = byIndex.get(entry.messageIndex);
+      else if (byTurn.has(entry.turn)) turn = entry.turn;
+      const restorable = turn !== undefined;
+      if (Boolean(entry.restorable) !== restorable || (turn !== undefined && turn !== entry.turn)) {
+        entry.restorable = restorable;
+        if (turn !== undefined) entry.turn = turn;
+        changed.push(entry.id);
+      }
+    }
+    return changed;
+  }
+
+  /** A line from the extension itself (a restore's outcome). */
+  addInfo(text: string): string[] {
+    return [this.push({ role: "info", text }).id];
   }
 
   /** A request that failed before the server answered (connection lost...). */
@@ -228,4 +273,21 @@ function stringify(value: unknown): string {
   } catch {
     return String(value);
   }
+}
+
+export interface RestoreOutcome {
+  restored: string[];
+  conflicts: { path: string; reason: string }[];
+  note?: string;
+}
+
+/** "Restored 2 files to before turn 1: a.py, b.py. Left alone: ..." */
+export function restoreSummary(turn: number, result: RestoreOutcome): string {
+  const restored = result.restored ?? [];
+  const conflicts = result.conflicts ?? [];
+  const files = restored.length === 1 ? "1 file" : `${restored.length} files`;
+  let text = `Restored ${files} to before turn ${turn}${restored.length ? `: ${restored.join(", ")}` : ""}.`;
+  if (conflicts.length) text += ` Left alone: ${conflicts.map((c) => c.reason).join(" ")}`;
+  if (result.note) text += ` ${result.note}`;
+  return text;
 }

@@ -12,9 +12,16 @@
 import * as vscode from "vscode";
 import type { ServerConnection } from "../connection";
 import { completionItems, toPickerItems } from "./mentions";
-import { Methods, type ChatParams, type ChatResult, type SessionData } from "./protocol";
+import {
+  Methods,
+  type ChatParams,
+  type ChatResult,
+  type CheckpointsResult,
+  type RestoreResult,
+  type SessionData,
+} from "./protocol";
 import { renderEntry } from "./render";
-import { Transcript } from "./transcript";
+import { restoreSummary, Transcript } from "./transcript";
 
 export type FromWebview =
   | { type: "ready" }
@@ -22,6 +29,7 @@ export type FromWebview =
   | { type: "cancel" }
   | { type: "newSession" }
   | { type: "showSessions" }
+  | { type: "restore"; turn: number }
   | { type: "complete"; requestId: number; textBeforeCursor: string };
 
 const REQUEST_CANCELLED = -32800;
@@ -102,7 +110,44 @@ export class ChatViewProvider implements vscode.WebviewViewProvider, vscode.Disp
       this.pending = undefined;
       this.setBusy(false);
       void this.connection.refreshStatus();
+      void this.refreshCheckpoints(transcript);
     }
+  }
+
+  /**
+   * "Restore to before this turn": the server puts every file this turn and
+   * later turns changed back (no approval prompt: the user asked). Files
+   * changed since the agent wrote them are left alone and reported, with an
+   * action to overwrite them too.
+   */
+  async restore(turn: number, force = false): Promise<RestoreResult | undefined> {
+    const transcript = this.transcript;
+    const sessionId = transcript.sessionId;
+    if (!sessionId) return undefined;
+    if (this.pending) {
+      void vscode.window.showWarningMessage("agentls: wait for the running turn to end (or cancel it) before restoring.");
+      return undefined;
+    }
+    let result: RestoreResult;
+    try {
+      result = await this.connection.request<RestoreResult>(Methods.restoreCheckpoint, { sessionId, turn, force });
+    } catch (error) {
+      void vscode.window.showErrorMessage(`agentls: restore failed: ${(error as Error).message ?? String(error)}`);
+      return undefined;
+    }
+    this.updateFor(transcript, transcript.addInfo(restoreSummary(turn, result)));
+    const conflicts = result.conflicts ?? [];
+    if (conflicts.length > 0 && !force) {
+      const overwrite = "Overwrite Them";
+      const names = conflicts.map((c) => c.path).join(", ");
+      void vscode.window
+        .showWarningMessage(`agentls: changed since the agent wrote them, left alone: ${names}`, overwrite)
+        .then((choice) => (choice === overwrite ? this.restore(turn, true) : undefined));
+    } else {
+      const files = result.restored.length === 1 ? "1 file" : `${result.restored.length} files`;
+      void vscode.window.showInformationMessage(`agentls: restored ${files} to before turn ${turn}.`);
+    }
+    return result;
   }
 
   /** Cancels the pending turn: $/cancelRequest for the agentls/chat request. */
@@ -124,6 +169,7 @@ export class ChatViewProvider implements vscode.WebviewViewProvider, vscode.Disp
     this.transcript = new Transcript(sessionId, data?.messages ?? []);
     this.resetView();
     await this.reveal();
+    await this.refreshCheckpoints(this.transcript);
   }
 
   /** A session was deleted elsewhere; stop showing it. */
@@ -167,6 +213,9 @@ export class ChatViewProvider implements vscode.WebviewViewProvider, vscode.Disp
       case "showSessions":
         await vscode.commands.executeCommand("agentls.showSessions");
         break;
+      case "restore":
+        if (Number.isInteger(message.turn) && message.turn > 0) await this.restore(message.turn);
+        break;
       case "complete": {
         let items: ReturnType<typeof toPickerItems> = [];
         try {
@@ -179,6 +228,19 @@ export class ChatViewProvider implements vscode.WebviewViewProvider, vscode.Disp
         void this.view?.webview.postMessage({ type: "completions", requestId: message.requestId, items });
         break;
       }
+    }
+  }
+
+  /** Shows "Restore to before this turn" on the turns that changed files. */
+  private async refreshCheckpoints(transcript: Transcript): Promise<void> {
+    const sessionId = transcript.sessionId;
+    if (!sessionId) return;
+    try {
+      const result = await this.connection.request<CheckpointsResult>(Methods.checkpoints, { sessionId });
+      this.updateFor(transcript, transcript.markRestorable(result?.checkpoints ?? []));
+    } catch (error) {
+      // A server without checkpoints (or the session is gone): no restore actions.
+      void error;
     }
   }
 

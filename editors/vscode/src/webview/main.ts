@@ -150,6 +150,10 @@ cancel.addEventListener("click", () => vscode.postMessage({ type: "cancel" }));
 (document.getElementById("sessions") as HTMLButtonElement).addEventListener("click", () =>
   vscode.postMessage({ type: "showSessions" }),
 );
+log.addEventListener("click", (event) => {
+  const button = (event.target as HTMLElement | null)?.closest<HTMLButtonElement>("button.restore");
+  if (button) vscode.postMessage({ type: "restore", turn: Number(button.dataset.turn) });
+});
 
 window.addEventListener("message", (event: MessageEvent<ToWebview>) => {
   const message = event.data;
