@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 from agentls.core.models import AgentlsError
+from agentls.core.state_dir import STATE_DIR_ENV  # moves the database; the hints name it
 
 __all__ = [
     "STATE_DIR_ENV",
@@ -14,8 +15,6 @@ __all__ = [
     "SessionStoreError",
     "describe_sqlite_error",
 ]
-
-from agentls.core.state_dir import STATE_DIR_ENV  # moves the database; the hints name it
 
 
 class SessionStoreError(AgentlsError):
