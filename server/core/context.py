@@ -351,6 +351,7 @@ class ContextManager:
         total = fixed + sum(sizes)
         sent = [m for _, m in tail]
         limit = budget.input_limit
+        excerpt_chars = _older_excerpt_chars(budget)
         cut_older = cut_now = 0
         if total > limit:
             # 1. older turns' tool results, oldest first, only as many as needed
@@ -359,7 +360,7 @@ class ContextManager:
                     break
                 if index >= turn_start or message.role != "tool":
                     continue
-                cut = _excerpt(message, OLD_RESULT_EXCERPT_CHARS, "older")
+                cut = _excerpt(message, excerpt_chars, "older")
                 if cut is None:
                     continue
                 new = tokens(cut)
@@ -376,7 +377,8 @@ class ContextManager:
                 if index < turn_start or message.role != "tool":
                     continue
                 over = total - limit
-                chars = max(MIN_EXCERPT_CHARS, int((sizes[pos] - over) * 3 / factor))
+                # 120: the excerpt's own note
+                chars = max(MIN_EXCERPT_CHARS, int((sizes[pos] - over - 120) * 3 / factor))
                 cut = _excerpt(message, chars, "current")
                 if cut is None:
                     continue
@@ -565,7 +567,7 @@ class ContextManager:
                 if is_compaction(message):
                     continue
                 if message.role == "tool":
-                    message = _excerpt(message, OLD_RESULT_EXCERPT_CHARS, "older") or message
+                    message = _excerpt(message, _older_excerpt_chars(budget), "older") or message
                 recent += self.message_tokens(message, counter)
             if recent * factor <= allowance:
                 return boundary
@@ -636,6 +638,11 @@ def latest_summary(messages: Sequence[Message]) -> tuple[Message | None, int]:
             if isinstance(through, int) and 0 < through <= len(messages):
                 return message, through
     return None, 0
+
+
+def _older_excerpt_chars(budget: Budget) -> int:
+    # A small window cannot afford 1200 characters per old result.
+    return max(MIN_EXCERPT_CHARS, min(OLD_RESULT_EXCERPT_CHARS, budget.input_limit * 3 // 10))
 
 
 def _excerpt(message: Message, chars: int, which: str) -> Message | None:
