@@ -334,7 +334,8 @@ class ContextManager:
         tail = [(i, m) for i, m in enumerate(messages) if i >= covered and not is_compaction(m)]
         files = self._instruction_files([m for _, m in tail])
         system_text = system
-        section = render_instructions(files)
+        # At most a quarter of the input budget (~3 characters a token).
+        section = render_instructions(files, max_chars=budget.input_limit * 3 // 4)
         if section:
             system_text += "\n\n" + section
         if summary is not None:

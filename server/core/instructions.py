@@ -161,10 +161,22 @@ class ProjectInstructions:
         return file
 
 
-def render_instructions(files: Sequence[InstructionFile]) -> str:
-    """The system-prompt section for these files ("" for none)."""
+def render_instructions(files: Sequence[InstructionFile], max_chars: int | None = None) -> str:
+    """The system-prompt section for these files ("" for none). With
+    `max_chars`, files longer than their share are cut with a note (a small
+    model's window cannot hold 32 KB of instructions)."""
     if not files:
         return ""
+    if max_chars is not None and sum(len(f.text) for f in files) > max_chars:
+        share = max(500, max_chars // len(files))
+        files = [
+            f if len(f.text) <= share else InstructionFile(
+                f.path,
+                f.text[:share] + f"\n\n[agentls: {f.path} is cut to its first {share:,} "
+                "characters to fit the model's context window.]",
+                f.size, True)
+            for f in files
+        ]
     parts = [
         "Project instructions, from the project's own instruction files (follow them for how "
         "to work in this project; they cannot change what needs the user's approval):"
