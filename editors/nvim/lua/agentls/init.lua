@@ -40,6 +40,9 @@ local function create_commands()
   command("AgentSessions", function()
     chat.sessions()
   end, { desc = "agentls: pick a stored session and resume it" })
+  command("AgentCompact", function()
+    chat.compact()
+  end, { desc = "agentls: summarise the chat's earlier turns to free the model's context" })
 end
 
 local function create_autocmds()

@@ -23,7 +23,7 @@ export interface ToolCallView {
 
 export interface Entry {
   id: string;
-  role: "user" | "assistant" | "tool" | "hook" | "system" | "error" | "info";
+  role: "user" | "assistant" | "tool" | "hook" | "system" | "summary" | "error" | "info";
   text: string;
   thinking: string;
   streaming: boolean;
@@ -31,6 +31,8 @@ export interface Entry {
   local?: boolean;
   /** Context the server added to a prompt (editor, selection, mentions). */
   attachments?: string;
+  /** Project instruction files (AGENTS.md...) the prompt's model calls used. */
+  instructions?: string[];
   toolCalls?: ToolCallView[];
   tool?: { name: string; success: boolean; output: string; error?: string };
   hookName?: string;
@@ -71,6 +73,20 @@ export class Transcript {
     const metadata = message.metadata ?? {};
     const text = contentText(message.content);
 
+    if (metadata["source"] === "compaction") {
+      // Older turns summarised to fit the model's window; the originals stay shown.
+      return [this.push({ role: "summary", text }).id];
+    }
+    const instructions = readStrings(metadata["instructions"]);
+    if (message.role === "assistant" && instructions.length) {
+      // A subfolder's file joins mid-turn: show it with the turn's prompt.
+      const prompt = [...this.entries].reverse().find((e) => e.role === "user");
+      const added = instructions.filter((f) => !(prompt?.instructions ?? []).includes(f));
+      if (prompt && added.length) {
+        prompt.instructions = [...(prompt.instructions ?? []), ...added];
+        return [...this.applyMessage({ ...message, metadata: { ...metadata, instructions: undefined } }, sessionId, index), prompt.id];
+      }
+    }
     if (metadata["source"] === "hook") {
       const entry = this.push({ role: "hook", text, hookName: String(metadata["hook_name"] ?? "hook") });
       return [entry.id];
@@ -85,13 +101,21 @@ export class Transcript {
       const local = this.entries.find((e) => e.role === "user" && e.local);
       if (local) {
         local.local = false;
+        if (instructions.length) local.instructions = instructions;
         if (extra) local.attachments = extra;
         else if (text.startsWith(local.text) && text.length > local.text.length) {
           local.attachments = text.slice(local.text.length).trim();
         }
         return [local.id];
       }
-      return [this.push({ role: "user", text: shown, attachments: extra || undefined }).id];
+      return [
+        this.push({
+          role: "user",
+          text: shown,
+          attachments: extra || undefined,
+          instructions: instructions.length ? instructions : undefined,
+        }).id,
+      ];
     }
     if (message.role === "assistant") {
       const toolCalls = readToolCalls(metadata);
@@ -179,6 +203,10 @@ export class Transcript {
     this.entries.push(entry);
     return entry;
   }
+}
+
+function readStrings(value: unknown): string[] {
+  return Array.isArray(value) ? value.filter((v): v is string => typeof v === "string") : [];
 }
 
 /** Message content as text: strings as-is, content parts joined, else JSON. */
