@@ -343,3 +343,31 @@ def test_compaction_prompt_asks_for_a_bounded_summary() -> None:
 def test_context_length_errors_are_read(error: str, limit: int | None, used: int | None
                                         ) -> None:
     assert learned_window(error) == (limit, used)
+
+
+async def test_a_vetoed_compaction_in_a_turn_fails_clearly_once_nothing_else_fits() -> None:
+    hooks = HookRegistry()
+
+    async def keep_everything(event: str, data: dict[str, Any]) -> HookResult:
+        return HookResult(action="deny", reason="an audit hook keeps every turn")
+
+    hooks.register(events.CONTEXT_PRE_COMPACT, keep_everything, name="audit")
+    provider = AgentModel()
+    core = make(provider, hooks=hooks, size=3000)
+    session = Session("s1")
+    budget = Budget.for_window(WINDOW, None)
+    failed = None
+    for turn in range(1, 30):
+        result = await core.run_turn(session, f"Fetch document {turn}")
+        session = result.session
+        if result.status == "failed":
+            failed = result
+            break
+    assert failed is not None, "without compaction the window must run out"
+    assert failed.error is not None and failed.error["code"] == "context_length"
+    assert "vetoed: an audit hook keeps every turn" in failed.error["message"]
+    assert not any(is_compaction(m) for m in session.messages)
+    assert not any(c[0].content.startswith(SUMMARY_MARK) for c in provider.calls)
+    # Until then every request fitted (older results cut, never a summary).
+    for request in provider.calls:
+        assert request_tokens(request, core.tools.specs) <= budget.window - budget.output_reserve
