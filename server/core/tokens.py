@@ -7,13 +7,15 @@ inline-completion path; and tiktoken fetches its BPE file over the network
 on first use, so until it is ready (or when it cannot load, offline) the
 estimate below answers instead.
 
-Everywhere else a conservative estimate: UTF-8 bytes / 3. BPE tokenizers
-average ~4 bytes per token on English and ~3.2-3.6 on code (measured against
-o200k_base over this repository: bench/README.md, "Token estimate"), and a
-CJK character is 3 bytes and about one token, so bytes / 3 over-counts the
-common cases and is about right for the rest. The context manager also
-scales the estimate up when a provider reports more input tokens than were
-estimated (ContextManager.calibrate), so an unusual tokenizer is learned.
+Everywhere else a conservative estimate: UTF-8 bytes / 3. The embedded
+model's tokenizer (SmolLM2) averages 3.3-3.6 bytes per token on this
+repository's code and docs (bench/bench_token_estimate.py, figures in
+bench/README.md), so bytes / 3 over-counts by 10-20% overall; a single file
+can come out up to ~10% under, which the budget's margin and the
+context_length retry absorb. A CJK character is 3 bytes and about one
+token. The context manager also scales the estimate up when a provider
+reports more input tokens than were estimated (ContextManager.calibrate),
+so an unusual tokenizer is learned.
 """
 
 from __future__ import annotations
