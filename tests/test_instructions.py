@@ -85,3 +85,11 @@ def test_render_fits_a_small_window(tmp_path: Path) -> None:
     small = render_instructions(files, max_chars=2000)
     assert len(small) < 2600 and "cut to its first 2,000 characters" in small
     assert render_instructions([]) == ""
+
+
+def test_paths_the_model_made_up_are_ignored(tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").write_text("root")
+    instructions = ProjectInstructions(tmp_path)
+    found = instructions.files_for(["a\x00b.py", "", "/", "x" * 5000])
+    assert [f.path for f in found] == ["AGENTS.md"]
+    assert ProjectInstructions(tmp_path, ["BAD\x00.md"]).root_file() is None

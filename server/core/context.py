@@ -246,7 +246,9 @@ class ContextManager:
         try:
             models = await asyncio.wait_for(provider.list_models(), 15)
         except Exception as exc:  # unreachable, no /models route: the default
-            log.info("No model list for the context window (%s); using %d", exc, default)
+            # Not the message: a server may echo the API key in it.
+            log.info("No model list for the context window (%s %s); using %d",
+                     type(exc).__name__, getattr(exc, "code", ""), default)
             return default
         for info in models:
             if info.id == model and info.context_window > 0:

@@ -108,11 +108,11 @@ class ProjectInstructions:
         try:
             # resolve(strict=False): a file the turn deleted or is creating counts too
             path = path.resolve()
-        except (OSError, RuntimeError):
+            if self.root not in path.parents:
+                return None  # outside the workspace: never read
+            return path if path.is_dir() else path.parent
+        except (OSError, RuntimeError, ValueError):  # ValueError: a NUL in the model's path
             return None
-        if self.root not in path.parents:
-            return None  # outside the workspace: never read
-        return path if path.is_dir() else path.parent
 
     def _first_in(self, folder: Path) -> InstructionFile | None:
         for name in self.names:
@@ -125,7 +125,7 @@ class ProjectInstructions:
     def _read(self, path: Path) -> InstructionFile | None:
         try:
             stat = path.stat()
-        except OSError:
+        except (OSError, ValueError):
             self._cache.pop(path, None)
             return None
         if not path.is_file():
