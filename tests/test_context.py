@@ -74,12 +74,13 @@ class AgentModel(ScriptedProvider):
     with a smaller window than agentls assumed would."""
 
     def __init__(self, window: int = WINDOW, reject_over: int | None = None,
-                 fail_summary: bool = False) -> None:
+                 fail_summary: bool = False, vague: bool = False) -> None:
         super().__init__(ProviderConfig(name="scripted", options={"contextWindow": window}))
         self.calls: list[list[Message]] = []
         self.reject_over = reject_over
         self.fail_summary = fail_summary
         self.rejected = 0
+        self.vague = vague  # a context-length error that names no numbers
 
     def _stream(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None,
                 options: CompletionOptions) -> AsyncIterator[StreamChunk]:
@@ -90,6 +91,8 @@ class AgentModel(ScriptedProvider):
                       ) -> AsyncIterator[StreamChunk]:
         if self.reject_over is not None and request_tokens(messages, tools) > self.reject_over:
             self.rejected += 1
+            if self.vague:
+                raise ModelError("input too long for the model", code="context_length")
             raise ModelError(
                 f"This model's maximum context length is {self.reject_over} tokens. However, "
                 f"your messages resulted in {request_tokens(messages, tools)} tokens. Please "
@@ -371,3 +374,18 @@ async def test_a_vetoed_compaction_in_a_turn_fails_clearly_once_nothing_else_fit
     # Until then every request fitted (older results cut, never a summary).
     for request in provider.calls:
         assert request_tokens(request, core.tools.specs) <= budget.window - budget.output_reserve
+
+
+async def test_a_context_length_error_without_numbers_still_teaches_a_smaller_window() -> None:
+    # Ollama-style: "input too long", no limit named. agentls shrinks its idea
+    # of the window below the request that failed, compacts and retries.
+    provider = AgentModel(window=8192, reject_over=3000, vague=True)
+    core = make(provider, size=3000)
+    session = Session("s1")
+    statuses = []
+    for turn in range(1, 13):
+        result = await core.run_turn(session, f"Fetch document {turn}")
+        statuses.append(result.status)
+        session = result.session
+    assert provider.rejected == 1  # one rejection, then it stays under
+    assert statuses == ["completed"] * 12, statuses  # the retry saved that turn too
