@@ -7,7 +7,7 @@ error names the real limit). When the history does not fit, in order:
 
 1. Tool results of older turns are cut to a head/tail excerpt with a note
    (oldest first, only as many as needed).
-2. Compaction: the model summarises the oldest turns (COMPACTION_PROMPT).
+2. Compaction: the model summarises the oldest turns (core/compaction.py).
    The summary is stored as a message with metadata.source = "compaction"
    and `compacted_through` = how many stored messages it replaces; every
    original message stays stored. Requests then send the summary (in the
@@ -33,14 +33,22 @@ import logging
 import math
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from . import events
+from .compaction import (
+    COMPACTION_PROMPT,
+    excerpt,
+    is_compaction,
+    is_prompt,
+    latest_summary,
+    summarise,
+)
 from .instructions import InstructionFile, ProjectInstructions, render_instructions
 from .models import ModelError
-from .provider import CompletionOptions, Provider, ToolSpec
+from .provider import Provider, ToolSpec
 from .session_types import Message
 from .tokens import TokenCounter, counter_for
 
@@ -96,28 +104,6 @@ KEEP_FRACTION_AFTER_ERROR = 0.15
 MIN_CALIBRATION_SAMPLE = 500
 MAX_CALIBRATION = 4.0
 FILE_TOOLS = frozenset({"read_file", "write_file", "edit_file", "delete_file", "rename_file"})
-
-COMPACTION_PROMPT = """\
-You compact the conversation of a coding agent that works in the user's editor, so the \
-agent can continue within its limited context window. Write a summary that lets the agent \
-carry on without the original messages. Include:
-- the user's requests and goals, quoting instructions and constraints that still apply;
-- decisions made and why;
-- files read, created, changed or deleted (with paths) and what changed in them;
-- facts found that matter (names, errors, test and command results);
-- what is done, what remains, and the next step.
-Leave out greetings and tool output that no longer matters. Plain text, short sections, \
-no preamble. Keep it under {words} words."""
-
-
-def is_compaction(message: Message) -> bool:
-    return (message.metadata or {}).get("source") == "compaction"
-
-
-def is_prompt(message: Message) -> bool:
-    """A user's prompt (not a hook's injected context, not a summary)."""
-    return message.role == "user" and not (message.metadata or {}).get("source")
-
 
 def _now() -> str:
     return datetime.now(UTC).isoformat()
@@ -363,7 +349,7 @@ class ContextManager:
                     break
                 if index >= turn_start or message.role != "tool":
                     continue
-                cut = _excerpt(message, excerpt_chars, "older")
+                cut = excerpt(message, excerpt_chars, "older")
                 if cut is None:
                     continue
                 new = tokens(cut)
@@ -382,7 +368,7 @@ class ContextManager:
                 over = total - limit
                 # 120: the excerpt's own note
                 chars = max(MIN_EXCERPT_CHARS, int((sizes[pos] - over - 120) * 3 / factor))
-                cut = _excerpt(message, chars, "current")
+                cut = excerpt(message, chars, "current")
                 if cut is None:
                     continue
                 new = tokens(cut)
@@ -518,9 +504,11 @@ class ContextManager:
             raise CompactionVetoed(veto, model=model, code="context_length")
         await host.progress("Compacting the conversation")
         started = asyncio.get_running_loop().time()
-        text, calls = await self._summarise(
+        text, calls = await summarise(
             provider, model, host.session_id, summary.content if summary else "",
-            [m for m in messages[covered:through] if not is_compaction(m)], budget, counter,
+            [m for m in messages[covered:through] if not is_compaction(m)],
+            window=budget.window, input_limit=budget.input_limit, counter=counter,
+            factor=self._factor(counter),
         )
         elapsed = asyncio.get_running_loop().time() - started
         self.compactions += calls
@@ -570,126 +558,14 @@ class ContextManager:
                 if is_compaction(message):
                     continue
                 if message.role == "tool":
-                    message = _excerpt(message, _older_excerpt_chars(budget), "older") or message
+                    message = excerpt(message, _older_excerpt_chars(budget), "older") or message
                 recent += self.message_tokens(message, counter)
             if recent * factor <= allowance:
                 return boundary
         return boundaries[-1]
-
-    async def _summarise(
-        self,
-        provider: Provider,
-        model: str,
-        session_id: str,
-        previous: str,
-        messages: Sequence[Message],
-        budget: Budget,
-        counter: TokenCounter,
-    ) -> tuple[str, int]:
-        """The new summary and the model calls it took: the transcript goes
-        in pieces that fit, each folded into the summary so far."""
-        words = max(150, min(1500, budget.window // 12))
-        system = COMPACTION_PROMPT.format(words=words)
-        factor = self._factor(counter)
-        # The summary itself is ~words*1.4 tokens; the answer needs room for it.
-        room = budget.input_limit - math.ceil(counter.count(system) * factor) - 200
-        lines = [_transcript_line(m) for m in messages]
-        summary = previous
-        calls = 0
-        pending = list(lines)
-        while pending or calls == 0:
-            head = math.ceil(counter.count(summary) * factor)
-            chunk: list[str] = []
-            used = head
-            while pending:
-                size = math.ceil(counter.count(pending[0]) * factor) + 2
-                if chunk and used + size > room:
-                    break
-                line = pending.pop(0)
-                if used + size > room:  # one line alone is too big: its head only
-                    line = line[: max(200, int((room - used) * 3 / factor))] + " […]"
-                chunk.append(line)
-                used += size
-            prompt = (
-                (f"The summary so far:\n<summary>\n{summary}\n</summary>\n\n" if summary else "")
-                + "The conversation to summarise"
-                + (" (it continues from the summary)" if summary else "")
-                + ":\n<conversation>\n" + "\n\n".join(chunk) + "\n</conversation>\n\n"
-                + "Write the " + ("updated " if summary else "") + "summary now."
-            )
-            options = CompletionOptions(model=model or None,
-                                        request_id=f"{session_id}:compact:{calls + 1}")
-            response = await provider.complete(
-                [Message("system", system), Message("user", prompt)], None, options=options
-            )
-            calls += 1
-            text = (response.content or "").strip()
-            if not text:
-                raise ModelError("The model wrote an empty summary while compacting.",
-                                 model=model, code="invalid_response")
-            summary = text
-            if not pending:
-                break
-        return summary, calls
-
-
-def latest_summary(messages: Sequence[Message]) -> tuple[Message | None, int]:
-    """The newest stored summary and how many stored messages it replaces."""
-    for message in reversed(messages):
-        if is_compaction(message):
-            through = (message.metadata or {}).get("compacted_through")
-            if isinstance(through, int) and 0 < through <= len(messages):
-                return message, through
-    return None, 0
-
 
 def _older_excerpt_chars(budget: Budget) -> int:
     # A small window cannot afford 1200 characters per old result.
     return max(MIN_EXCERPT_CHARS, min(OLD_RESULT_EXCERPT_CHARS, budget.input_limit * 3 // 10))
 
 
-def _excerpt(message: Message, chars: int, which: str) -> Message | None:
-    text = message.content if isinstance(message.content, str) else \
-        json.dumps(message.content, default=str)
-    if len(text) <= chars + 200:
-        return None
-    head = chars * 2 // 3
-    tail = chars - head
-    left_out = len(text) - head - tail
-    note = (
-        f"\n\n[agentls: {left_out:,} of this tool result's {len(text):,} characters are left "
-        "out here to fit the model's context window"
-        + (" (it belongs to an earlier turn)" if which == "older" else "")
-        + ". Run the tool again, on a narrower range, if you need the rest.]\n\n"
-    )
-    result = message.tool_result or {}
-    return replace(
-        message,
-        content=text[:head] + note + text[-tail:],
-        metadata={**(message.metadata or {}), "context_cut": True},
-        tool_result={"success": result.get("success", True)} if result else None,
-    )
-
-
-def _transcript_line(message: Message) -> str:
-    content = message.content if isinstance(message.content, str) else \
-        json.dumps(message.content, default=str)
-    metadata = message.metadata or {}
-    if message.role == "tool":
-        name = metadata.get("tool_name") or "tool"
-        cut = _excerpt(message, 1500, "older")
-        body = cut.content if cut is not None else content
-        return f"[{name} result]\n{body}"
-    if message.role == "assistant":
-        parts = [f"Assistant: {content}" if content else "Assistant:"]
-        for call in metadata.get("tool_calls") or ():
-            if isinstance(call, dict):
-                arguments = json.dumps(call.get("arguments"), default=str)
-                if len(arguments) > 600:
-                    arguments = arguments[:600] + "…"
-                parts.append(f"[called {call.get('tool')} {arguments}]")
-        return "\n".join(parts)
-    if metadata.get("source") == "hook":
-        return f"[context added by {metadata.get('hook_name', 'a hook')}]\n{content[:3000]}"
-    label = "User" if message.role == "user" else "System"
-    return f"{label}: {content}"
