@@ -389,3 +389,27 @@ async def test_a_context_length_error_without_numbers_still_teaches_a_smaller_wi
         session = result.session
     assert provider.rejected == 1  # one rejection, then it stays under
     assert statuses == ["completed"] * 12, statuses  # the retry saved that turn too
+
+
+def test_reported_usage_scales_later_estimates_up_never_down() -> None:
+    from agentls.core.context import ContextManager
+    from agentls.core.tokens import EstimateCounter
+
+    manager = ContextManager()
+    counter = EstimateCounter()
+    text = Message("user", "x" * 3000)  # 1000 estimated tokens + overhead
+    budget = Budget(100_000, 0)
+
+    def planned() -> int:
+        return manager.plan(system="s", messages=[text], ephemeral=[], tools=None,
+                            turn_start=0, budget=budget, counter=counter).estimated_tokens
+
+    before = planned()
+    manager._last_estimate["s1"] = before
+    manager.calibrate("s1", before // 2, counter.name)  # the model counted fewer: ignored
+    assert planned() == before
+    manager.calibrate("s1", before * 2, counter.name)  # twice as many: believed
+    assert planned() >= 2 * before - 2
+    manager._last_estimate["s2"] = 100  # too small a sample to learn from
+    manager.calibrate("s2", 10_000, counter.name)
+    assert planned() < 3 * before
