@@ -10,6 +10,9 @@ either a list of responses or an object:
      "loop": false,        # start over when exhausted (else: an error)
      "record": "calls.jsonl"}   # append every request received, for tests
 
+`providerOptions.contextWindow` sets the window list_models reports (32768
+by default), for tests of the context budget.
+
 A response:
 
     {"text": "Hello", "chunks": ["Hel", "lo"], "reasoning": "...",
@@ -128,7 +131,7 @@ class ScriptedProvider(BaseProvider):
             ModelInfo(
                 id=self.default_model,
                 display_name="Scripted model",
-                context_window=32768,
+                context_window=int(self.config.options.get("contextWindow") or 32768),
                 max_output_tokens=4096,
                 capabilities=["tools", "streaming", "fim"],
             )

@@ -362,6 +362,12 @@ def test_problem_message_names_key_value_accepted_values_and_fallback(
         ({"linters": [{"languages": ["py"], "command": []}]}, "linters", "command"),
         ({"features": {"disabled": "templates"}}, "features.disabled", "list of plugin names"),
         ({"providerOptions": [1]}, "providerOptions", "object"),
+        ({"contextWindow": 100}, "contextWindow", "512 or more"),
+        ({"contextWindow": True}, "contextWindow", "number of tokens"),
+        ({"instructions": {"files": ["../outside.md"]}}, "instructions.files",
+         "relative to a folder"),
+        ({"instructions": {"files": ["/etc/rules.md"]}}, "instructions.files",
+         "relative to a folder"),
     ],
 )
 def test_invalid_values_are_reported_and_replaced_by_the_default(

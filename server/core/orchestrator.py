@@ -31,6 +31,7 @@ from .approval import (
 )
 from .checkpoint_store import CheckpointStore
 from .checkpoints import TurnCheckpoints
+from .context import ContextHost, ContextManager, ContextOverflow, RequestPlan
 from .hooks import HookRegistry
 from .injections import InjectionBudget, InjectionLimits, InjectionRefused
 from .models import (
@@ -160,6 +161,9 @@ class Orchestrator:
         # Where turns store files before changing them (None: no checkpoints).
         self.checkpoints: CheckpointStore | None = None
         self._system_prompt = system_prompt
+        # Builds each request to fit the model's window (compaction, project
+        # instructions): core/context.py.
+        self.context = ContextManager()
         self._running: dict[str, _Running] = {}
         self._statuses: dict[str, SessionStatus] = {}
 
@@ -236,6 +240,29 @@ class Orchestrator:
         finally:
             self._running.pop(sid, None)
 
+    async def compact(
+        self, session: Session, *, observer: TurnObserver | None = None
+    ) -> Message | None:
+        """Compact a session on request (agentls/compact): the stored summary
+        message, or None when there is nothing to compact. ModelError when
+        the model failed or a hook vetoed; the session is unchanged then."""
+        sid = session.session_id
+        if sid in self._running:
+            raise TurnInProgress(
+                f"Session {sid} has a turn running; compact it after the turn ends."
+            )
+        self._running[sid] = _Running(asyncio.current_task())
+        try:
+            await self._session_status(sid)
+            turn = _Turn(self, session, observer or TurnObserver(), {})
+            model = self.model or getattr(self.provider, "default_model", "") or ""
+            return await self.context.compact(
+                turn.context_host(), provider=self.provider, model=model,
+                output_cap=self.output_cap or self.max_tokens,
+            )
+        finally:
+            self._running.pop(sid, None)
+
     # -- used by _Turn -------------------------------------------------------
     async def _session_status(self, sid: str) -> SessionStatus:
         status = self._statuses.get(sid)
@@ -285,6 +312,8 @@ class _Turn:
         self.stream_stop: StreamStop | None = None  # why the last stream was cut short
         self.finished = False
         self.checkpoints: TurnCheckpoints | None = None  # set once the prompt is stored
+        self.turn_start = len(session.messages)  # index of this turn's prompt
+        self.plan: RequestPlan | None = None  # what the last model call was sent
 
     # -- the loop ------------------------------------------------------------
     async def run(self, prompt: str | Message) -> TurnResult:
@@ -304,6 +333,10 @@ class _Turn:
                 "user", new_prompt, user_message.metadata, user_message.multipart_content
             )
         await self.close_interrupted_tool_calls()
+        instructions = core.context.prompt_instructions()
+        if instructions:  # shown with the prompt in the chat views
+            user_message = user_message.with_metadata(instructions=instructions)
+        self.turn_start = len(self.session.messages)
         await self.persist(user_message)
         self.checkpoints = TurnCheckpoints.for_prompt(core.checkpoints, self.sid,
                                                       self.session.messages)
@@ -311,7 +344,7 @@ class _Turn:
         for iteration in range(1, core.limits.max_iterations + 1):
             await self.flush_injections()
             try:
-                response = await self.call_model(iteration)
+                response = await self.call_model_retrying(iteration)
             except ModelError as exc:
                 await self.emit(
                     events.PROVIDER_ERROR,
@@ -351,15 +384,53 @@ class _Turn:
             },
         )
 
-    async def call_model(self, iteration: int) -> ModelResponse:
+    async def call_model_retrying(self, iteration: int) -> ModelResponse:
+        """call_model; a provider context_length error compacts and retries once."""
+        try:
+            return await self.call_model(iteration)
+        except ModelError as exc:
+            if (exc.code != "context_length" or isinstance(exc, ContextOverflow)
+                    or self.partial_text or self.plan is None):
+                raise
+            core = self.core
+            model = core.model or getattr(core.provider, "default_model", "") or ""
+            core.context.learn(model, exc, self.sid, self.plan.budget.window)
+            await self.emit(events.PROVIDER_ERROR,
+                            {"error": str(exc), "code": exc.code, "iteration": iteration,
+                             "retrying": True})
+        try:
+            return await self.call_model(iteration, force_compact=True)
+        except ModelError as exc:
+            if exc.code == "context_length" and not isinstance(exc, ContextOverflow):
+                raise ModelError(
+                    f"{exc} The request was compacted and retried once and still did not fit. "
+                    "Start a new session, or set contextWindow to the model's real window.",
+                    model=exc.model, code=exc.code,
+                ) from exc
+            raise
+
+    def context_host(self) -> ContextHost:
+        async def veto(event: str, data: dict[str, Any]) -> str | None:
+            outcome = await self.hook(event, data)
+            return None if outcome.allowed else outcome.reason
+
+        async def progress(text: str) -> None:
+            await self.observer.on_progress(self.sid, text)
+
+        return ContextHost(self.sid, lambda: self.session.messages, veto, self.emit,
+                           self.persist, progress)
+
+    async def call_model(self, iteration: int, *, force_compact: bool = False) -> ModelResponse:
         core = self.core
-        messages = [
-            Message("system", core.system_prompt()),
-            *self.session.messages,
-            *self.ephemeral,
-        ]
-        self.ephemeral = []
         model = core.model or getattr(core.provider, "default_model", "") or ""
+        self.plan = await core.context.prepare(
+            self.context_host(), provider=core.provider, model=model,
+            system=core.system_prompt(), ephemeral=self.ephemeral, tools=core.tools.specs,
+            turn_start=self.turn_start, output_cap=core.output_cap or core.max_tokens,
+            force_compact=force_compact,
+        )
+        messages = self.plan.messages
+        sent_ephemeral = list(self.ephemeral)
         await self.emit(
             events.PROVIDER_REQUEST,
             {"iteration": iteration, "model": model, "message_count": len(messages)},
@@ -400,6 +471,11 @@ class _Turn:
                     break
             if chunk.finish_reason is not None:
                 finish = chunk.finish_reason
+        # Sent: kept until now for a context_length retry.
+        self.ephemeral = [m for m in self.ephemeral if all(m is not e for e in sent_ephemeral)]
+        if usage.input_tokens:
+            core.context.calibrate(self.sid, usage.input_tokens,
+                                   core.context.counter(core.provider, model).name)
         if stop is not None:
             # Closing the generator cancels the provider's HTTP call.
             await _close_stream(stream)
@@ -433,6 +509,8 @@ class _Turn:
                 metadata["tool_call_previews"] = previews
         if response.reasoning_content:
             metadata["reasoning"] = response.reasoning_content
+        if self.plan is not None and self.plan.instruction_files:
+            metadata["instructions"] = list(self.plan.instruction_files)
         if self.stream_stop is not None:
             metadata["stopped"] = {
                 "reason": self.stream_stop.reason, "message": self.stream_stop.message

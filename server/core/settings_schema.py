@@ -25,6 +25,7 @@ __all__ = [
     "ApprovalSettings",
     "FeatureSettings",
     "InlineCompletionSettings",
+    "InstructionsSettings",
     "LinterConfig",
     "RunCommandSettings",
     "SessionSettings",
@@ -153,6 +154,24 @@ class RunCommandSettings(_Model):
     )
 
 
+class InstructionsSettings(_Model):
+    # Project instruction files, first found wins per folder (core/instructions.py).
+    files: list[Annotated[str, Field(min_length=1, pattern=r"^[^/\\]")]] = Field(
+        default_factory=lambda: ["AGENTS.md", "CLAUDE.md", ".github/copilot-instructions.md"],
+        json_schema_extra=_accepts(
+            "a list of file names relative to a folder (e.g. AGENTS.md), first found wins"
+        ),
+    )
+
+    @field_validator("files")
+    @classmethod
+    def _inside_the_folder(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if ".." in name.replace("\\", "/").split("/"):
+                raise ValueError(f"{name!r} leaves the folder; name a file inside it")
+        return value
+
+
 class FeatureSettings(_Model):
     disabled: list[str] = Field(
         default_factory=list, json_schema_extra=_accepts("a list of plugin names")
@@ -207,6 +226,13 @@ class AgentlsSettings(_Model):
         ),
     )
     features: FeatureSettings = Field(default_factory=FeatureSettings)
+    # Tokens the chat model accepts; overrides what the provider reports
+    # (core/context.py builds every request to fit it).
+    context_window: Annotated[int, _NoBool, Field(ge=512, le=100_000_000)] | None = Field(
+        None, json_schema_extra=_accepts("a number of tokens (512 or more), or null for the "
+                                         "model's own window")
+    )
+    instructions: InstructionsSettings = Field(default_factory=InstructionsSettings)
     run_command: RunCommandSettings = Field(default_factory=RunCommandSettings)
 
     @field_validator("base_url")

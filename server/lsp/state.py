@@ -268,6 +268,12 @@ class ServerState:
             ),
         )
         core.workspace = str(self.workspace_root) if self.workspace_root else None
+        from agentls.core.instructions import ProjectInstructions
+
+        core.context.window_override = self.settings.context_window
+        core.context.instructions = ProjectInstructions(
+            self.workspace_root, self.settings.instructions.files
+        )
         if wiring is not None:
             core.gate = wiring.gate  # shared with the edit applier
         core.approval = wiring.approval if wiring else None

@@ -35,6 +35,7 @@ __all__ = [
     "CLOSE",
     "SSE_DONE",
     "STALL",
+    "ContextLimit",
     "FakeBackend",
     "Pause",
     "RecordedRequest",
@@ -44,7 +45,9 @@ __all__ = [
     "ndjson",
     "ndjson_reply",
     "openai_chunk",
+    "openai_context_length_error",
     "openai_usage_chunk",
+    "request_tokens",
     "sse",
     "sse_event",
     "sse_reply",
@@ -438,3 +441,44 @@ class _Handler(BaseHTTPRequestHandler):
             except OSError:
                 record.client_disconnected = True
                 return
+
+
+# --------------------------------------------------------------------------- context window
+
+
+def openai_context_length_error(limit: int, used: int) -> Reply:
+    """OpenAI's real answer to a request over the model's context window."""
+    message = (
+        f"This model's maximum context length is {limit} tokens. However, your messages "
+        f"resulted in {used} tokens. Please reduce the length of the messages."
+    )
+    return Reply(status=400, body={"error": {
+        "message": message, "type": "invalid_request_error", "param": "messages",
+        "code": "context_length_exceeded"}})
+
+
+def request_tokens(request: RecordedRequest) -> int:
+    """The fake's token count of a chat request: its messages and tools as
+    JSON, 4 bytes a token (about what OpenAI's tokenizers average on English)."""
+    body = request.json if isinstance(request.json, dict) else {}
+    sent = json.dumps({"messages": body.get("messages"), "tools": body.get("tools")})
+    return len(sent.encode()) // 4
+
+
+class ContextLimit:
+    """A responder that rejects requests over `limit` tokens as OpenAI does
+    (HTTP 400, code context_length_exceeded) and hands the rest to `answer`."""
+
+    def __init__(self, limit: int, answer: Callable[[RecordedRequest], Reply]) -> None:
+        self.limit = limit
+        self.answer = answer
+        self.rejected: list[int] = []  # the token counts refused
+        self.accepted: list[int] = []
+
+    def __call__(self, request: RecordedRequest) -> Reply:
+        tokens = request_tokens(request)
+        if tokens > self.limit:
+            self.rejected.append(tokens)
+            return openai_context_length_error(self.limit, tokens)
+        self.accepted.append(tokens)
+        return self.answer(request)

@@ -217,3 +217,35 @@ def test_characterwise_selection_is_sent_exactly(editor: Callable[..., Editor],
     assert "↳ selection: main.py:5-5" in text
     user = [m for m in recorded_calls(tmp_path)[0]["messages"] if m["role"] == "user"][-1]
     assert '<selection file="main.py" lines="5-5">\ngreet\n</selection>' in user["content"]
+
+
+def test_instruction_files_and_a_compaction_show_in_the_chat_buffer(
+        editor: Callable[..., Editor], tmp_path: Path, workspace: Path) -> None:
+    (workspace / "AGENTS.md").write_text("Use tabs.\n")
+    (workspace / "pkg").mkdir()
+    (workspace / "pkg" / "mod.py").write_text("x = 1\n")
+    (workspace / "pkg" / "AGENTS.md").write_text("In pkg, no globals.\n")
+    ed = start(editor, tmp_path, [
+        {"tool_calls": [{"id": "c1", "name": "read_file", "arguments": {"path": "pkg/mod.py"}}]},
+        {"text": "It sets x."},
+        {"text": "Summary: pkg/mod.py sets x."},
+    ])
+    ed.cmd("AgentChat what does pkg/mod.py do?")
+    text = wait_turn_done(ed)
+    assert "## You\nwhat does pkg/mod.py do?\n↳ instructions: AGENTS.md\n" in text
+    assert "## agentls\n↳ instructions: pkg/AGENTS.md\nIt sets x." in text
+    assert text.count("↳ instructions:") == 2  # the root file is named once
+    system = recorded_calls(tmp_path)[1]["messages"][0]["content"]
+    assert "Use tabs." in system and "In pkg, no globals." in system
+
+    ed.cmd("AgentCompact")
+    header = "\N{INFORMATION SOURCE} compacted: earlier turns summarised for the model"
+    text = ed.wait_for(
+        f"(function() local t = table.concat(vim.api.nvim_buf_get_lines({CHAT}.get().buf, 0, -1,"
+        " false), '\\n') return t:find('compacted: earlier', 1, true) and t end)()",
+        message="the compaction summary in the chat buffer")
+    assert header + "\n    Summary: pkg/mod.py sets x." in text
+    # Folded like tool results: the summary's body is inside a closed fold.
+    row = text.splitlines().index(header) + 1
+    assert ed.lua(f"return vim.api.nvim_buf_call({CHAT}.get().buf, function() "
+                  f"return {CHAT}.foldexpr({row}) end)") == ">1"

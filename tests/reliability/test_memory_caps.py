@@ -43,7 +43,10 @@ def tool_call_reply(call_id: str, path: str) -> Reply:
 
 
 def start(tmp_path: Path, workspace: Path, backend: FakeBackend, **session: Any) -> Any:
-    settings = OPENAI.settings(backend.url, session=session)
+    # A window big enough for every capped result: this is about the caps,
+    # not the context budget (tests/e2e/test_context.py), which would
+    # otherwise cut older results and compact for the fake's 8192 tokens.
+    settings = OPENAI.settings(backend.url, session=session, contextWindow=1_000_000)
     return LspProcess.start(state_dir=tmp_path / "state", workspace=workspace,
                             settings=settings, env={"OPENAI_API_KEY": "sk-test-memory"},
                             timeout=60)

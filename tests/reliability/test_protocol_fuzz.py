@@ -106,7 +106,10 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fuzzed]:
     script, _ = scripted_settings(base, "fuzz", [{"text": "ok"}], loop=True,
                                   fim=[{"text": "x + 1"}])
     configured = {**script, "inlineCompletion": {"debounceMs": 0},
-                  "session": {"maxIterations": 2}}
+                  "session": {"maxIterations": 2},
+                  # Payload sizes, not the context budget: a 100,000-character
+                  # prompt is more than the scripted model's 32768 tokens.
+                  "contextWindow": 1_000_000}
     log = base / "server.log"
     capabilities = {"window": {"workDoneProgress": True}}
     with LspProcess.start(state_dir=base / "state", workspace=root, settings=configured,

@@ -377,7 +377,11 @@ def start_server(tmp_path: Path, wire: Wire, url: str, workspace: Path) -> Any:
                              providerOptions={"maxAttempts": 2,
                                               "maxResponseBytes": 512 * 1024},
                              # The byte cap, not the output cap, must stop `gigantic`.
-                             session={"maxOutputTokens": 1_000_000})
+                             session={"maxOutputTokens": 1_000_000},
+                             # Faults, not the context budget: the huge partial
+                             # replies kept in the session must not trigger
+                             # compaction calls that eat the scripted faults.
+                             contextWindow=100_000_000)
     env = {wire.key_env: "sk-test-faults"} if wire.key_env else {}
     return LspProcess.start(state_dir=tmp_path / "state", workspace=workspace,
                             settings=settings, env=env, log_file=tmp_path / "server.log")

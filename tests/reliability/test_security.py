@@ -195,7 +195,10 @@ def test_tool_paths_are_confined_before_any_prompt(
     settings, record = scripted_settings(tmp_path, "jail", responses)
     # Allow every tool by rule: only confinement can stop these calls.
     settings.update(approval={"rules": [{"tool": "*", "action": "allow"}], "mode": "message"},
-                    session={"maxIterations": len(responses) + 1})
+                    session={"maxIterations": len(responses) + 1},
+                    # 150 refused calls in one turn are ~25,000 tokens, more
+                    # than the scripted model's window; this is about paths.
+                    contextWindow=1_000_000)
     before_outside, before_home = tree(outside), tree(jail["home"])
     before_ws = {k: v for k, v in tree(workspace).items() if "inside.txt" not in k}
     prompts: list[str] = []

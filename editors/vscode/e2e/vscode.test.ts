@@ -18,6 +18,8 @@ const script = {
   responses: [
     // 1. the chat view streams a reply
     { chunks: ["Hello ", "from ", "the ", "scripted ", "agent. ", "Streaming ", "works."], delay: 0.3 },
+    // the summary written when the user compacts the conversation
+    { text: "Summary: the user said hello." },
     // 2. a turn the user cancels
     { chunks: ["Let ", "me ", "think..."], delay: 0.05, stall: true },
     // 3-4. an edit the user approves
@@ -84,7 +86,7 @@ async function sendChat(prompt: string): Promise<void> {
 describe("agentls in VS Code", { timeout: 600_000 }, () => {
   before(async () => {
     vscode = await launch({
-      files: { "main.py": MAIN_PY, "notes.md": "# Notes\n" },
+      files: { "main.py": MAIN_PY, "notes.md": "# Notes\n", "AGENTS.md": "Keep functions small.\n" },
       settings: {
         "agentls.server.path": server,
         "agentls.provider": "scripted",
@@ -147,6 +149,31 @@ describe("agentls in VS Code", { timeout: 600_000 }, () => {
     const done = chat.locator(".msg-assistant:not(.streaming)", { hasText: "Hello from the scripted agent. Streaming works." });
     await done.waitFor({ timeout: 30_000 }).catch(fail);
     await vscode.screenshot("5-chat-reply");
+  });
+
+  it("names the project instruction files in the prompt's context fold", { timeout: 60_000 }, async () => {
+    const chat = vscode.chat();
+    const fold = chat.locator(".msg-user", { hasText: "Say hello" }).locator("details.attachments");
+    await fold.waitFor({ timeout: 20_000 }).catch(fail);
+    assert.equal((await fold.locator("summary").innerText()).trim(), "Context sent with the prompt");
+    await fold.locator("summary").click();
+    await waitFor("the instruction files in the fold", 10_000, async () => {
+      const text = await fold.innerText();
+      return text.includes("Project instructions: AGENTS.md") ? true : undefined;
+    }).catch(fail);
+    await vscode.screenshot("5b-chat-instructions");
+  });
+
+  it("compacts the conversation on request and folds the summary", { timeout: 60_000 }, async () => {
+    await vscode.command("agentls: Compact Conversation");
+    const chat = vscode.chat();
+    const summary = chat.locator(".msg-summary details.summary");
+    await summary.waitFor({ timeout: 20_000 }).catch(fail);
+    assert.match(await summary.locator("summary").innerText(), /Earlier turns compacted/);
+    await summary.locator("summary").click();
+    await chat.locator(".msg-summary", { hasText: "Summary: the user said hello." }).waitFor({ timeout: 10_000 }).catch(fail);
+    // The turn it summarises is still shown.
+    assert.equal(await chat.locator(".msg-user", { hasText: "Say hello" }).count(), 1);
   });
 
   it("offers workspace files for @file: mentions", { timeout: 60_000 }, async () => {

@@ -45,6 +45,7 @@ export function activate(context: vscode.ExtensionContext): void {
       if (!chat.cancel()) void vscode.window.setStatusBarMessage("agentls: no turn is running", 3000);
     }),
     vscode.commands.registerCommand("agentls.showSessions", () => showSessions(connection!, chat)),
+    vscode.commands.registerCommand("agentls.compactSession", () => chat.compact()),
     vscode.commands.registerCommand("agentls.restartServer", () => connection!.restart()),
     vscode.commands.registerCommand("agentls.showOutput", () => output.show()),
     vscode.commands.registerCommand("agentls.sendPrompt", async (prompt?: string) => {

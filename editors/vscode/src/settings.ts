@@ -43,6 +43,8 @@ export const SERVER_KEYS = [
   "session.maxToolResultChars",
   "linters",
   "features.disabled",
+  "contextWindow",
+  "instructions.files",
   "runCommand.passEnv",
 ] as const;
 

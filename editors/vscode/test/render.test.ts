@@ -30,6 +30,20 @@ describe("renderEntry", () => {
     assert.match(html, /<pre>&lt;b&gt;hi&lt;\/b&gt;\nthere<\/pre>/);
   });
 
+  it("lists the instruction files in the prompt's context fold", () => {
+    const html = renderEntry(entry({ role: "user", text: "go", instructions: ["AGENTS.md", "pkg/<x>.md"] }));
+    assert.match(html, /Context sent with the prompt/);
+    assert.match(html, /Project instructions: AGENTS.md, pkg\/&lt;x&gt;.md/);
+    const plain = renderEntry(entry({ role: "user", text: "go" }));
+    assert.ok(!plain.includes("Context sent"), plain);
+  });
+
+  it("folds a compaction summary", () => {
+    const html = renderEntry(entry({ role: "summary", text: "Summary <b>" }));
+    assert.match(html, /<details class="summary"><summary>Earlier turns compacted/);
+    assert.match(html, /Summary &lt;b&gt;/);
+  });
+
   it("folds tool calls and results", () => {
     const call = renderEntry(
       entry({ role: "assistant", toolCalls: [{ name: "edit_file", arguments: { path: "src/a.py", old_string: "<x>" } }] }),

@@ -49,6 +49,30 @@ describe("Transcript", () => {
     assert.equal(t.entries[1].attachments, "Explain this\n\n<selection>x</selection>");
   });
 
+  it("names the project instruction files with the prompt, adding a subfolder's mid-turn", () => {
+    const t = new Transcript("s");
+    const [id] = t.addUserPrompt("Fix pkg");
+    t.applyMessage({ role: "user", content: "Fix pkg", metadata: { instructions: ["AGENTS.md"] } }, "s");
+    assert.deepEqual(t.find(id)?.instructions, ["AGENTS.md"]);
+    const changed = t.applyMessage(
+      { role: "assistant", content: "Done", metadata: { instructions: ["AGENTS.md", "pkg/AGENTS.md"] } },
+      "s",
+    );
+    assert.ok(changed.includes(id), "the prompt's entry is redrawn");
+    assert.deepEqual(t.find(id)?.instructions, ["AGENTS.md", "pkg/AGENTS.md"]);
+    assert.equal(t.entries.length, 2);
+    assert.equal(t.entries[1].text, "Done");
+  });
+
+  it("shows a compaction summary as its own entry", () => {
+    const t = new Transcript("s", [
+      { role: "user", content: "hi" },
+      { role: "system", content: "Summary: said hi.", metadata: { source: "compaction", compacted_through: 1 } },
+    ]);
+    assert.deepEqual(t.entries.map((e) => e.role), ["user", "summary"]);
+    assert.equal(t.entries[1].text, "Summary: said hi.");
+  });
+
   it("keeps thinking apart from text", () => {
     const t = new Transcript("s");
     const [id] = t.applyDelta({ sessionId: "s", index: 0, delta: "hmm", kind: "thinking" });

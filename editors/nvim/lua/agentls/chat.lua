@@ -117,9 +117,11 @@ local function short_path(uri)
   return vim.fn.fnamemodify(path, ":~:.")
 end
 
---- The lines of one final message.
+--- The lines of one final message. `seen` (per chat) holds the project
+--- instruction files already shown for the current prompt, so a subfolder's
+--- file that joins mid-turn is named once, under the reply that used it.
 ---@return string[]
-function M.render_message(message)
+function M.render_message(message, seen)
   local lines = {}
   local meta = type(message.metadata) == "table" and message.metadata or {}
   local function add(list)
@@ -133,7 +135,10 @@ function M.render_message(message)
     add(body)
   end
 
-  if meta.source == "hook" then
+  local instructions = type(meta.instructions) == "table" and meta.instructions or {}
+  if meta.source == "compaction" then
+    folded("ℹ compacted: earlier turns summarised for the model", indent(text_lines(message.content), "    ", 200))
+  elseif meta.source == "hook" then
     local content = text_lines(message.content)
     folded("ℹ hook: " .. (content[1] or ""), indent(vim.list_slice(content, 2), "    ", 200))
   elseif message.role == "user" then
@@ -150,8 +155,31 @@ function M.render_message(message)
     if type(meta.mentions) == "table" and #meta.mentions > 0 then
       table.insert(lines, "↳ attached: " .. table.concat(meta.mentions, ", "))
     end
+    if seen then
+      for key in pairs(seen) do
+        seen[key] = nil
+      end
+    end
+    if #instructions > 0 then
+      table.insert(lines, "↳ instructions: " .. table.concat(instructions, ", "))
+      for _, file in ipairs(instructions) do
+        if seen then
+          seen[file] = true
+        end
+      end
+    end
   elseif message.role == "assistant" then
     table.insert(lines, "## agentls")
+    local added = {}
+    for _, file in ipairs(instructions) do
+      if seen and not seen[file] then
+        seen[file] = true
+        table.insert(added, file)
+      end
+    end
+    if #added > 0 then
+      table.insert(lines, "↳ instructions: " .. table.concat(added, ", "))
+    end
     local content = message.content
     if content ~= nil and content ~= vim.NIL and content ~= "" then
       add(text_lines(content))
@@ -187,13 +215,13 @@ function M.render_message(message)
   return lines
 end
 
---- foldexpr of chat windows: a tool call, tool result or hook injection is a
---- header line ("▶ ", "◀ ", "ℹ hook") followed by its body indented by four
+--- foldexpr of chat windows: a tool call, tool result, hook injection or
+--- compaction summary is a header line ("▶ ", "◀ ", "ℹ hook", "ℹ compacted") followed by its body indented by four
 --- spaces; each is a fold, closed by default (foldlevel 0). Indented lines
 --- elsewhere keep the level of the line above (0), so code in replies is not folded.
 function M.foldexpr(lnum)
   local line = vim.fn.getline(lnum or vim.v.lnum)
-  if line:find("^▶ ") or line:find("^◀ ") or line:find("^ℹ hook") then
+  if line:find("^▶ ") or line:find("^◀ ") or line:find("^ℹ hook") or line:find("^ℹ compacted") then
     return ">1"
   elseif line:find("^    ") then
     return "="
@@ -212,7 +240,8 @@ end
 
 --- Shows one final message: replaces its streamed block, or appends it.
 function M.show_message(chat, index, message)
-  local lines = M.render_message(message)
+  chat.instructions_seen = chat.instructions_seen or {}
+  local lines = M.render_message(message, chat.instructions_seen)
   if #lines == 0 then
     return
   end
@@ -538,6 +567,28 @@ function M.cancel(chat)
     local cancelled = type(result) == "table" and result.cancelled or {}
     if #cancelled == 0 then
       vim.notify("agentls: no turn is running", vim.log.levels.INFO)
+    end
+  end)
+end
+
+--- :AgentCompact — summarise the chat's earlier turns (agentls/compact). The
+--- summary arrives as an agentls/message notification and is shown folded.
+function M.compact(chat)
+  chat = chat or M.get()
+  local client = chat and vim.lsp.get_client_by_id(chat.client_id)
+  if not chat or not client then
+    vim.notify("agentls: no chat to compact", vim.log.levels.WARN)
+    return
+  end
+  note(chat, "… compacting")
+  client_mod.request(client, "agentls/compact", { sessionId = chat.session_id }, function(result)
+    if type(result) ~= "table" then
+      return
+    end
+    if result.error and result.error ~= vim.NIL then
+      note(chat, "✗ compaction failed: " .. tostring(result.error.message or ""))
+    elseif not result.compacted then
+      note(chat, "ℹ " .. tostring(result.reason or "nothing to compact"))
     end
   end)
 end

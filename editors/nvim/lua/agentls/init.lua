@@ -47,6 +47,9 @@ local function create_commands()
     bang = true,
     desc = "agentls: put files back as they were before a turn (! also overwrites your changes)",
   })
+  command("AgentCompact", function()
+    chat.compact()
+  end, { desc = "agentls: summarise the chat's earlier turns to free the model's context" })
 end
 
 local function create_autocmds()

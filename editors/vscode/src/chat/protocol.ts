@@ -77,6 +77,7 @@ export const Methods = {
   message: "agentls/message",
   sessions: "agentls/sessions",
   session: "agentls/session",
+  compact: "agentls/compact",
   deleteSession: "agentls/deleteSession",
   complete: "agentls/complete",
   status: "agentls/status",

@@ -57,6 +57,7 @@ const ROLE_LABEL: { [role in Entry["role"]]: string } = {
   tool: "Tool",
   hook: "Hook",
   system: "System",
+  summary: "Summary",
   error: "Error",
   info: "",
 };
@@ -80,7 +81,7 @@ export function renderEntry(entry: Entry): string {
     case "hook":
       parts.push(folded("hook", `Context from ${escapeHtml(entry.hookName ?? "hook")}`, pre(entry.text)));
       break;
-    case "user":
+    case "user": {
       parts.push(`<div class="role">${label}</div>`, `<div class="body">${pre(entry.text)}</div>`);
       if (entry.restorable && entry.turn !== undefined) {
         parts.push(
@@ -89,7 +90,15 @@ export function renderEntry(entry: Entry): string {
             `Restore to before this turn</button>`,
         );
       }
-      if (entry.attachments) parts.push(folded("attachments", "Context sent with the prompt", pre(entry.attachments)));
+      const context = [
+        entry.instructions?.length ? `Project instructions: ${entry.instructions.join(", ")}` : "",
+        entry.attachments ?? "",
+      ].filter(Boolean);
+      if (context.length) parts.push(folded("attachments", "Context sent with the prompt", pre(context.join("\n\n"))));
+      break;
+    }
+    case "summary":
+      parts.push(folded("summary", "Earlier turns compacted: the model now sees this summary instead", pre(entry.text)));
       break;
     case "error":
     case "info":

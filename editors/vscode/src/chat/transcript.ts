@@ -23,7 +23,7 @@ export interface ToolCallView {
 
 export interface Entry {
   id: string;
-  role: "user" | "assistant" | "tool" | "hook" | "system" | "error" | "info";
+  role: "user" | "assistant" | "tool" | "hook" | "system" | "summary" | "error" | "info";
   text: string;
   thinking: string;
   streaming: boolean;
@@ -31,6 +31,8 @@ export interface Entry {
   local?: boolean;
   /** Context the server added to a prompt (editor, selection, mentions). */
   attachments?: string;
+  /** Project instruction files (AGENTS.md...) the prompt's model calls used. */
+  instructions?: string[];
   toolCalls?: ToolCallView[];
   tool?: { name: string; success: boolean; output: string; error?: string };
   hookName?: string;
@@ -78,6 +80,20 @@ export class Transcript {
     const metadata = message.metadata ?? {};
     const text = contentText(message.content);
 
+    if (metadata["source"] === "compaction") {
+      // Older turns summarised to fit the model's window; the originals stay shown.
+      return [this.push({ role: "summary", text }).id];
+    }
+    const instructions = readStrings(metadata["instructions"]);
+    if (message.role === "assistant" && instructions.length) {
+      // A subfolder's file joins mid-turn: show it with the turn's prompt.
+      const prompt = [...this.entries].reverse().find((e) => e.role === "user");
+      const added = instructions.filter((f) => !(prompt?.instructions ?? []).includes(f));
+      if (prompt && added.length) {
+        prompt.instructions = [...(prompt.instructions ?? []), ...added];
+        return [...this.applyMessage({ ...message, metadata: { ...metadata, instructions: undefined } }, sessionId, index), prompt.id];
+      }
+    }
     if (metadata["source"] === "hook") {
       const entry = this.push({ role: "hook", text, hookName: String(metadata["hook_name"] ?? "hook") });
       return [entry.id];
@@ -93,6 +109,7 @@ export class Transcript {
       if (local) {
         local.local = false;
         local.messageIndex = index;
+        if (instructions.length) local.instructions = instructions;
         if (extra) local.attachments = extra;
         else if (text.startsWith(local.text) && text.length > local.text.length) {
           local.attachments = text.slice(local.text.length).trim();
@@ -102,7 +119,16 @@ export class Transcript {
       // Context the server injects as a user message carries a `source`:
       // not a prompt, so not a turn (the server counts turns the same way).
       const turn = metadata["source"] ? undefined : ++this.turns;
-      return [this.push({ role: "user", text: shown, attachments: extra || undefined, turn, messageIndex: index }).id];
+      return [
+        this.push({
+          role: "user",
+          text: shown,
+          attachments: extra || undefined,
+          instructions: instructions.length ? instructions : undefined,
+          turn,
+          messageIndex: index,
+        }).id,
+      ];
     }
     if (message.role === "assistant") {
       const toolCalls = readToolCalls(metadata);
@@ -224,6 +250,10 @@ export class Transcript {
     this.entries.push(entry);
     return entry;
   }
+}
+
+function readStrings(value: unknown): string[] {
+  return Array.isArray(value) ? value.filter((v): v is string => typeof v === "string") : [];
 }
 
 /** Message content as text: strings as-is, content parts joined, else JSON. */

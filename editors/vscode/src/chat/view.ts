@@ -150,6 +150,26 @@ export class ChatViewProvider implements vscode.WebviewViewProvider, vscode.Disp
     return result;
   }
 
+  /**
+   * Summarises the shown session's earlier turns (agentls/compact); the
+   * summary arrives as an agentls/message notification like any message.
+   */
+  async compact(): Promise<void> {
+    const sessionId = this.transcript.sessionId;
+    if (!sessionId || this.pending) {
+      void vscode.window.showInformationMessage(
+        sessionId ? "agentls: wait for the turn to finish, then compact." : "agentls: no conversation to compact yet.",
+      );
+      return;
+    }
+    const result = await this.connection.request<{ compacted: boolean; reason?: string; error?: { message?: string } }>(
+      Methods.compact,
+      { sessionId },
+    );
+    if (result?.error) void vscode.window.showErrorMessage(`agentls: compaction failed: ${result.error.message ?? ""}`);
+    else if (result && !result.compacted) void vscode.window.showInformationMessage(`agentls: ${result.reason ?? "nothing to compact"}`);
+  }
+
   /** Cancels the pending turn: $/cancelRequest for the agentls/chat request. */
   cancel(): boolean {
     if (!this.pending) return false;
