@@ -175,7 +175,9 @@ describe("Transcript turns and restore", () => {
       { role: "user", content: "two" },
     ]);
     const prompts = t.entries.filter((e) => e.role === "user");
-    assert.deepEqual(prompts.map((e) => [e.text, e.turn]), [["one", 1], ["summary", undefined], ["two", 2]]);
+    // A compaction summary is shown as a summary, not a prompt, and is no turn.
+    assert.deepEqual(prompts.map((e) => [e.text, e.turn]), [["one", 1], ["two", 2]]);
+    assert.deepEqual(t.entries.filter((e) => e.role === "summary").map((e) => [e.text, e.turn]), [["summary", undefined]]);
     const [local] = t.addUserPrompt("three");
     t.applyMessage({ role: "user", content: "three" }, "s", 5);
     assert.equal(t.find(local)?.turn, 3, "the confirmed prompt keeps its number");
