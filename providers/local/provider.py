@@ -42,6 +42,7 @@ from agentls.core.provider import (
     ProviderConfig,
     ToolSpec,
 )
+from agentls.core.progress import NullProgress, ProgressSink, ProgressTask
 from agentls.core.session_types import Message
 
 from .catalog import (
@@ -52,6 +53,8 @@ from .catalog import (
     _unknown_model,
     runtime_error,
 )
+from . import hub
+from .downloads import DOWNLOADS
 from .process import _ChildSpec, _describe_exit, _LoopbackOpenAI, _ModelProcess
 from .tool_grammar import ToolReplyDecoder, to_local_messages, tool_reply_schema
 
@@ -60,6 +63,22 @@ DEFAULT_CHAT_MAX_TOKENS = 512  # tiny models loop; a reply longer than this is n
 DEFAULT_COMPLETION_MAX_TOKENS = 128  # llama.cpp's own default (16) is too short
 DEFAULT_TEMPERATURE = 0.2
 _CHARS_PER_TOKEN_FLOOR = 2.5  # prefix trimming: code averages 3-4 chars a token
+LOAD_PROGRESS_AFTER = 1.0  # seconds: a shorter model load is not worth a notification
+
+# role ("chat", "completion") -> the spec that last loaded for it in this
+# process: it keeps serving while a newly chosen model downloads, across
+# the provider being rebuilt by a settings change.
+LAST_SERVED: dict[str, _ChildSpec] = {}
+
+
+def default_n_ctx(available: int | None = None) -> int:
+    """Context for a model outside the catalog, from the memory left: the
+    KV cache of a 1-8B model at 8k tokens is 0.1-1 GiB."""
+    available = hub.available_memory() if available is None else available
+    if available is None:
+        return 4096
+    gib = available / (1 << 30)
+    return 8192 if gib >= 12 else 4096 if gib >= 4 else 2048
 
 
 def _option(options: Mapping[str, Any], snake: str) -> Any:
@@ -121,6 +140,13 @@ class LocalProvider(BaseProvider):
         cache_dir = _path_option(options, "cache_dir")
         self._cache_dir = cache_dir
         self._processes: dict[_ChildSpec, _ModelProcess] = {}
+        self._progress: ProgressSink = NullProgress()
+        self._download_tried: set[str] = set()
+
+    def attach_progress(self, sink: ProgressSink) -> None:
+        """Where downloads and slow model loads are shown (the editor's
+        work-done progress, the terminal's bar); set by the composition root."""
+        self._progress = sink
 
     def __repr__(self) -> str:
         return f"LocalProvider(model={self.default_model!r})"
@@ -151,20 +177,64 @@ class LocalProvider(BaseProvider):
         else:
             wanted = model or self.default_model
         path: Path | None = None
+        alias: str | None = None
         if custom is not None and wanted in (custom.stem, str(custom)):
             path = custom
+        elif hub.is_hf_reference(wanted):
+            ready = self._hf_file(wanted)
+            if ready is None:  # downloading: the previous model keeps serving
+                return self._fallback(wanted, role)
+            path, alias = ready, hub.parse_hf_reference(wanted).display
         elif wanted.endswith(".gguf"):
             path = Path(wanted).expanduser()
         elif wanted not in CATALOG:
             raise _unknown_model(wanted)
         entry = CATALOG.get(wanted)
         return _ChildSpec(
-            alias=path.stem if path is not None else wanted,
+            alias=alias or (path.stem if path is not None else wanted),
             catalog_id=None if path is not None else wanted,
             path=path,
-            n_ctx=self._n_ctx or (entry.n_ctx if entry else 4096),
+            n_ctx=self._n_ctx or (entry.n_ctx if entry else default_n_ctx()),
             n_threads=self._n_threads,
             chat_format=self._chat_format or (entry.chat_format if entry else None),
+        )
+
+    def _hf_file(self, wanted: str) -> Path | None:
+        """The downloaded file of an `hf:` reference, or None while its
+        download (started here, in the background, if needed) runs. The
+        download's own failure was shown through progress; a provider built
+        after a settings change tries a failed download once more."""
+        ref = hub.parse_hf_reference(wanted)
+        cached = hub.cached_path(ref, self._cache_dir)
+        if cached is not None:
+            return cached
+        job = DOWNLOADS.start(
+            ref,
+            sink=self._progress,
+            memo_dir=self._cache_dir,
+            retry=ref.display not in self._download_tried,
+        )
+        self._download_tried.add(ref.display)
+        return job.path if job.state == "ready" else None
+
+    def _fallback(self, wanted: str, role: str) -> _ChildSpec:
+        """What serves while `wanted` downloads: the model that last served
+        this role in this process, else the packaged default for the role."""
+        previous = LAST_SERVED.get(role)
+        if previous is not None:
+            return previous
+        default = DEFAULT_COMPLETION_MODEL if role == "completion" else DEFAULT_CHAT_MODEL
+        job = DOWNLOADS.job(hub.parse_hf_reference(wanted))
+        if _model_installed(default):
+            return self._spec(default, role)
+        if job is not None and job.error is not None and job.state == "failed":
+            raise job.error
+        progress = f" ({job.percentage}%)" if job is not None and job.percentage is not None else ""
+        raise ModelError(
+            f"local: {wanted} is still downloading{progress} and no other local model is "
+            "installed to serve meanwhile; it is used as soon as it is ready.",
+            model=wanted,
+            code="loading",
         )
 
     def _process(self, spec: _ChildSpec) -> _ModelProcess:
@@ -207,14 +277,17 @@ class LocalProvider(BaseProvider):
 
     # -- calls -------------------------------------------------------------------
     async def _guarded(
-        self, process: _ModelProcess, open_stream: Callable[[_LoopbackOpenAI], ChunkStream]
+        self,
+        process: _ModelProcess,
+        open_stream: Callable[[_LoopbackOpenAI], ChunkStream],
+        role: str = "chat",
     ) -> AsyncIterator[StreamChunk]:
         """Stream from the child. When it turns out dead before anything was
         streamed (it died between requests and we raced its exit), it is
         started again and the request sent once more; a death mid-answer
         becomes server_error ("crashed and was restarted")."""
         for attempt in (1, 2):
-            client = await process.client()
+            client = await self._client(process, role)
             mark = process.log_offset()
             stream = open_stream(client)
             streamed = False
@@ -232,6 +305,35 @@ class LocalProvider(BaseProvider):
                 raise explained from exc
             finally:
                 await stream.aclose()
+
+    async def _client(self, process: _ModelProcess, role: str) -> _LoopbackOpenAI:
+        """The child's client; a load that takes over a second is shown as
+        progress (a 1 GB model takes several on a laptop)."""
+        if process.pid is not None:
+            return await process.client()  # running (or just died: restarted quietly)
+        alias = process.spec.alias
+        shown: list[ProgressTask] = []
+        timer = asyncio.get_running_loop().call_later(
+            LOAD_PROGRESS_AFTER,
+            lambda: shown.append(self._progress.begin(f"Loading {alias}", message="local model")),
+        )
+        try:
+            client = await process.client()
+        except ModelError as exc:
+            timer.cancel()
+            for task in shown:
+                task.end("Loading failed", error=exc.message)
+            raise
+        except BaseException:
+            timer.cancel()
+            for task in shown:
+                task.end("Loading stopped")
+            raise
+        timer.cancel()
+        for task in shown:
+            task.end(f"{alias} loaded in {process.load_seconds or 0:.1f} s")
+        LAST_SERVED[role] = process.spec
+        return client
 
     async def _died(self, process: _ModelProcess, exc: ModelError) -> int | None:
         """The child's exit code if it is dead. A connection cut is how a
@@ -334,7 +436,9 @@ class LocalProvider(BaseProvider):
                 extra={"suffix": None, **options.extra},  # llama.cpp's suffix is not FIM
             ),
         )
-        async for chunk in self._guarded(process, lambda client: client.stream_fim(inner)):
+        async for chunk in self._guarded(
+            process, lambda client: client.stream_fim(inner), "completion"
+        ):
             yield chunk
 
     # -- metadata ----------------------------------------------------------------
