@@ -21,6 +21,7 @@ the event loop.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -163,7 +164,8 @@ def choose_file(ref: HfReference, siblings: list[RemoteFile]) -> RemoteFile:
     if not models:
         raise ModelError(
             f"local: {ref.display}: the repository {ref.repo_id} has no .gguf file; "
-            "pick a repository that publishes GGUF quantizations (their names usually end in -GGUF).",
+            "pick a repository that publishes GGUF quantizations (their names usually end "
+            "in -GGUF).",
             model=ref.text,
             code="not_found",
         )
@@ -326,7 +328,9 @@ def _remove_cached(path: Path) -> None:
             target.unlink(missing_ok=True)
 
 
-def translate_error(ref: HfReference, exc: BaseException, remote: RemoteFile | None = None) -> ModelError:
+def translate_error(
+    ref: HfReference, exc: BaseException, remote: RemoteFile | None = None
+) -> ModelError:
     """huggingface_hub's and the OS's errors as messages that name the model
     and say what to do. Never includes the token."""
     if isinstance(exc, ModelError):
@@ -360,9 +364,8 @@ def translate_error(ref: HfReference, exc: BaseException, remote: RemoteFile | N
             model=ref.text,
             code="not_found",
         )
-    if isinstance(exc, OSError) and getattr(exc, "errno", None) == 28 or "not enough free disk" in (
-        str(exc).lower()
-    ):
+    disk_full = isinstance(exc, OSError) and getattr(exc, "errno", None) == errno.ENOSPC
+    if disk_full or "not enough free disk" in str(exc).lower():
         return ModelError(
             f"local: no disk space left to download {what}: free some space in the Hugging "
             "Face cache's disk (HF_HOME / HF_HUB_CACHE move it) and try again; the partial "
@@ -397,7 +400,7 @@ def _progress_class(
 ) -> type:
     """A tqdm stand-in huggingface_hub drives: forwards the byte counts and
     stops the download (by raising inside its read loop) once cancelled."""
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # type: ignore[import-untyped]
 
     class _Progress(tqdm):  # type: ignore[misc,valid-type]
         def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -34,6 +34,7 @@ from agentls.core.models import (
     ProviderInfo,
     StreamChunk,
 )
+from agentls.core.progress import NullProgress, ProgressSink, ProgressTask
 from agentls.core.provider import (
     BaseProvider,
     ChunkStream,
@@ -42,9 +43,9 @@ from agentls.core.provider import (
     ProviderConfig,
     ToolSpec,
 )
-from agentls.core.progress import NullProgress, ProgressSink, ProgressTask
 from agentls.core.session_types import Message
 
+from . import hub
 from .catalog import (
     CATALOG,
     DEFAULT_CHAT_MODEL,
@@ -53,7 +54,6 @@ from .catalog import (
     _unknown_model,
     runtime_error,
 )
-from . import hub
 from .downloads import DOWNLOADS
 from .process import _ChildSpec, _describe_exit, _LoopbackOpenAI, _ModelProcess
 from .tool_grammar import ToolReplyDecoder, to_local_messages, tool_reply_schema

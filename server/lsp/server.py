@@ -25,7 +25,9 @@ from .state import ServerState
 log = logging.getLogger("agentls.lsp")
 
 # Modules under agentls.lsp with a `register(server)` function.
-AREAS: tuple[str, ...] = ("lifecycle", "progress", "status", "completion", "code_actions", "chat", "inline")
+AREAS: tuple[str, ...] = (
+    "lifecycle", "progress", "status", "completion", "code_actions", "chat", "inline",
+)
 
 
 class AgentlsLanguageServer(LanguageServer):
