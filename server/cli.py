@@ -26,10 +26,18 @@ def build_parser() -> argparse.ArgumentParser:
         "With no command it serves LSP on stdio.",
         epilog="Commands: `agentls` or `agentls serve` runs the server; `agentls check` validates "
         "the configuration and probes the provider; `agentls trust` shows the workspace's "
-        ".agentls.toml keys that wait for trust and trusts that content after you confirm.",
+        ".agentls.toml keys that wait for trust and trusts that content after you confirm; "
+        "`agentls pull MODEL` downloads a local model (hf:<owner>/<repo>[:<quant>]) with a "
+        "progress bar.",
     )
-    parser.add_argument("command", nargs="?", choices=["serve", "check", "trust"],
-                        default="serve", help="serve (default), check or trust")
+    parser.add_argument("command", nargs="?", choices=["serve", "check", "trust", "pull"],
+                        default="serve", help="serve (default), check, trust or pull")
+    parser.add_argument("models", nargs="*", metavar="MODEL",
+                        help="`pull`: models to download: hf:<owner>/<repo>[:<quant or file>] "
+                        "(also a packaged model id or a .gguf path, which need no download)")
+    parser.add_argument("--recommended", action="store_true",
+                        help="`pull`: download the recommended chat and completion models "
+                        "for this machine's memory (docs/local-model.md)")
     parser.add_argument("--yes", action="store_true",
                         help="`trust`: do not ask for confirmation")
     parser.add_argument("--version", action="version", version=f"agentls {__version__}")
@@ -53,6 +61,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "check":
         _configure_logging(args.log_file, "WARNING")
         return run_check(args.workspace or Path.cwd())
+    if args.command == "pull":
+        _configure_logging(args.log_file, "WARNING")
+        return run_pull(args.models, recommended=args.recommended)
+    if args.models:
+        build_parser().error(f"unexpected arguments: {' '.join(args.models)}")
     if args.command == "trust":
         _configure_logging(args.log_file, "WARNING")
         return run_trust(args.workspace or Path.cwd(), assume_yes=args.yes)
@@ -140,6 +153,16 @@ def run_check(workspace: Path) -> int:
         print(f"  error [{report.error_code}]: {report.error}", file=out)
     print("result: " + ("FAILED, fix the items above" if failed else "OK"), file=out)
     return 1 if failed else 0
+
+
+def run_pull(models: list[str], *, recommended: bool) -> int:
+    """Download local models on the terminal (providers/local/pull.py)."""
+    try:
+        from agentls.providers.local.pull import run_pull as pull
+    except ImportError as exc:
+        print(f"agentls pull needs the local model support: {exc}", file=sys.stderr)
+        return 1
+    return pull(models, recommended=recommended)
 
 
 def run_trust(workspace: Path, *, assume_yes: bool = False) -> int:

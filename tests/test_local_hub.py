@@ -64,8 +64,7 @@ def serve(monkeypatch: pytest.MonkeyPatch, fake: FakeHub) -> None:
 
 
 def download(tmp_path: Path, spec: str, **kwargs: Any) -> Path:
-    return hub.download(hub.parse_hf_reference(spec), hf_cache=tmp_path / "hf" / "hub",
-                        memo_dir=tmp_path / "memo", **kwargs)
+    return hub.download(hub.parse_hf_reference(spec), hf_cache=tmp_path / "hf" / "hub", **kwargs)
 
 
 def complete_files(cache: Path) -> list[Path]:
@@ -154,7 +153,8 @@ def test_download_reports_progress_verifies_and_is_remembered(
         assert download(tmp_path, f"hf:{REPO}") == path
         assert len(fake.downloads()) == gets
     ref = hub.parse_hf_reference(f"hf:{REPO}")
-    assert hub.cached_path(ref, tmp_path / "memo") == path  # offline: no hub needed
+    assert hub.cached_path(ref, hf_env) == path  # offline: no hub needed
+    assert hub.cached_path(hub.parse_hf_reference(f"hf:{REPO}:Q8_0"), hf_env) is None
 
 
 def test_a_cut_connection_resumes_with_a_range_request(
@@ -183,7 +183,7 @@ def test_checksum_mismatch_leaves_no_file(
     assert caught.value.code == "invalid_response"
     assert "SHA-256" in caught.value.message and f"hf:{REPO}" in caught.value.message
     assert complete_files(tmp_path / "hf" / "hub") == []
-    assert hub.cached_path(hub.parse_hf_reference(f"hf:{REPO}"), tmp_path / "memo") is None
+    assert hub.cached_path(hub.parse_hf_reference(f"hf:{REPO}"), hf_env) is None
 
 
 def test_not_a_gguf_is_removed(
@@ -294,7 +294,7 @@ async def test_manager_downloads_in_the_background_with_progress(
         serve(monkeypatch, fake)
         ref = hub.parse_hf_reference(f"hf:{REPO}")
         size = GGUF_SIZE
-        job = manager.start(ref, sink=sink, hf_cache=hf_env, memo_dir=tmp_path / "memo")
+        job = manager.start(ref, sink=sink, hf_cache=hf_env)
         assert manager.start(ref, sink=sink) is job  # one download per reference
         await asyncio.wait_for(job.finished.wait(), 60)
     assert job.state == "ready" and job.path is not None and job.percentage == 100
@@ -314,7 +314,7 @@ async def test_manager_cancel_from_the_sink_and_retry(
         fake.add(REPO, FILE, gguf)
         serve(monkeypatch, fake)
         ref = hub.parse_hf_reference(f"hf:{REPO}")
-        job = manager.start(ref, sink=sink, hf_cache=hf_env, memo_dir=tmp_path / "memo")
+        job = manager.start(ref, sink=sink, hf_cache=hf_env)
         while not any(kind == "report" for kind, _ in sink.events):
             await asyncio.sleep(0.02)
         sink.cancel()  # what window/workDoneProgress/cancel calls
@@ -322,7 +322,6 @@ async def test_manager_cancel_from_the_sink_and_retry(
         assert job.state == "cancelled" and "cancelled" in sink.events[-1][1]
         assert manager.start(ref, sink=sink) is job  # not retried unless asked
         fake.delay = 0.0
-        again = manager.start(ref, sink=sink, hf_cache=hf_env, memo_dir=tmp_path / "memo",
-                              retry=True)
+        again = manager.start(ref, sink=sink, hf_cache=hf_env, retry=True)
         await asyncio.wait_for(again.finished.wait(), 60)
     assert again is not job and again.state == "ready"

@@ -77,7 +77,6 @@ class DownloadManager:
         *,
         sink: ProgressSink | None = None,
         hf_cache: Path | None = None,
-        memo_dir: Path | None = None,
         retry: bool = False,
     ) -> DownloadJob:
         """The running (or finished) job for `ref`; a new one when there is
@@ -93,7 +92,7 @@ class DownloadManager:
         )
         thread = threading.Thread(
             target=self._run,
-            args=(job, loop, task, hf_cache, memo_dir),
+            args=(job, loop, task, hf_cache),
             name=f"agentls-download-{ref.repo_id}",
             daemon=True,
         )
@@ -106,7 +105,6 @@ class DownloadManager:
         loop: asyncio.AbstractEventLoop,
         task: ProgressTask,
         hf_cache: Path | None,
-        memo_dir: Path | None,
     ) -> None:
         last_sent = [0.0, -1]  # time, percentage
 
@@ -136,7 +134,6 @@ class DownloadManager:
             path = hub.download(
                 job.ref,
                 hf_cache=hf_cache,
-                memo_dir=memo_dir,
                 on_progress=on_progress,
                 cancel=job.cancel_event,
                 remote=remote,

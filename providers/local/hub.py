@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
-import json
 import os
 import re
 import threading
@@ -250,13 +249,12 @@ def download(
     ref: HfReference,
     *,
     hf_cache: Path | None = None,
-    memo_dir: Path | None = None,
     on_progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
     remote: RemoteFile | None = None,
 ) -> Path:
     """Download (or find in the HF cache) the file `ref` means, check it,
-    remember it for offline use, and return its path."""
+    and return its path."""
     hub = _hub()
     remote = remote or resolve(ref)
     check_fits_memory(ref.display, remote.size)
@@ -277,7 +275,6 @@ def download(
     except Exception as exc:
         raise translate_error(ref, exc, remote) from exc
     verify(ref, remote, path, cancel=cancel)
-    remember(ref, path, memo_dir)
     return path
 
 
@@ -427,39 +424,41 @@ def _progress_class(
     return _Progress
 
 
-# --------------------------------------------------------------------------- offline memo
+# --------------------------------------------------------------------------- offline
 
 
-def _memo_path(memo_dir: Path | None) -> Path:
-    from .catalog import default_cache_dir
-
-    return (memo_dir or default_cache_dir()) / "hf-models.json"
-
-
-def remember(ref: HfReference, path: Path, memo_dir: Path | None = None) -> None:
-    """Which file a reference resolved to, so the next start needs no network."""
-    memo = _memo_path(memo_dir)
-    data = _read_memo(memo)
-    data[ref.display] = str(path)
-    with contextlib.suppress(OSError):
-        memo.parent.mkdir(parents=True, exist_ok=True)
-        temp = memo.with_suffix(f".{os.getpid()}.tmp")
-        temp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
-        os.replace(temp, memo)
+def hf_cache_dir() -> Path:
+    """The HF hub cache as huggingface_hub computes it (HF_HUB_CACHE, else
+    HF_HOME/hub, else XDG_CACHE_HOME/huggingface/hub), without importing it."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "huggingface",
+    )
+    return Path(home).expanduser() / "hub"
 
 
-def cached_path(ref: HfReference, memo_dir: Path | None = None) -> Path | None:
-    """The file this reference was last downloaded to, if it is still there."""
-    value = _read_memo(_memo_path(memo_dir)).get(ref.display)
-    if not value:
-        return None
-    path = Path(value)
-    return path if path.is_file() else None
-
-
-def _read_memo(memo: Path) -> dict[str, str]:
+def cached_path(ref: HfReference, hf_cache: Path | None = None) -> Path | None:
+    """The file `ref` means if the HF cache already has it (downloaded here,
+    by `agentls pull`, or by another tool), found without network: the
+    snapshot of the commit `refs/main` names. huggingface_hub only ever
+    renames complete downloads into the cache, and ours were verified."""
+    folder = (hf_cache or hf_cache_dir()) / ("models--" + ref.repo_id.replace("/", "--"))
     try:
-        data = json.loads(memo.read_text(encoding="utf-8"))
+        commit = (folder / "refs" / "main").read_text(encoding="utf-8").strip()
+        snapshot = folder / "snapshots" / commit
+        local = [
+            RemoteFile(str(path.relative_to(snapshot)), None, None)
+            for path in snapshot.rglob("*.gguf")
+            if path.is_file()
+        ]
     except (OSError, ValueError):
-        return {}
-    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+        return None
+    if not local:
+        return None
+    try:
+        chosen = choose_file(ref, local)
+    except ModelError:
+        return None
+    return snapshot / chosen.filename

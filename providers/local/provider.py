@@ -205,13 +205,12 @@ class LocalProvider(BaseProvider):
         download's own failure was shown through progress; a provider built
         after a settings change tries a failed download once more."""
         ref = hub.parse_hf_reference(wanted)
-        cached = hub.cached_path(ref, self._cache_dir)
+        cached = hub.cached_path(ref)
         if cached is not None:
             return cached
         job = DOWNLOADS.start(
             ref,
             sink=self._progress,
-            memo_dir=self._cache_dir,
             retry=ref.display not in self._download_tried,
         )
         self._download_tried.add(ref.display)
