@@ -15,10 +15,13 @@ whether the model has one.
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-__all__ = ["GgufError", "read_metadata"]
+from .fim import FimTokens, fim_tokens
+
+__all__ = ["GgufError", "ModelFacts", "model_facts", "read_metadata"]
 
 _SCALARS = {
     0: "<B",  # uint8
@@ -106,3 +109,75 @@ def _value(handle: BinaryIO, kind: int, skip_arrays_over: int | None) -> Any:
             return [item[0] for item in struct.iter_unpack(fmt, data)]
         return [_value(handle, item_kind, skip_arrays_over) for _ in range(length)]
     raise GgufError(f"unknown GGUF value type {kind} (corrupt header)")
+
+
+# --------------------------------------------------------------------------- facts
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the provider needs to know about one GGUF file."""
+
+    architecture: str | None
+    name: str | None
+    context_length: int | None  # trained context
+    n_layer: int | None
+    n_head_kv: int | None
+    head_dim: int | None
+    chat_template: str | None
+    fim: FimTokens | None
+
+    def kv_cache_bytes(self, n_ctx: int) -> int | None:
+        """K and V, f16, for every layer: llama.cpp's default cache type."""
+        if not (self.n_layer and self.n_head_kv and self.head_dim):
+            return None
+        return 2 * self.n_layer * n_ctx * self.n_head_kv * self.head_dim * 2
+
+    def capabilities(self) -> list[str]:
+        found = ["completion"]
+        if self.fim is not None:
+            found.append("fim")
+        if self.chat_template:
+            found += ["chat", "tools"]
+        return found
+
+
+_FACTS: dict[tuple[str, int, int], ModelFacts] = {}
+
+
+def model_facts(path: Path) -> ModelFacts:
+    """The facts of a GGUF (read once per file version; ~0.1-0.5 s for a
+    large vocabulary, so call it off the event loop)."""
+    stat = path.stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    cached = _FACTS.get(key)
+    if cached is not None:
+        return cached
+    meta = read_metadata(path)
+    arch = meta.get("general.architecture")
+    prefix = f"{arch}." if isinstance(arch, str) else ""
+
+    def number(name: str) -> int | None:
+        value = meta.get(prefix + name)
+        if isinstance(value, list):  # per-layer values (some architectures)
+            value = max(value) if value else None
+        return int(value) if isinstance(value, int | float) else None
+
+    heads = number("attention.head_count")
+    embedding = number("embedding_length")
+    head_dim = number("attention.key_length") or (
+        embedding // heads if embedding and heads else None
+    )
+    template = meta.get("tokenizer.chat_template")
+    facts = ModelFacts(
+        architecture=arch if isinstance(arch, str) else None,
+        name=meta.get("general.name") if isinstance(meta.get("general.name"), str) else None,
+        context_length=number("context_length"),
+        n_layer=number("block_count"),
+        n_head_kv=number("attention.head_count_kv") or heads,
+        head_dim=head_dim,
+        chat_template=template if isinstance(template, str) and template.strip() else None,
+        fim=fim_tokens(meta),
+    )
+    _FACTS[key] = facts
+    return facts

@@ -55,6 +55,17 @@ _CORRUPT_SIGNS = (
 )
 
 
+def rss_bytes(pid: int) -> int | None:
+    """Resident memory of a process (Linux /proc), or None."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def check_gguf_file(path: Path, model: str) -> None:
     """Before a child is started: the file exists, is a GGUF, and fits in
     the memory this machine has left; else a ModelError saying what to do."""
@@ -305,7 +316,8 @@ class _ModelProcess:
         deadline = started + self.startup_timeout
         gguf = await asyncio.to_thread(self._model_file)
         self.gguf = gguf
-        fd, log_name = tempfile.mkstemp(prefix=f"agentls-local-{spec.alias}-", suffix=".log")
+        safe = re.sub(r"[^\w.-]+", "_", spec.alias)  # hf:owner/repo has a slash
+        fd, log_name = tempfile.mkstemp(prefix=f"agentls-local-{safe}-", suffix=".log")
         command = [
             sys.executable,
             "-m",

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
@@ -52,11 +53,17 @@ from .catalog import (
     DEFAULT_COMPLETION_MODEL,
     _model_installed,
     _unknown_model,
+    locate_model_file,
     runtime_error,
 )
 from .downloads import DOWNLOADS
-from .process import _ChildSpec, _describe_exit, _LoopbackOpenAI, _ModelProcess
+from .fim import build_fim_prompt
+from .gguf_meta import GgufError, ModelFacts, model_facts
+from .process import _ChildSpec, _describe_exit, _LoopbackOpenAI, _ModelProcess, rss_bytes
+from .recommended import RECOMMENDED_CHAT
 from .tool_grammar import ToolReplyDecoder, to_local_messages, tool_reply_schema
+
+logger = logging.getLogger("agentls.providers.local")
 
 DEFAULT_STARTUP_TIMEOUT = 60.0
 DEFAULT_CHAT_MAX_TOKENS = 512  # tiny models loop; a reply longer than this is noise
@@ -142,6 +149,7 @@ class LocalProvider(BaseProvider):
         self._processes: dict[_ChildSpec, _ModelProcess] = {}
         self._progress: ProgressSink = NullProgress()
         self._download_tried: set[str] = set()
+        self._model_facts: dict[_ChildSpec, ModelFacts | None] = {}
 
     def attach_progress(self, sink: ProgressSink) -> None:
         """Where downloads and slow model loads are shown (the editor's
@@ -274,6 +282,31 @@ class LocalProvider(BaseProvider):
             for spec, process in self._processes.items()
         }
 
+    def status_report(self) -> dict[str, Any]:
+        """For agentls/status: each model's child (pid, RSS, n_ctx, KV-cache
+        size from the GGUF's shape) and the downloads of this process."""
+        models = []
+        for spec, process in self._processes.items():
+            pid = process.pid
+            facts = self._model_facts.get(spec)
+            models.append({
+                "model": spec.alias,
+                "gguf": str(process.gguf) if process.gguf else None,
+                "running": pid is not None,
+                "pid": pid,
+                "rssBytes": rss_bytes(pid) if pid is not None else None,
+                "nCtx": spec.n_ctx,
+                "kvCacheBytes": facts.kv_cache_bytes(spec.n_ctx) if facts else None,
+                "loadSeconds": process.load_seconds,
+                "starts": process.starts,
+                "capabilities": facts.capabilities() if facts else None,
+                "fimTokens": facts.fim.family if facts and facts.fim else None,
+            })
+        return {
+            "localModels": models,
+            "downloads": [job.to_wire() for job in DOWNLOADS.jobs.values()],
+        }
+
     # -- calls -------------------------------------------------------------------
     async def _guarded(
         self,
@@ -332,6 +365,7 @@ class LocalProvider(BaseProvider):
         for task in shown:
             task.end(f"{alias} loaded in {process.load_seconds or 0:.1f} s")
         LAST_SERVED[role] = process.spec
+        await self._facts(process.spec)
         return client
 
     async def _died(self, process: _ModelProcess, exc: ModelError) -> int | None:
@@ -377,6 +411,19 @@ class LocalProvider(BaseProvider):
         spec = self._spec(options.model, "chat")
         process = self._process(spec)
         tool_list = list(tools or [])
+        facts = await self._facts(spec)
+        if facts is not None and facts.chat_template is None and spec.chat_format is None:
+            # llama-cpp-python would fall back to a Llama-2 prompt the model
+            # never saw, and the "answer" would be prose noise, never a tool call.
+            raise ModelError(
+                f"local: {spec.alias} has no chat template in its GGUF, so it cannot chat or "
+                "call tools (it is a base/completion model). Use it for "
+                "inlineCompletion.model and pick a chat model for `model`, e.g. "
+                f"{RECOMMENDED_CHAT} (`agentls pull --recommended`), or set "
+                "providerOptions.chat_format.",
+                model=spec.alias,
+                code="bad_request",
+            )
         local_messages = to_local_messages(messages, tool_list)
         extra = dict(options.extra)
         if tool_list:
@@ -412,17 +459,27 @@ class LocalProvider(BaseProvider):
             yield out
 
     async def _stream_fim(self, request: FimRequest) -> AsyncIterator[StreamChunk]:
-        """Continue `request.prefix` (the suffix is not used: see the module doc)."""
+        """Fill in the middle with the model's own FIM tokens when its GGUF
+        declares them (fim.py); otherwise continue the prefix, and the
+        suffix only serves post-processing."""
         options = request.options
         self._require_runtime(options.model or self.default_completion_model)
         spec = self._spec(options.model, "completion")
         process = self._process(spec)
+        facts = await self._facts(spec)
         max_tokens = options.max_tokens or DEFAULT_COMPLETION_MAX_TOKENS
         # Keep the prompt inside the context: drop the oldest characters.
         budget = int(max(256, spec.n_ctx - max_tokens - 16) * _CHARS_PER_TOKEN_FLOOR)
-        prefix = request.prefix[-budget:]
+        tokens = facts.fim if facts is not None else None
+        stop = tuple(options.stop)
+        if tokens is not None:
+            suffix = request.suffix[: budget // 4]
+            prompt = build_fim_prompt(tokens, request.prefix[-(budget - len(suffix)) :], suffix)
+            stop += tuple(s for s in tokens.stops if s not in stop)
+        else:
+            prompt = request.prefix[-budget:]
         inner = FimRequest(
-            prefix=prefix,
+            prefix=prompt,
             suffix="",
             options=dataclasses.replace(
                 options,
@@ -431,6 +488,7 @@ class LocalProvider(BaseProvider):
                 temperature=(
                     DEFAULT_TEMPERATURE if options.temperature is None else options.temperature
                 ),
+                stop=stop,
                 request_id=None,
                 extra={"suffix": None, **options.extra},  # llama.cpp's suffix is not FIM
             ),
@@ -439,6 +497,26 @@ class LocalProvider(BaseProvider):
             process, lambda client: client.stream_fim(inner), "completion"
         ):
             yield chunk
+
+    async def _facts(self, spec: _ChildSpec) -> ModelFacts | None:
+        """The GGUF's facts (FIM tokens, chat template, KV-cache sizes), read
+        once per model off the event loop; None when the file cannot be read
+        (the child's start then says why)."""
+        if spec in self._model_facts:
+            return self._model_facts[spec]
+
+        def read() -> ModelFacts | None:
+            try:
+                path = spec.path or locate_model_file(spec.catalog_id or "",
+                                                      cache_dir=self._cache_dir)
+                return model_facts(path)
+            except (ModelError, OSError, GgufError) as exc:
+                logger.info("local: cannot read the GGUF metadata of %s: %s", spec.alias, exc)
+                return None
+
+        facts = await asyncio.to_thread(read)
+        self._model_facts[spec] = facts
+        return facts
 
     # -- metadata ----------------------------------------------------------------
     async def list_models(self) -> list[ModelInfo]:

@@ -138,7 +138,7 @@ def run_pull(models: list[str], *, recommended: bool, out: TextIO | None = None)
     if pulled:
         print("\nto use them, set (in the editor's agentls settings or .agentls.toml):", file=out)
         for model in pulled:
-            entry = recommended_entry(model)
-            key = "inlineCompletion.model" if entry and entry.purpose == "completion" else "model"
+            known = recommended_entry(model)
+            key = "inlineCompletion.model" if known and known.purpose == "completion" else "model"
             print(f'  provider = "local", {key} = "{model}"', file=out)
     return 1 if failed else 0

@@ -117,6 +117,9 @@ RECOMMENDED: tuple[RecommendedModel, ...] = (
 )
 
 
+RECOMMENDED_CHAT = RECOMMENDED[0].ref  # the one to name in messages: fits 8 GB machines
+
+
 def recommended_for(total_memory: int | None) -> dict[Purpose, RecommendedModel]:
     """For each purpose, the largest recommended model this much RAM takes
     (the smallest when the memory is unknown or below every threshold)."""

@@ -117,7 +117,10 @@ class LspProgressTask:
         self.ls.window_show_message(types.ShowMessageParams(type=kind, message=text))
 
     def _send(self, value: dict[str, Any]) -> None:
-        self.ls.protocol.notify("$/progress", {"token": self.token, "value": value})
+        from lsprotocol import types
+
+        # pygls types $/progress; a plain-dict value passes through as LSPAny.
+        self.ls.protocol.notify(types.PROGRESS, types.ProgressParams(token=self.token, value=value))
 
 
 class LspProgressSink:
