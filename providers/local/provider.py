@@ -59,6 +59,7 @@ from .catalog import (
 from .downloads import DOWNLOADS
 from .fim import build_fim_prompt
 from .gguf_meta import GgufError, ModelFacts, model_facts
+from .listing import list_local_models
 from .process import _ChildSpec, _describe_exit, _LoopbackOpenAI, _ModelProcess, rss_bytes
 from .recommended import RECOMMENDED_CHAT
 from .tool_grammar import ToolReplyDecoder, to_local_messages, tool_reply_schema
@@ -520,36 +521,14 @@ class LocalProvider(BaseProvider):
 
     # -- metadata ----------------------------------------------------------------
     async def list_models(self) -> list[ModelInfo]:
-        """The installed models; starts the chat model's server to prove it loads."""
+        """The models this machine has (packaged, by path, downloaded `hf:`)
+        with what each can do (from its GGUF), then the recommended ones to
+        download; starts the chat model's server to prove it loads."""
         self._require_runtime(self.default_model)
         spec = self._spec(None, "chat")
-        client = await self._process(spec).client()
+        client = await self._client(self._process(spec), "chat")
         await client.list_models()
-        models = []
-        for entry in CATALOG.values():
-            if _model_installed(entry.id):
-                models.append(
-                    ModelInfo(
-                        id=entry.id,
-                        display_name=entry.display_name,
-                        context_window=self._n_ctx or entry.n_ctx,
-                        max_output_tokens=DEFAULT_CHAT_MAX_TOKENS,
-                        capabilities=self._capabilities(),
-                        defaults={"use": entry.use, "trained_context": entry.context_window},
-                    )
-                )
-        for path in {p for p in (self._model_path, self._completion_model_path) if p}:
-            models.append(
-                ModelInfo(
-                    id=path.stem,
-                    display_name=path.name,
-                    context_window=self._n_ctx or 4096,
-                    max_output_tokens=DEFAULT_CHAT_MAX_TOKENS,
-                    capabilities=self._capabilities(),
-                    defaults={"path": str(path)},
-                )
-            )
-        return models
+        return await list_local_models(self)
 
     def _capabilities(self) -> list[str]:
         return ["streaming", "completion", "tools"]

@@ -124,6 +124,7 @@ def test_a_broken_gguf_by_path_is_named(tmp_path: Path, workspace: Path) -> None
 def test_hf_model_downloads_with_progress_then_serves(
     tmp_path: Path, workspace: Path, hub: FakeHub, gemma: Path
 ) -> None:
+    hub.cut_after = 30_000_000  # the connection drops once, 30 MB in: resumed, not restarted
     with LspProcess.start(state_dir=tmp_path / "state", workspace=workspace,
                           settings=settings(f"hf:{REPO}"), capabilities=PROGRESS_CLIENT,
                           env=hub_env(tmp_path, hub)) as lsp:
@@ -154,7 +155,9 @@ def test_hf_model_downloads_with_progress_then_serves(
     assert entry["running"] and entry["gguf"].startswith(str(tmp_path / "hf"))
     assert Path(entry["gguf"]).read_bytes()[:4] == b"GGUF"
     assert job["state"] == "ready" and job["percentage"] == 100 and job["file"] == FILE
-    assert [r.method for r in hub.downloads()] == ["GET"]
+    first_get, resumed = hub.downloads()
+    assert "range" not in first_get.headers
+    assert resumed.headers["range"] == "bytes=20971520-"  # after two whole 10 MiB reads
 
 
 def test_cancel_from_the_editor_stops_the_download(
@@ -180,15 +183,18 @@ def test_cancel_from_the_editor_stops_the_download(
 
 
 @pytest.mark.parametrize(
-    ("model", "expected"),
+    ("model", "fault", "expected"),
     [
-        ("hf:nobody/missing-GGUF", "no repository 'nobody/missing-GGUF'"),
-        (f"hf:{REPO}:Q8_0", "no GGUF file with quant 'Q8_0'"),
+        ("hf:nobody/missing-GGUF", None, "no repository 'nobody/missing-GGUF'"),
+        (f"hf:{REPO}:Q8_0", None, "no GGUF file with quant 'Q8_0'"),
+        (f"hf:{REPO}", "wrong_sha256", "the file was removed from the cache"),
     ],
 )
 def test_hub_errors_reach_the_editor_and_the_packaged_model_keeps_serving(
-    tmp_path: Path, workspace: Path, hub: FakeHub, model: str, expected: str
+    tmp_path: Path, workspace: Path, hub: FakeHub, model: str, fault: str | None, expected: str
 ) -> None:
+    if fault is not None:
+        setattr(hub, fault, True)
     with LspProcess.start(state_dir=tmp_path / "state", workspace=workspace,
                           settings=settings(model), capabilities=PROGRESS_CLIENT,
                           env=hub_env(tmp_path, hub)) as lsp:
@@ -199,6 +205,7 @@ def test_hub_errors_reach_the_editor_and_the_packaged_model_keeps_serving(
         (job,) = status(lsp)["downloads"]
     assert job["state"] == "failed" and expected in job["error"]
     assert model.split(":")[1] in shown[0]
+    assert complete_files(tmp_path / "hf") == []  # nothing left that looks complete
 
 
 def test_gated_model_without_token_says_so(
