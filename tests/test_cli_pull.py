@@ -16,8 +16,8 @@ from tests.fakes.hf_hub import FakeHub
 
 pytest.importorskip("huggingface_hub", reason="huggingface_hub (agentls[local]) not installed")
 
-from agentls.providers.local import hub  # noqa: E402
-from agentls.providers.local.recommended import recommended_for  # noqa: E402
+from agentls.providers.local import hub
+from agentls.providers.local.recommended import recommended_for
 
 REPO = "test-org/tiny-GGUF"
 
