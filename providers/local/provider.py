@@ -208,6 +208,13 @@ class LocalProvider(BaseProvider):
             chat_format=self._chat_format or (entry.chat_format if entry else None),
         )
 
+    def prepare_models(self, names: Sequence[str]) -> None:
+        """Start the downloads of the `hf:` models named (the settings' chat
+        and completion models) now, in the background. On the event loop."""
+        for name in names:
+            if hub.is_hf_reference(name):
+                self._hf_file(name)
+
     def _hf_file(self, wanted: str) -> Path | None:
         """The downloaded file of an `hf:` reference, or None while its
         download (started here, in the background, if needed) runs. The
