@@ -171,9 +171,11 @@ def _mb(size: int) -> str:
 
 
 def _bytes_message(job: DownloadJob) -> str:
+    """Short, percentage first: VS Code's status-bar progress shows only the
+    message (cut to the bar's width), not the percentage field."""
     if job.total_bytes:
-        return f"{job.filename}: {_mb(job.done_bytes)} / {_mb(job.total_bytes)}"
-    return f"{job.filename}: {_mb(job.done_bytes)}"
+        return f"{job.percentage}% · {_mb(job.done_bytes)[:-3]} / {_mb(job.total_bytes)}"
+    return f"{_mb(job.done_bytes)} of {job.filename}"
 
 
 # The one manager of this process (see the module docstring).
