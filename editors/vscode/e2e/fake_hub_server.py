@@ -12,9 +12,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from agentls.core.models import ModelError  # noqa: E402
-from agentls.providers.local import GEMMA3, locate_model_file  # noqa: E402
-from tests.fakes.hf_hub import FakeHub  # noqa: E402
+from agentls.core.models import ModelError
+from agentls.providers.local import GEMMA3, locate_model_file
+from tests.fakes.hf_hub import FakeHub
 
 try:
     GGUF = Path(locate_model_file(GEMMA3))
