@@ -25,11 +25,11 @@ REPO = HERE.parents[2]
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO))
 
-from ansi2png import render
-from screenshots import COLS, ROWS, SESSION, capture, plain, tmux
+from ansi2png import render  # noqa: E402
+from screenshots import COLS, ROWS, SESSION, capture, plain, tmux  # noqa: E402
 
-from agentls.providers.local import GEMMA3, locate_model_file
-from tests.fakes.hf_hub import FakeHub
+from agentls.providers.local import GEMMA3, locate_model_file  # noqa: E402
+from tests.fakes.hf_hub import FakeHub  # noqa: E402
 
 MODEL = "hf:test-org/gemma-3-270m-GGUF"
 
