@@ -22,9 +22,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import os
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from agentls.core.models import (
@@ -46,16 +44,13 @@ from agentls.core.provider import (
 )
 from agentls.core.session_types import Message
 
-from . import hub
 from .catalog import (
     CATALOG,
     DEFAULT_CHAT_MODEL,
-    DEFAULT_COMPLETION_MODEL,
-    _model_installed,
-    _unknown_model,
     locate_model_file,
     runtime_error,
 )
+from .choice import LAST_SERVED, ModelChoice
 from .downloads import DOWNLOADS
 from .fim import build_fim_prompt
 from .gguf_meta import GgufError, ModelFacts, model_facts
@@ -66,66 +61,11 @@ from .tool_grammar import ToolReplyDecoder, to_local_messages, tool_reply_schema
 
 logger = logging.getLogger("agentls.providers.local")
 
-DEFAULT_STARTUP_TIMEOUT = 60.0
 DEFAULT_CHAT_MAX_TOKENS = 512  # tiny models loop; a reply longer than this is noise
 DEFAULT_COMPLETION_MAX_TOKENS = 128  # llama.cpp's own default (16) is too short
 DEFAULT_TEMPERATURE = 0.2
 _CHARS_PER_TOKEN_FLOOR = 2.5  # prefix trimming: code averages 3-4 chars a token
 LOAD_PROGRESS_AFTER = 1.0  # seconds: a shorter model load is not worth a notification
-
-# role ("chat", "completion") -> the spec that last loaded for it in this
-# process: it keeps serving while a newly chosen model downloads, across
-# the provider being rebuilt by a settings change.
-LAST_SERVED: dict[str, _ChildSpec] = {}
-
-
-def default_n_ctx(available: int | None = None) -> int:
-    """Context for a model outside the catalog, from the memory left: the
-    KV cache of a 1-8B model at 8k tokens is 0.1-1 GiB."""
-    available = hub.available_memory() if available is None else available
-    if available is None:
-        return 4096
-    gib = available / (1 << 30)
-    return 8192 if gib >= 12 else 4096 if gib >= 4 else 2048
-
-
-def _option(options: Mapping[str, Any], snake: str) -> Any:
-    head, *rest = snake.split("_")
-    camel = head + "".join(word.capitalize() for word in rest)
-    value = options.get(snake, options.get(camel))
-    return None if value in (None, "") else value
-
-
-def _int_option(options: Mapping[str, Any], snake: str) -> int | None:
-    value = _option(options, snake)
-    if value is None:
-        return None
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise ModelError(
-            f"local: providerOptions.{snake} must be a whole number, not {value!r}",
-            code="bad_request",
-        ) from None
-    if number < 1:
-        raise ModelError(f"local: providerOptions.{snake} must be >= 1", code="bad_request")
-    return number
-
-
-def _path_option(options: Mapping[str, Any], snake: str) -> Path | None:
-    value = _option(options, snake)
-    return Path(str(value)).expanduser() if value is not None else None
-
-
-def _default_threads() -> int:
-    """Decode threads. Generating with a tiny model is memory-bound and
-    llama.cpp's threads synchronise on every operation, so a thread that
-    another process preempts stalls the rest: on a 2-core machine shared with
-    the editor one thread was both faster and steadier than two
-    (bench/README.md). Above that, leave one core free, at most 4 threads."""
-    cores = os.cpu_count() or 1
-    return 1 if cores <= 2 else min(4, cores - 1)
-
 
 class LocalProvider(BaseProvider):
     """llama.cpp in a child process; see the module docstring."""
@@ -134,123 +74,42 @@ class LocalProvider(BaseProvider):
 
     def __init__(self, config: ProviderConfig) -> None:
         super().__init__(config)
-        options = config.options
-        self._model_path = _path_option(options, "model_path")
-        self._completion_model_path = _path_option(options, "completion_model_path")
-        completion_model = _option(options, "completion_model")
-        self._completion_model = str(completion_model) if completion_model else None
-        self._n_ctx = _int_option(options, "n_ctx")
-        self._n_threads = _int_option(options, "n_threads") or _default_threads()
-        chat_format = _option(options, "chat_format")
-        self._chat_format = str(chat_format) if chat_format else None
-        timeout = _option(options, "startup_timeout")
-        self._startup_timeout = float(timeout) if timeout is not None else DEFAULT_STARTUP_TIMEOUT
-        cache_dir = _path_option(options, "cache_dir")
-        self._cache_dir = cache_dir
+        self.choice = ModelChoice(config)
+        # Read-only views of the options, for this module and listing.py.
+        self._model_path = self.choice.model_path
+        self._completion_model_path = self.choice.completion_model_path
+        self._n_ctx = self.choice.n_ctx
+        self._n_threads = self.choice.n_threads
+        self._startup_timeout = self.choice.startup_timeout
+        self._cache_dir = self.choice.cache_dir
         self._processes: dict[_ChildSpec, _ModelProcess] = {}
         self._progress: ProgressSink = NullProgress()
-        self._download_tried: set[str] = set()
         self._model_facts: dict[_ChildSpec, ModelFacts | None] = {}
 
     def attach_progress(self, sink: ProgressSink) -> None:
         """Where downloads and slow model loads are shown (the editor's
         work-done progress, the terminal's bar); set by the composition root."""
         self._progress = sink
+        self.choice.progress = sink
 
     def __repr__(self) -> str:
         return f"LocalProvider(model={self.default_model!r})"
 
-    # -- model choice ----------------------------------------------------------
+    # -- model choice (choice.py) ------------------------------------------------
     @property
     def default_model(self) -> str:
-        if self.config.model:
-            return self.config.model
-        if self._model_path is not None:
-            return self._model_path.stem
-        # No fallback to Gemma when SmolLM2 is missing: the base model answers
-        # chat with noise, and an error naming the install command is better.
-        return DEFAULT_CHAT_MODEL
+        return self.choice.default_model
 
     @property
     def default_completion_model(self) -> str:
-        path = self._completion_model_path or self._model_path
-        if path is not None:
-            return path.stem
-        return self._completion_model or DEFAULT_COMPLETION_MODEL
+        return self.choice.default_completion_model
 
     def _spec(self, model: str | None, role: str) -> _ChildSpec:
-        custom = self._model_path
-        if role == "completion":
-            custom = self._completion_model_path or self._model_path
-            wanted = model or self.default_completion_model
-        else:
-            wanted = model or self.default_model
-        path: Path | None = None
-        alias: str | None = None
-        if custom is not None and wanted in (custom.stem, str(custom)):
-            path = custom
-        elif hub.is_hf_reference(wanted):
-            ready = self._hf_file(wanted)
-            if ready is None:  # downloading: the previous model keeps serving
-                return self._fallback(wanted, role)
-            path, alias = ready, hub.parse_hf_reference(wanted).display
-        elif wanted.endswith(".gguf"):
-            path = Path(wanted).expanduser()
-        elif wanted not in CATALOG:
-            raise _unknown_model(wanted)
-        entry = CATALOG.get(wanted)
-        return _ChildSpec(
-            alias=alias or (path.stem if path is not None else wanted),
-            catalog_id=None if path is not None else wanted,
-            path=path,
-            n_ctx=self._n_ctx or (entry.n_ctx if entry else default_n_ctx()),
-            n_threads=self._n_threads,
-            chat_format=self._chat_format or (entry.chat_format if entry else None),
-        )
+        return self.choice.spec(model, role)
 
     def prepare_models(self, names: Sequence[str]) -> None:
-        """Start the downloads of the `hf:` models named (the settings' chat
-        and completion models) now, in the background. On the event loop."""
-        for name in names:
-            if hub.is_hf_reference(name):
-                self._hf_file(name)
-
-    def _hf_file(self, wanted: str) -> Path | None:
-        """The downloaded file of an `hf:` reference, or None while its
-        download (started here, in the background, if needed) runs. The
-        download's own failure was shown through progress; a provider built
-        after a settings change tries a failed download once more."""
-        ref = hub.parse_hf_reference(wanted)
-        cached = hub.cached_path(ref)
-        if cached is not None:
-            return cached
-        job = DOWNLOADS.start(
-            ref,
-            sink=self._progress,
-            retry=ref.display not in self._download_tried,
-        )
-        self._download_tried.add(ref.display)
-        return job.path if job.state == "ready" else None
-
-    def _fallback(self, wanted: str, role: str) -> _ChildSpec:
-        """What serves while `wanted` downloads: the model that last served
-        this role in this process, else the packaged default for the role."""
-        previous = LAST_SERVED.get(role)
-        if previous is not None:
-            return previous
-        default = DEFAULT_COMPLETION_MODEL if role == "completion" else DEFAULT_CHAT_MODEL
-        job = DOWNLOADS.job(hub.parse_hf_reference(wanted))
-        if _model_installed(default):
-            return self._spec(default, role)
-        if job is not None and job.error is not None and job.state == "failed":
-            raise job.error
-        progress = f" ({job.percentage}%)" if job is not None and job.percentage is not None else ""
-        raise ModelError(
-            f"local: {wanted} is still downloading{progress} and no other local model is "
-            "installed to serve meanwhile; it is used as soon as it is ready.",
-            model=wanted,
-            code="loading",
-        )
+        """Start the downloads of the `hf:` models named, in the background."""
+        self.choice.prepare(names)
 
     def _process(self, spec: _ChildSpec) -> _ModelProcess:
         process = self._processes.get(spec)
