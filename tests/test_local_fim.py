@@ -195,3 +195,31 @@ def test_recommendations_follow_memory() -> None:
                                key=lambda m: m.min_memory)
     assert recommended_for(None)["completion"].fim
     assert all(m.tools for m in RECOMMENDED if m.purpose == "chat")
+
+
+# --------------------------------------------------------------------------- no chat template
+
+
+async def test_chat_with_a_model_without_a_template_says_so(tmp_path: Path) -> None:
+    """A base model (no tokenizer.chat_template) is refused for chat before
+    any child starts, with a message naming the model and a chat model."""
+    from agentls.core.models import ModelError
+    from agentls.core.provider import ProviderConfig
+    from agentls.core.session_types import Message
+    from agentls.providers.local import LocalProvider
+
+    path = write_gguf(tmp_path / "base-coder.gguf", qwen_like(**{
+        "tokenizer.ggml.fim_pre_token_id": 4, "tokenizer.ggml.fim_suf_token_id": 5,
+        "tokenizer.ggml.fim_mid_token_id": 6}))
+    provider = LocalProvider(ProviderConfig(name="local", model=str(path)))
+    if catalog.runtime_error() is not None:
+        pytest.skip("llama-cpp-python not installed: the provider refuses every call first")
+    try:
+        with pytest.raises(ModelError) as caught:
+            await provider.complete([Message(role="user", content="Write notes.txt")])
+        assert provider.child_pids() == {}  # refused before loading anything
+    finally:
+        await provider.aclose()
+    assert caught.value.code == "bad_request"
+    assert "base-coder" in caught.value.message and "no chat template" in caught.value.message
+    assert "hf:" in caught.value.message  # names a chat model to use instead
