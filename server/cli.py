@@ -13,6 +13,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from agentls import __version__
 
@@ -138,6 +139,8 @@ def run_check(workspace: Path) -> int:
         present = settings.api_key() is not None
         print(f"api key: {key_env} is {'set' if present else 'NOT set'}", file=out)
     print(f"provider: {settings.provider}", file=out)
+    if settings.provider == "local":
+        _print_local_downloads(settings, out)
     try:
         provider = build_provider(settings, registry)
     except AgentlsError as exc:
@@ -153,6 +156,28 @@ def run_check(workspace: Path) -> int:
         print(f"  error [{report.error_code}]: {report.error}", file=out)
     print("result: " + ("FAILED, fix the items above" if failed else "OK"), file=out)
     return 1 if failed else 0
+
+
+def _print_local_downloads(settings: Any, out: Any) -> None:
+    """Whether the `hf:` models the settings name are downloaded yet."""
+    names = [n for n in (settings.model, settings.inline_completion.model) if n]
+    try:
+        from agentls.providers.local import hub
+    except ImportError:
+        return
+    for name in names:
+        if not hub.is_hf_reference(name):
+            continue
+        try:
+            path = hub.cached_path(hub.parse_hf_reference(name))
+        except Exception as exc:  # a malformed reference: say so, do not stop the check
+            print(f"  model {name}: {exc}", file=out)
+            continue
+        if path is not None:
+            print(f"  model {name}: downloaded ({path})", file=out)
+        else:
+            print(f"  model {name}: not downloaded yet; run `agentls pull {name}` (or the "
+                  "editor downloads it, with progress, when it starts)", file=out)
 
 
 def run_pull(models: list[str], *, recommended: bool) -> int:

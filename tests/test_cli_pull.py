@@ -71,3 +71,27 @@ def test_pull_recommended_picks_by_memory(tmp_path: Path, gguf: Path) -> None:
     assert done.stdout.count("ready: ") == 2
     assert f'inlineCompletion.model = "{picks["completion"].ref}"' in done.stdout
     assert f'model = "{picks["chat"].ref}"' in done.stdout
+
+
+def test_check_says_whether_the_configured_model_is_downloaded(tmp_path: Path, gguf: Path) -> None:
+    from agentls.providers.local import runtime_error
+
+    if runtime_error() is not None:
+        pytest.skip("llama-cpp-python not installed: `agentls check` cannot probe `local`")
+    with FakeHub() as fake:
+        fake.add(REPO, "tiny.Q4_K_M.gguf", gguf)
+        env = server_env(HF_ENDPOINT=fake.url, HF_HOME=str(tmp_path / "hf"),
+                         AGENTLS_PROVIDER="local", AGENTLS_INLINE_COMPLETION__MODEL=f"hf:{REPO}",
+                         AGENTLS_STATE_DIR=str(tmp_path / "state"))
+
+        def check() -> str:
+            done = subprocess.run([sys.executable, "-m", "agentls", "check"], env=env,
+                                  capture_output=True, text=True, timeout=120,
+                                  stdin=subprocess.DEVNULL, cwd=tmp_path)
+            return done.stdout
+
+        before = check()
+        assert pull(tmp_path, fake, f"hf:{REPO}").returncode == 0
+        after = check()
+    assert f"model hf:{REPO}: not downloaded yet; run `agentls pull hf:{REPO}`" in before
+    assert f"model hf:{REPO}: downloaded (" in after

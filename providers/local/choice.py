@@ -105,6 +105,8 @@ class ModelChoice:
         self.progress: ProgressSink = NullProgress()
         # hf: references this choice has started (or retried) a download for
         self.download_tried: set[str] = set()
+        # hf: reference -> its file in the HF cache, once found there
+        self.resolved: dict[str, Path] = {}
 
     @property
     def default_model(self) -> str:
@@ -165,9 +167,13 @@ class ModelChoice:
         download (started here, in the background, if needed) runs. The
         download's own failure was shown through progress; a provider built
         after a settings change tries a failed download once more."""
+        known = self.resolved.get(wanted)
+        if known is not None and known.is_file():  # the hot path: one stat
+            return known
         ref = hub.parse_hf_reference(wanted)
         cached = hub.cached_path(ref)
         if cached is not None:
+            self.resolved[wanted] = cached
             return cached
         job = DOWNLOADS.start(
             ref,

@@ -292,6 +292,8 @@ def verify(
         with path.open("rb") as handle:
             while block := handle.read(1 << 20):
                 if cancel is not None and cancel.is_set():
+                    handle.close()
+                    _remove_cached(path)  # never left looking verified
                     raise DownloadCancelled(
                         f"local: download of {ref.display} cancelled", model=ref.text,
                         code="cancelled",
