@@ -1,19 +1,22 @@
-"""The `local` provider itself: model choice, providerOptions, and the calls,
-each sent to the child process that serves the model (process.py).
+"""The `local` provider itself: the calls, each sent to the child process
+that serves the model (process.py); which model that is and the
+providerOptions are choice.py's job.
 
 providerOptions: model_path (any .gguf; used for chat and completion),
 completion_model (a catalog id), completion_model_path, n_ctx, n_threads,
 chat_format (default: the GGUF's own template), startup_timeout (s),
-cache_dir. `model` picks the chat model: "gemma3-270m" or "smollm2-135m".
+cache_dir. `model` (chat) and a request's model (inlineCompletion.model)
+take a catalog id ("gemma3-270m", "smollm2-135m"), a .gguf path or an
+`hf:<owner>/<repo>[:<quant or file>]` reference (hub.py, downloads.py).
 
 Limits, honestly:
-- No fill-in-the-middle: neither model was trained for FIM, and
-  llama-cpp-python's `suffix` handling on /v1/completions is not FIM either.
-  stream_fim() continues the prefix and ignores the suffix; get_info()
-  reports the capability "completion", not "fim".
-- Tool calls: these models cannot produce native tool calls; a JSON-schema
-  grammar constrains the reply to one tool call or one text answer, so at
-  most one tool call per reply (tool_grammar.py).
+- Fill-in-the-middle only for GGUFs that declare FIM tokens (fim.py): the
+  packaged models do not, and llama-cpp-python's `suffix` on
+  /v1/completions is not FIM, so for them stream_fim() continues the prefix
+  and get_info() reports "completion", not "fim".
+- Tool calls: a JSON-schema grammar constrains the reply to one tool call or
+  one text answer, so at most one tool call per reply (tool_grammar.py); a
+  GGUF without a chat template is refused for chat and tools.
 - One request at a time per model (the server queues the rest).
 """
 
