@@ -219,3 +219,18 @@ def test_gated_model_without_token_says_so(
         shown = wait_until(lambda: [m for m in lsp.shown_messages() if "HF_TOKEN" in m],
                            "an error naming HF_TOKEN", 60)
     assert f"hf:{REPO}" in shown[0] and "gated" in shown[0]
+
+
+def test_a_client_without_progress_support_still_hears_the_outcome(
+    tmp_path: Path, workspace: Path, hub: FakeHub
+) -> None:
+    with LspProcess.start(state_dir=tmp_path / "state", workspace=workspace,
+                          settings=settings("hf:nobody/missing-GGUF"),
+                          env=hub_env(tmp_path, hub)) as lsp:
+        shown = wait_until(lambda: [m for m in lsp.shown_messages() if "nobody/missing" in m],
+                           "the error as window/showMessage", 60)
+        progress = lsp.notifications_of("$/progress")
+        creates = [r for r in lsp.server_requests
+                   if r["method"] == "window/workDoneProgress/create"]
+    assert "no repository 'nobody/missing-GGUF'" in shown[0]
+    assert progress == [] and creates == []  # not offered: not sent
