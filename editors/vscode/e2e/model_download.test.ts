@@ -1,9 +1,10 @@
 /**
  * A model download in a real VS Code: choosing an `hf:` model for inline
  * completion starts its download at once, and the server's work-done
- * progress appears where vscode-languageclient puts server-initiated
- * progress: VS Code's window progress in the status bar (a spinner with
- * the title and the bytes so far), gone when the download ends.
+ * progress appears as VS Code's standard progress notification (title,
+ * percentage and bytes, a Cancel button: src/serverProgress.ts). Cancel
+ * stops the download on the server (window/workDoneProgress/cancel) and
+ * nothing is left in the Hugging Face cache.
  * The hub is the loopback fake (fake_hub_server.py, HF_ENDPOINT) serving the
  * packaged Gemma 3 GGUF; the server is the real agentls with provider local.
  */
@@ -29,6 +30,7 @@ async function startHub(): Promise<string> {
   if (!fs.existsSync(python)) throw new Error(`no python next to ${server}`);
   hub = spawn(python, [path.join(__dirname, "../../e2e/fake_hub_server.py")], {
     stdio: ["pipe", "pipe", "inherit"],
+    env: { ...process.env, AGENTLS_FAKE_HUB_DELAY: "0.01" }, // ~40 s for 253 MB: time to cancel
   });
   return new Promise((resolve, reject) => {
     hub.stdout?.once("data", (data: Buffer) => resolve(data.toString().trim()));
@@ -49,7 +51,7 @@ describe("model download progress in VS Code", { timeout: 300_000 }, () => {
         "agentls.server.path": server,
         "agentls.provider": "local",
         "agentls.inlineCompletion.model": MODEL,
-        "agentls.server.args": ["--log-file", path.join(root, "server.log"), "--log-level", "DEBUG"],
+        "agentls.server.args": ["--log-file", path.join(root, "server.log"), "--log-level", "INFO"],
       },
       env: { HF_ENDPOINT: url, HF_HOME: path.join(root, "hf"), AGENTLS_STATE_DIR: path.join(root, "state") },
     });
@@ -61,24 +63,31 @@ describe("model download progress in VS Code", { timeout: 300_000 }, () => {
     hub?.kill();
   });
 
-  it("shows the download's progress in the status bar until it ends", { timeout: 240_000 }, async (t) => {
+  it("shows the download as a progress notification; Cancel stops it", { timeout: 240_000 }, async (t) => {
     if (skipped || !vscode) return t.skip(skipped);
     const code = vscode;
-    const toast = code.page.locator(".statusbar-item", { hasText: `Downloading ${MODEL}` });
+    const toast = code.page.locator(".notification-toast", { hasText: `Downloading ${MODEL}` });
     await toast.first().waitFor({ timeout: 90_000 }).catch(async (error: unknown) => {
       const serverLog = fs.existsSync(path.join(root, "server.log")) ? fs.readFileSync(path.join(root, "server.log"), "utf8").slice(-4000) : "";
       throw new Error(`${String(error)}\n--- server log ---\n${serverLog}\n--- extension host log ---\n${code.exthostLog()}`);
     });
-    const text = await waitFor("a fifth of the bytes in the status bar", 90_000, async () => {
+    const text = await waitFor("a tenth of the bytes in the notification", 90_000, async () => {
       const shown = await toast.first().innerText();
       const match = /(\d+)% · [\d.]+ \/ 253\.1 MB/.exec(shown);
-      return match && Number(match[1]) >= 20 ? shown : undefined;
+      return match && Number(match[1]) >= 10 ? shown : undefined;
     });
-    assert.match(text, new RegExp(`Downloading ${MODEL}: \\d+% · [\\d.]+ / 253\\.1 MB`));
+    assert.match(text, /\d+% · [\d.]+ \/ 253\.1 MB/);
+    await new Promise((r) => setTimeout(r, 600)); // let the toast finish sliding in
     await code.screenshot("model-download-progress");
-    await waitFor("the progress to go away when the download ends", 180_000, async () =>
+    const cancel = toast.first().getByRole("button", { name: /Cancel/ });
+    await cancel.click();
+    await waitFor("the notification to go away after Cancel", 60_000, async () =>
       (await toast.count()) === 0 ? true : undefined,
     );
+    await waitFor("the server to report the cancellation", 60_000, async () => {
+      const log = fs.existsSync(path.join(root, "server.log")) ? fs.readFileSync(path.join(root, "server.log"), "utf8") : "";
+      return log.includes("download of hf:test-org/gemma-3-270m-GGUF cancelled") ? true : undefined;
+    });
     const files: string[] = [];
     const walk = (dir: string) => {
       for (const entry of fs.existsSync(dir) ? fs.readdirSync(dir, { withFileTypes: true }) : []) {
@@ -88,6 +97,6 @@ describe("model download progress in VS Code", { timeout: 300_000 }, () => {
       }
     };
     walk(path.join(root, "hf"));
-    assert.equal(files.length, 1, `downloaded files: ${files.join(", ")}`);
+    assert.equal(files.length, 0, `files left after Cancel: ${files.join(", ")}`);
   });
 });
