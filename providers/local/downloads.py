@@ -82,7 +82,12 @@ class DownloadManager:
         """The running (or finished) job for `ref`; a new one when there is
         none, or when the last one failed and `retry` is set. On the loop."""
         current = self.jobs.get(ref.display)
-        if current is not None and not (retry and current.state in ("failed", "cancelled")):
+        gone = current is not None and current.state == "ready" and not (
+            current.path is not None and current.path.is_file()
+        )  # deleted from the cache since: fetch it again
+        if current is not None and not gone and not (
+            retry and current.state in ("failed", "cancelled")
+        ):
             return current
         job = DownloadJob(ref)
         self.jobs[ref.display] = job
