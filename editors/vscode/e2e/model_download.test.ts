@@ -61,6 +61,7 @@ describe("model download progress in VS Code", { timeout: 300_000 }, () => {
     await vscode?.stop();
     hub?.stdin?.end();
     hub?.kill();
+    fs.rmSync(root, { recursive: true, force: true }); // the HF cache of the run
   });
 
   it("shows the download as a progress notification; Cancel stops it", { timeout: 240_000 }, async (t) => {
