@@ -13,6 +13,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from agentls import __version__
 
@@ -26,10 +27,18 @@ def build_parser() -> argparse.ArgumentParser:
         "With no command it serves LSP on stdio.",
         epilog="Commands: `agentls` or `agentls serve` runs the server; `agentls check` validates "
         "the configuration and probes the provider; `agentls trust` shows the workspace's "
-        ".agentls.toml keys that wait for trust and trusts that content after you confirm.",
+        ".agentls.toml keys that wait for trust and trusts that content after you confirm; "
+        "`agentls pull MODEL` downloads a local model (hf:<owner>/<repo>[:<quant>]) with a "
+        "progress bar.",
     )
-    parser.add_argument("command", nargs="?", choices=["serve", "check", "trust"],
-                        default="serve", help="serve (default), check or trust")
+    parser.add_argument("command", nargs="?", choices=["serve", "check", "trust", "pull"],
+                        default="serve", help="serve (default), check, trust or pull")
+    parser.add_argument("models", nargs="*", metavar="MODEL",
+                        help="`pull`: models to download: hf:<owner>/<repo>[:<quant or file>] "
+                        "(also a packaged model id or a .gguf path, which need no download)")
+    parser.add_argument("--recommended", action="store_true",
+                        help="`pull`: download the recommended chat and completion models "
+                        "for this machine's memory (docs/local-model.md)")
     parser.add_argument("--yes", action="store_true",
                         help="`trust`: do not ask for confirmation")
     parser.add_argument("--version", action="version", version=f"agentls {__version__}")
@@ -53,6 +62,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "check":
         _configure_logging(args.log_file, "WARNING")
         return run_check(args.workspace or Path.cwd())
+    if args.command == "pull":
+        _configure_logging(args.log_file, "WARNING")
+        return run_pull(args.models, recommended=args.recommended)
+    if args.models:
+        build_parser().error(f"unexpected arguments: {' '.join(args.models)}")
     if args.command == "trust":
         _configure_logging(args.log_file, "WARNING")
         return run_trust(args.workspace or Path.cwd(), assume_yes=args.yes)
@@ -132,6 +146,8 @@ def run_check(workspace: Path) -> int:
         present = settings.api_key() is not None
         print(f"api key: {key_env} is {'set' if present else 'NOT set'}", file=out)
     print(f"provider: {settings.provider}", file=out)
+    if settings.provider == "local":
+        _print_local_downloads(settings, out)
     try:
         provider = build_provider(settings, registry)
     except AgentlsError as exc:
@@ -147,6 +163,38 @@ def run_check(workspace: Path) -> int:
         print(f"  error [{report.error_code}]: {report.error}", file=out)
     print("result: " + ("FAILED, fix the items above" if failed else "OK"), file=out)
     return 1 if failed else 0
+
+
+def _print_local_downloads(settings: Any, out: Any) -> None:
+    """Whether the `hf:` models the settings name are downloaded yet."""
+    names = [n for n in (settings.model, settings.inline_completion.model) if n]
+    try:
+        from agentls.providers.local import hub
+    except ImportError:
+        return
+    for name in names:
+        if not hub.is_hf_reference(name):
+            continue
+        try:
+            path = hub.cached_path(hub.parse_hf_reference(name))
+        except Exception as exc:  # a malformed reference: say so, do not stop the check
+            print(f"  model {name}: {exc}", file=out)
+            continue
+        if path is not None:
+            print(f"  model {name}: downloaded ({path})", file=out)
+        else:
+            print(f"  model {name}: not downloaded yet; run `agentls pull {name}` (or the "
+                  "editor downloads it, with progress, when it starts)", file=out)
+
+
+def run_pull(models: list[str], *, recommended: bool) -> int:
+    """Download local models on the terminal (providers/local/pull.py)."""
+    try:
+        from agentls.providers.local.pull import run_pull as pull
+    except ImportError as exc:
+        print(f"agentls pull needs the local model support: {exc}", file=sys.stderr)
+        return 1
+    return pull(models, recommended=recommended)
 
 
 def run_trust(workspace: Path, *, assume_yes: bool = False) -> int:

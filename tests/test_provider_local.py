@@ -517,7 +517,16 @@ async def test_crash_mid_generation_is_reported_and_recovered(provider: LocalPro
 async def test_list_models_and_aclose_leaves_no_child() -> None:
     provider = make_provider()
     models = await provider.list_models()
-    assert {m.id for m in models} == {GEMMA3, SMOLLM2}
+    installed = {m.id: m for m in models if not m.defaults.get("recommended")}
+    assert set(installed) == {GEMMA3, SMOLLM2}
+    # From the GGUFs: Gemma base has no chat template (chat only through
+    # llama.cpp's gemma format, no tools); SmolLM2-Instruct has one.
+    assert "tools" not in installed[GEMMA3].capabilities
+    assert {"chat", "tools"} <= set(installed[SMOLLM2].capabilities)
+    recommended = [m for m in models if m.defaults.get("recommended")]
+    assert {m.defaults["purpose"] for m in recommended} == {"chat", "completion"}
+    assert all(m.id.startswith("hf:") and m.defaults["download"].startswith("agentls pull ")
+               for m in recommended)
     pids = list(provider.child_pids().values())
     assert pids and all(_alive(pid) for pid in pids)
     await provider.aclose()

@@ -10,10 +10,17 @@ provider's HTTP code pointed at that child's loopback port, with no key.
 
 The modules, in the order a request meets them:
 
-- provider.py: LocalProvider: model choice, providerOptions, the calls, and
-  the limits (no fill-in-the-middle, one tool call per reply).
+- provider.py: LocalProvider: the calls, and the limits (FIM only with the
+  GGUF's FIM tokens, one tool call per reply).
+- choice.py: providerOptions and which model serves a request (catalog id,
+  .gguf path, `hf:` reference; the previous model serves during a download).
 - catalog.py: the two packaged models, locating (and joining) their GGUF
   files, and whether llama-cpp-python[server] is installed.
+- hub.py, downloads.py: `hf:` models through huggingface_hub, in background
+  threads with progress and cancel; pull.py: `agentls pull`;
+  recommended.py: the models to download by purpose and memory.
+- gguf_meta.py, fim.py: the GGUF header (architecture, KV-cache size, chat
+  template, FIM tokens) and FIM prompts; listing.py: agentls/models.
 - tool_grammar.py: messages for a GGUF chat template, and tool calls through
   a JSON-schema grammar (the schema and the decoder of the reply).
 - process.py: starting, supervising and restarting the child processes,

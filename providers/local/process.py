@@ -44,6 +44,57 @@ from .catalog import INSTALL_COMMAND, locate_model_file
 logger = logging.getLogger("agentls.providers.local")
 
 _LOG_TAIL_BYTES = 4000
+# What llama.cpp prints when a GGUF is cut short or damaged.
+_CORRUPT_SIGNS = (
+    "failed to load model",
+    "not within the file bounds",
+    "failed to read",
+    "corrupted",
+    "invalid magic",
+    "unexpectedly reached end of file",
+)
+
+
+def rss_bytes(pid: int) -> int | None:
+    """Resident memory of a process (Linux /proc), or None."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def check_gguf_file(path: Path, model: str) -> None:
+    """Before a child is started: the file exists, is a GGUF, and fits in
+    the memory this machine has left; else a ModelError saying what to do."""
+    from . import hub
+
+    if not path.is_file():
+        raise ModelError(
+            f"local: model file {str(path)!r} does not exist: check the path in `model` / "
+            "inlineCompletion.model / providerOptions.model_path.",
+            model=model,
+            code="not_found",
+        )
+    try:
+        with path.open("rb") as handle:
+            magic = handle.read(4)
+        size = path.stat().st_size
+    except OSError as exc:
+        raise ModelError(
+            f"local: cannot read model file {str(path)!r}: {exc}", model=model, code="not_found"
+        ) from exc
+    if magic != hub.GGUF_MAGIC:
+        raise ModelError(
+            f"local: {str(path)!r} is not a GGUF model file (it does not start with 'GGUF'; "
+            "truncated, corrupt or another format): download it again or convert it with "
+            "llama.cpp's convert_hf_to_gguf.py.",
+            model=model,
+            code="bad_request",
+        )
+    hub.check_fits_memory(model, size)
 
 # Every child we started and have not yet reaped, for the atexit handler.
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
@@ -253,16 +304,11 @@ class _ModelProcess:
 
     def _model_file(self) -> Path:
         spec = self.spec
-        if spec.path is not None:
-            if not spec.path.is_file():
-                raise ModelError(
-                    f"local: providerOptions.model_path {str(spec.path)!r} is not a file",
-                    model=spec.alias,
-                    code="not_found",
-                )
-            return spec.path
-        assert spec.catalog_id is not None
-        return locate_model_file(spec.catalog_id, cache_dir=self.cache_dir)
+        if spec.path is None:
+            assert spec.catalog_id is not None
+            return locate_model_file(spec.catalog_id, cache_dir=self.cache_dir)
+        check_gguf_file(spec.path, spec.alias)
+        return spec.path
 
     async def _start(self) -> _LoopbackOpenAI:
         spec = self.spec
@@ -270,7 +316,8 @@ class _ModelProcess:
         deadline = started + self.startup_timeout
         gguf = await asyncio.to_thread(self._model_file)
         self.gguf = gguf
-        fd, log_name = tempfile.mkstemp(prefix=f"agentls-local-{spec.alias}-", suffix=".log")
+        safe = re.sub(r"[^\w.-]+", "_", spec.alias)  # hf:owner/repo has a slash
+        fd, log_name = tempfile.mkstemp(prefix=f"agentls-local-{safe}-", suffix=".log")
         command = [
             sys.executable,
             "-m",
@@ -371,6 +418,11 @@ class _ModelProcess:
             code, hint = "not_found", f" Install the local model runtime: {INSTALL_COMMAND}."
         elif code == "timeout":
             hint = " Raise providerOptions.startup_timeout if this machine is slow."
+        elif any(sign in tail for sign in _CORRUPT_SIGNS):
+            hint = (
+                f" The file looks truncated or corrupt: download it again (`agentls pull "
+                f"{self.spec.alias}` for an hf: model, after deleting the file) or pick another."
+            )
         return ModelError(
             f"local: the model server for {self.spec.alias} ({self.gguf}, pid {proc.pid}) "
             f"{what}.{hint} Its last output:\n{tail or '(nothing)'}",

@@ -1,19 +1,22 @@
-"""The `local` provider itself: model choice, providerOptions, and the calls,
-each sent to the child process that serves the model (process.py).
+"""The `local` provider itself: the calls, each sent to the child process
+that serves the model (process.py); which model that is and the
+providerOptions are choice.py's job.
 
 providerOptions: model_path (any .gguf; used for chat and completion),
 completion_model (a catalog id), completion_model_path, n_ctx, n_threads,
 chat_format (default: the GGUF's own template), startup_timeout (s),
-cache_dir. `model` picks the chat model: "gemma3-270m" or "smollm2-135m".
+cache_dir. `model` (chat) and a request's model (inlineCompletion.model)
+take a catalog id ("gemma3-270m", "smollm2-135m"), a .gguf path or an
+`hf:<owner>/<repo>[:<quant or file>]` reference (hub.py, downloads.py).
 
 Limits, honestly:
-- No fill-in-the-middle: neither model was trained for FIM, and
-  llama-cpp-python's `suffix` handling on /v1/completions is not FIM either.
-  stream_fim() continues the prefix and ignores the suffix; get_info()
-  reports the capability "completion", not "fim".
-- Tool calls: these models cannot produce native tool calls; a JSON-schema
-  grammar constrains the reply to one tool call or one text answer, so at
-  most one tool call per reply (tool_grammar.py).
+- Fill-in-the-middle only for GGUFs that declare FIM tokens (fim.py): the
+  packaged models do not, and llama-cpp-python's `suffix` on
+  /v1/completions is not FIM, so for them stream_fim() continues the prefix
+  and get_info() reports "completion", not "fim".
+- Tool calls: a JSON-schema grammar constrains the reply to one tool call or
+  one text answer, so at most one tool call per reply (tool_grammar.py); a
+  GGUF without a chat template is refused for chat and tools.
 - One request at a time per model (the server queues the rest).
 """
 
@@ -21,9 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from pathlib import Path
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from agentls.core.models import (
@@ -34,6 +36,7 @@ from agentls.core.models import (
     ProviderInfo,
     StreamChunk,
 )
+from agentls.core.progress import NullProgress, ProgressSink, ProgressTask
 from agentls.core.provider import (
     BaseProvider,
     ChunkStream,
@@ -47,58 +50,25 @@ from agentls.core.session_types import Message
 from .catalog import (
     CATALOG,
     DEFAULT_CHAT_MODEL,
-    DEFAULT_COMPLETION_MODEL,
-    _model_installed,
-    _unknown_model,
+    locate_model_file,
     runtime_error,
 )
-from .process import _ChildSpec, _describe_exit, _LoopbackOpenAI, _ModelProcess
+from .choice import LAST_SERVED, ModelChoice
+from .downloads import DOWNLOADS
+from .fim import build_fim_prompt
+from .gguf_meta import GgufError, ModelFacts, model_facts
+from .listing import list_local_models
+from .process import _ChildSpec, _describe_exit, _LoopbackOpenAI, _ModelProcess, rss_bytes
+from .recommended import RECOMMENDED_CHAT
 from .tool_grammar import ToolReplyDecoder, to_local_messages, tool_reply_schema
 
-DEFAULT_STARTUP_TIMEOUT = 60.0
+logger = logging.getLogger("agentls.providers.local")
+
 DEFAULT_CHAT_MAX_TOKENS = 512  # tiny models loop; a reply longer than this is noise
 DEFAULT_COMPLETION_MAX_TOKENS = 128  # llama.cpp's own default (16) is too short
 DEFAULT_TEMPERATURE = 0.2
 _CHARS_PER_TOKEN_FLOOR = 2.5  # prefix trimming: code averages 3-4 chars a token
-
-
-def _option(options: Mapping[str, Any], snake: str) -> Any:
-    head, *rest = snake.split("_")
-    camel = head + "".join(word.capitalize() for word in rest)
-    value = options.get(snake, options.get(camel))
-    return None if value in (None, "") else value
-
-
-def _int_option(options: Mapping[str, Any], snake: str) -> int | None:
-    value = _option(options, snake)
-    if value is None:
-        return None
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise ModelError(
-            f"local: providerOptions.{snake} must be a whole number, not {value!r}",
-            code="bad_request",
-        ) from None
-    if number < 1:
-        raise ModelError(f"local: providerOptions.{snake} must be >= 1", code="bad_request")
-    return number
-
-
-def _path_option(options: Mapping[str, Any], snake: str) -> Path | None:
-    value = _option(options, snake)
-    return Path(str(value)).expanduser() if value is not None else None
-
-
-def _default_threads() -> int:
-    """Decode threads. Generating with a tiny model is memory-bound and
-    llama.cpp's threads synchronise on every operation, so a thread that
-    another process preempts stalls the rest: on a 2-core machine shared with
-    the editor one thread was both faster and steadier than two
-    (bench/README.md). Above that, leave one core free, at most 4 threads."""
-    cores = os.cpu_count() or 1
-    return 1 if cores <= 2 else min(4, cores - 1)
-
+LOAD_PROGRESS_AFTER = 1.0  # seconds: a shorter model load is not worth a notification
 
 class LocalProvider(BaseProvider):
     """llama.cpp in a child process; see the module docstring."""
@@ -107,65 +77,42 @@ class LocalProvider(BaseProvider):
 
     def __init__(self, config: ProviderConfig) -> None:
         super().__init__(config)
-        options = config.options
-        self._model_path = _path_option(options, "model_path")
-        self._completion_model_path = _path_option(options, "completion_model_path")
-        completion_model = _option(options, "completion_model")
-        self._completion_model = str(completion_model) if completion_model else None
-        self._n_ctx = _int_option(options, "n_ctx")
-        self._n_threads = _int_option(options, "n_threads") or _default_threads()
-        chat_format = _option(options, "chat_format")
-        self._chat_format = str(chat_format) if chat_format else None
-        timeout = _option(options, "startup_timeout")
-        self._startup_timeout = float(timeout) if timeout is not None else DEFAULT_STARTUP_TIMEOUT
-        cache_dir = _path_option(options, "cache_dir")
-        self._cache_dir = cache_dir
+        self.choice = ModelChoice(config)
+        # Read-only views of the options, for this module and listing.py.
+        self._model_path = self.choice.model_path
+        self._completion_model_path = self.choice.completion_model_path
+        self._n_ctx = self.choice.n_ctx
+        self._n_threads = self.choice.n_threads
+        self._startup_timeout = self.choice.startup_timeout
+        self._cache_dir = self.choice.cache_dir
         self._processes: dict[_ChildSpec, _ModelProcess] = {}
+        self._progress: ProgressSink = NullProgress()
+        self._model_facts: dict[_ChildSpec, ModelFacts | None] = {}
+
+    def attach_progress(self, sink: ProgressSink) -> None:
+        """Where downloads and slow model loads are shown (the editor's
+        work-done progress, the terminal's bar); set by the composition root."""
+        self._progress = sink
+        self.choice.progress = sink
 
     def __repr__(self) -> str:
         return f"LocalProvider(model={self.default_model!r})"
 
-    # -- model choice ----------------------------------------------------------
+    # -- model choice (choice.py) ------------------------------------------------
     @property
     def default_model(self) -> str:
-        if self.config.model:
-            return self.config.model
-        if self._model_path is not None:
-            return self._model_path.stem
-        # No fallback to Gemma when SmolLM2 is missing: the base model answers
-        # chat with noise, and an error naming the install command is better.
-        return DEFAULT_CHAT_MODEL
+        return self.choice.default_model
 
     @property
     def default_completion_model(self) -> str:
-        path = self._completion_model_path or self._model_path
-        if path is not None:
-            return path.stem
-        return self._completion_model or DEFAULT_COMPLETION_MODEL
+        return self.choice.default_completion_model
 
     def _spec(self, model: str | None, role: str) -> _ChildSpec:
-        custom = self._model_path
-        if role == "completion":
-            custom = self._completion_model_path or self._model_path
-            wanted = model or self.default_completion_model
-        else:
-            wanted = model or self.default_model
-        path: Path | None = None
-        if custom is not None and wanted in (custom.stem, str(custom)):
-            path = custom
-        elif wanted.endswith(".gguf"):
-            path = Path(wanted).expanduser()
-        elif wanted not in CATALOG:
-            raise _unknown_model(wanted)
-        entry = CATALOG.get(wanted)
-        return _ChildSpec(
-            alias=path.stem if path is not None else wanted,
-            catalog_id=None if path is not None else wanted,
-            path=path,
-            n_ctx=self._n_ctx or (entry.n_ctx if entry else 4096),
-            n_threads=self._n_threads,
-            chat_format=self._chat_format or (entry.chat_format if entry else None),
-        )
+        return self.choice.spec(model, role)
+
+    def prepare_models(self, names: Sequence[str]) -> None:
+        """Start the downloads of the `hf:` models named, in the background."""
+        self.choice.prepare(names)
 
     def _process(self, spec: _ChildSpec) -> _ModelProcess:
         process = self._processes.get(spec)
@@ -205,16 +152,44 @@ class LocalProvider(BaseProvider):
             for spec, process in self._processes.items()
         }
 
+    def status_report(self) -> dict[str, Any]:
+        """For agentls/status: each model's child (pid, RSS, n_ctx, KV-cache
+        size from the GGUF's shape) and the downloads of this process."""
+        models = []
+        for spec, process in self._processes.items():
+            pid = process.pid
+            facts = self._model_facts.get(spec)
+            models.append({
+                "model": spec.alias,
+                "gguf": str(process.gguf) if process.gguf else None,
+                "running": pid is not None,
+                "pid": pid,
+                "rssBytes": rss_bytes(pid) if pid is not None else None,
+                "nCtx": spec.n_ctx,
+                "kvCacheBytes": facts.kv_cache_bytes(spec.n_ctx) if facts else None,
+                "loadSeconds": process.load_seconds,
+                "starts": process.starts,
+                "capabilities": facts.capabilities() if facts else None,
+                "fimTokens": facts.fim.family if facts and facts.fim else None,
+            })
+        return {
+            "localModels": models,
+            "downloads": [job.to_wire() for job in DOWNLOADS.jobs.values()],
+        }
+
     # -- calls -------------------------------------------------------------------
     async def _guarded(
-        self, process: _ModelProcess, open_stream: Callable[[_LoopbackOpenAI], ChunkStream]
+        self,
+        process: _ModelProcess,
+        open_stream: Callable[[_LoopbackOpenAI], ChunkStream],
+        role: str = "chat",
     ) -> AsyncIterator[StreamChunk]:
         """Stream from the child. When it turns out dead before anything was
         streamed (it died between requests and we raced its exit), it is
         started again and the request sent once more; a death mid-answer
         becomes server_error ("crashed and was restarted")."""
         for attempt in (1, 2):
-            client = await process.client()
+            client = await self._client(process, role)
             mark = process.log_offset()
             stream = open_stream(client)
             streamed = False
@@ -232,6 +207,36 @@ class LocalProvider(BaseProvider):
                 raise explained from exc
             finally:
                 await stream.aclose()
+
+    async def _client(self, process: _ModelProcess, role: str) -> _LoopbackOpenAI:
+        """The child's client; a load that takes over a second is shown as
+        progress (a 1 GB model takes several on a laptop)."""
+        if process.pid is not None:
+            return await process.client()  # running (or just died: restarted quietly)
+        alias = process.spec.alias
+        shown: list[ProgressTask] = []
+        timer = asyncio.get_running_loop().call_later(
+            LOAD_PROGRESS_AFTER,
+            lambda: shown.append(self._progress.begin(f"Loading {alias}", message="local model")),
+        )
+        try:
+            client = await process.client()
+        except ModelError as exc:
+            timer.cancel()
+            for task in shown:
+                task.end("Loading failed", error=exc.message)
+            raise
+        except BaseException:
+            timer.cancel()
+            for task in shown:
+                task.end("Loading stopped")
+            raise
+        timer.cancel()
+        for task in shown:
+            task.end(f"{alias} loaded in {process.load_seconds or 0:.1f} s")
+        LAST_SERVED[role] = process.spec
+        await self._facts(process.spec)
+        return client
 
     async def _died(self, process: _ModelProcess, exc: ModelError) -> int | None:
         """The child's exit code if it is dead. A connection cut is how a
@@ -276,6 +281,19 @@ class LocalProvider(BaseProvider):
         spec = self._spec(options.model, "chat")
         process = self._process(spec)
         tool_list = list(tools or [])
+        facts = await self._facts(spec)
+        if facts is not None and facts.chat_template is None and spec.chat_format is None:
+            # llama-cpp-python would fall back to a Llama-2 prompt the model
+            # never saw, and the "answer" would be prose noise, never a tool call.
+            raise ModelError(
+                f"local: {spec.alias} has no chat template in its GGUF, so it cannot chat or "
+                "call tools (it is a base/completion model). Use it for "
+                "inlineCompletion.model and pick a chat model for `model`, e.g. "
+                f"{RECOMMENDED_CHAT} (`agentls pull --recommended`), or set "
+                "providerOptions.chat_format.",
+                model=spec.alias,
+                code="bad_request",
+            )
         local_messages = to_local_messages(messages, tool_list)
         extra = dict(options.extra)
         if tool_list:
@@ -311,17 +329,27 @@ class LocalProvider(BaseProvider):
             yield out
 
     async def _stream_fim(self, request: FimRequest) -> AsyncIterator[StreamChunk]:
-        """Continue `request.prefix` (the suffix is not used: see the module doc)."""
+        """Fill in the middle with the model's own FIM tokens when its GGUF
+        declares them (fim.py); otherwise continue the prefix, and the
+        suffix only serves post-processing."""
         options = request.options
         self._require_runtime(options.model or self.default_completion_model)
         spec = self._spec(options.model, "completion")
         process = self._process(spec)
+        facts = await self._facts(spec)
         max_tokens = options.max_tokens or DEFAULT_COMPLETION_MAX_TOKENS
         # Keep the prompt inside the context: drop the oldest characters.
         budget = int(max(256, spec.n_ctx - max_tokens - 16) * _CHARS_PER_TOKEN_FLOOR)
-        prefix = request.prefix[-budget:]
+        tokens = facts.fim if facts is not None else None
+        stop = tuple(options.stop)
+        if tokens is not None:
+            suffix = request.suffix[: budget // 4]
+            prompt = build_fim_prompt(tokens, request.prefix[-(budget - len(suffix)) :], suffix)
+            stop += tuple(s for s in tokens.stops if s not in stop)
+        else:
+            prompt = request.prefix[-budget:]
         inner = FimRequest(
-            prefix=prefix,
+            prefix=prompt,
             suffix="",
             options=dataclasses.replace(
                 options,
@@ -330,45 +358,46 @@ class LocalProvider(BaseProvider):
                 temperature=(
                     DEFAULT_TEMPERATURE if options.temperature is None else options.temperature
                 ),
+                stop=stop,
                 request_id=None,
                 extra={"suffix": None, **options.extra},  # llama.cpp's suffix is not FIM
             ),
         )
-        async for chunk in self._guarded(process, lambda client: client.stream_fim(inner)):
+        async for chunk in self._guarded(
+            process, lambda client: client.stream_fim(inner), "completion"
+        ):
             yield chunk
+
+    async def _facts(self, spec: _ChildSpec) -> ModelFacts | None:
+        """The GGUF's facts (FIM tokens, chat template, KV-cache sizes), read
+        once per model off the event loop; None when the file cannot be read
+        (the child's start then says why)."""
+        if spec in self._model_facts:
+            return self._model_facts[spec]
+
+        def read() -> ModelFacts | None:
+            try:
+                path = spec.path or locate_model_file(spec.catalog_id or "",
+                                                      cache_dir=self._cache_dir)
+                return model_facts(path)
+            except (ModelError, OSError, GgufError) as exc:
+                logger.info("local: cannot read the GGUF metadata of %s: %s", spec.alias, exc)
+                return None
+
+        facts = await asyncio.to_thread(read)
+        self._model_facts[spec] = facts
+        return facts
 
     # -- metadata ----------------------------------------------------------------
     async def list_models(self) -> list[ModelInfo]:
-        """The installed models; starts the chat model's server to prove it loads."""
+        """The models this machine has (packaged, by path, downloaded `hf:`)
+        with what each can do (from its GGUF), then the recommended ones to
+        download; starts the chat model's server to prove it loads."""
         self._require_runtime(self.default_model)
         spec = self._spec(None, "chat")
-        client = await self._process(spec).client()
+        client = await self._client(self._process(spec), "chat")
         await client.list_models()
-        models = []
-        for entry in CATALOG.values():
-            if _model_installed(entry.id):
-                models.append(
-                    ModelInfo(
-                        id=entry.id,
-                        display_name=entry.display_name,
-                        context_window=self._n_ctx or entry.n_ctx,
-                        max_output_tokens=DEFAULT_CHAT_MAX_TOKENS,
-                        capabilities=self._capabilities(),
-                        defaults={"use": entry.use, "trained_context": entry.context_window},
-                    )
-                )
-        for path in {p for p in (self._model_path, self._completion_model_path) if p}:
-            models.append(
-                ModelInfo(
-                    id=path.stem,
-                    display_name=path.name,
-                    context_window=self._n_ctx or 4096,
-                    max_output_tokens=DEFAULT_CHAT_MAX_TOKENS,
-                    capabilities=self._capabilities(),
-                    defaults={"path": str(path)},
-                )
-            )
-        return models
+        return await list_local_models(self)
 
     def _capabilities(self) -> list[str]:
         return ["streaming", "completion", "tools"]

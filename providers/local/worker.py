@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from .provider import _default_threads
+from .choice import _default_threads
 
 _READY = "AGENTLS_LOCAL_READY"
 

@@ -87,6 +87,25 @@ async def refresh_configuration(ls: AgentlsLanguageServer) -> None:
         except Exception as exc:  # an odd client must not stop the server
             log.warning("workspace/configuration failed: %s", exc)
     report_problems(ls, ls.state.reload_settings(workspace_config=workspace_config))
+    prepare_models(ls)
+
+
+def prepare_models(ls: AgentlsLanguageServer) -> None:
+    """Start fetching the models the settings name (`hf:` downloads, in the
+    background) as soon as they are chosen, so the editor shows progress
+    then rather than at the first request. Only when a download is named:
+    the provider is otherwise built on first use (start-up stays fast)."""
+    settings = ls.state.settings
+    names = [name for name in (settings.model, settings.inline_completion.model) if name]
+    if not any(name.startswith(("hf:", "hf.co/", "huggingface.co/")) for name in names):
+        return
+    try:
+        provider = ls.state.provider()
+        prepare = getattr(provider, "prepare_models", None)
+        if callable(prepare):
+            prepare(names)
+    except Exception as exc:  # shown when the model is used; never stop the server
+        log.warning("Could not prepare the configured models: %s", exc)
 
 
 def report_problems(ls: AgentlsLanguageServer, problems: list[Any]) -> None:

@@ -29,8 +29,8 @@ log = logging.getLogger("agentls.lsp")
 
 # Modules under agentls.lsp with a `register(server)` function.
 AREAS: tuple[str, ...] = (
-    "lifecycle", "status", "completion", "code_actions", "chat", "context", "inline",
-    "checkpoints",
+    "lifecycle", "progress", "status", "completion", "code_actions", "chat", "context",
+    "inline", "checkpoints",
 )
 
 

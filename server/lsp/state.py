@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agentls.core.orchestrator import Orchestrator
+    from agentls.core.progress import ProgressSink
     from agentls.core.provider import Provider
     from agentls.core.registry import PluginRegistry
     from agentls.core.session_store import SessionStore
@@ -55,6 +56,8 @@ class ServerState:
         self._provider: Provider | None = None
         self._retired: list[Provider] = []  # replaced providers, closed by lifecycle
         self._provider_error: str | None = None
+        # Where providers show downloads and slow loads (lsp/progress.py).
+        self.progress: ProgressSink | None = None
         self._store: SessionStore | None = None
         self._told: set[str] = set()
         # Settings problems shown at the last report (lifecycle.report_problems).
@@ -138,6 +141,9 @@ class ServerState:
 
                 self._provider = build_provider(self.settings, self.registry)
                 self._provider_error = None
+                attach = getattr(self._provider, "attach_progress", None)
+                if self.progress is not None and callable(attach):
+                    attach(self.progress)
             except Exception as exc:  # AgentlsError saying what to change
                 self._provider_error = str(exc)
                 raise

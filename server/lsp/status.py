@@ -18,12 +18,19 @@ def register(server: AgentlsLanguageServer) -> None:
 
         state = ls.state
         settings = state.settings
+        extra: dict[str, Any] = {}
         try:
-            info: dict[str, Any] = state.provider().get_info().model_dump(mode="json")
+            provider = state.provider()
+            info: dict[str, Any] = provider.get_info().model_dump(mode="json")
+            # Providers that run models here (local) add their processes and downloads.
+            report = getattr(provider, "status_report", None)
+            if callable(report):
+                extra = dict(report())
         except AgentlsError as exc:
             info = {"id": settings.provider, "display_name": settings.provider,
                     "error": str(exc)}
         return {
+            **extra,
             "provider": info,
             "model": settings.model or info.get("defaults", {}).get("model"),
             "sessions": [s.to_dict() for s in state.session_statuses()],

@@ -17,6 +17,7 @@ import {
 } from "vscode-languageclient/node";
 import { Methods, type MessageDeltaParams, type MessageParams } from "./chat/protocol";
 import { discoverServer } from "./serverPath";
+import { showServerProgress } from "./serverProgress";
 import { needsRestart, toWireSettings, type Inspected } from "./settings";
 import type { DidChangeStatus, ServerState, StatusResult } from "./status";
 
@@ -185,6 +186,7 @@ export class ServerConnection implements vscode.Disposable {
     );
     try {
       await client.start();
+      this.clientDisposables.push(showServerProgress(client));
     } catch (error) {
       this.output.error(`The agentls server failed to start: ${String(error)}`);
       if (this.client === client) this.client = undefined;

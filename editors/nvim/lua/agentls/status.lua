@@ -1,7 +1,8 @@
 -- What the statusline shows: provider, model, busy/idle, the session's tokens.
 -- Fed by agentls/status (on attach and after every turn), didChangeStatus
 -- (Copilot's notification: { busy, kind, message }), $/progress of chat turns
--- and the chat module's running turns.
+-- and of the server's own long work (model downloads and loads, tokens
+-- "agentls-progress-N"), and the chat module's running turns.
 local M = {}
 
 M.state = {
@@ -15,6 +16,7 @@ M.state = {
   completions = nil,
   error = nil,
   pending_trust = nil, -- workspace-file keys ignored until the user trusts the file
+  work = {}, -- server-initiated progress token -> { title, percentage, message }
 }
 
 local function redraw()
@@ -84,10 +86,26 @@ function M.on_did_change_status(_, params)
   redraw()
 end
 
---- LspProgress autocmd: the chat turns' workDone progress ("Calling model", ...).
+--- LspProgress autocmd: the chat turns' workDone progress ("Calling model", ...)
+--- and the server's downloads and model loads ("Downloading hf:... 42%").
 function M.on_progress(ev)
-  local value = ev.data and ev.data.params and ev.data.params.value
+  local params = ev.data and ev.data.params
+  local value = params and params.value
   if type(value) ~= "table" then
+    return
+  end
+  local token = params.token
+  if type(token) == "string" and token:find("^agentls%-progress%-") then
+    if value.kind == "end" then
+      M.state.work[token] = nil
+    else
+      local work = M.state.work[token] or {}
+      work.title = value.title or work.title
+      work.percentage = value.percentage or work.percentage
+      work.message = value.message or work.message
+      M.state.work[token] = work
+    end
+    redraw()
     return
   end
   if value.kind == "end" then
@@ -125,6 +143,10 @@ function M.statusline()
     table.insert(parts, "error: " .. s.message)
   elseif s.error then
     table.insert(parts, "error: " .. tostring(s.error):sub(1, 60))
+  elseif next(s.work) then
+    local _, work = next(s.work)
+    local pct = work.percentage and (" " .. work.percentage .. "%") or ""
+    table.insert(parts, "⟳ " .. (work.title or "working") .. pct)
   elseif s.busy > 0 or s.server_busy then
     table.insert(parts, "⟳ " .. (s.message or "busy"))
   else

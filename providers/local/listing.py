@@ -1,0 +1,94 @@
+"""agentls/models for the `local` provider: the models this machine has,
+each with the capabilities its GGUF shows (FIM tokens, a chat template for
+chat and tools), and the recommended models to download (recommended.py).
+
+A model without a chat template is listed without "chat" and "tools", so
+an editor (or the user) sees before asking that it cannot drive the agent.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agentls.core.models import ModelInfo
+
+from . import hub
+from .catalog import CATALOG, _model_installed
+from .downloads import DOWNLOADS
+from .recommended import RECOMMENDED
+
+if TYPE_CHECKING:
+    from .provider import LocalProvider
+
+_MAX_OUTPUT = 512
+
+
+async def list_local_models(provider: LocalProvider) -> list[ModelInfo]:
+    models: list[ModelInfo] = []
+    seen: set[str] = set()
+
+    async def add(model_id: str, display_name: str, role: str, **defaults: object) -> None:
+        if model_id in seen:
+            return
+        seen.add(model_id)
+        spec = provider._spec(model_id, role)
+        facts = await provider._facts(spec)
+        capabilities = ["streaming", *(facts.capabilities() if facts else ["completion"])]
+        if spec.chat_format and "chat" not in capabilities:
+            capabilities.append("chat")  # a llama.cpp chat format stands in for the template
+        if facts is not None:
+            defaults["trained_context"] = facts.context_length
+            defaults["kv_cache_bytes"] = facts.kv_cache_bytes(spec.n_ctx)
+            defaults["fim_tokens"] = facts.fim.family if facts.fim else None
+        models.append(ModelInfo(
+            id=model_id,
+            display_name=display_name,
+            context_window=spec.n_ctx,
+            max_output_tokens=_MAX_OUTPUT,
+            capabilities=capabilities,
+            defaults={k: v for k, v in defaults.items() if v is not None},
+        ))
+
+    for entry in CATALOG.values():
+        if _model_installed(entry.id):
+            await add(entry.id, entry.display_name, "chat", use=entry.use, packaged=True)
+    for custom in {p for p in (provider._model_path, provider._completion_model_path) if p}:
+        await add(custom.stem, custom.name, "chat", path=str(custom))
+    wanted = [provider.default_model, provider.default_completion_model]
+    wanted += [job.ref.display for job in DOWNLOADS.jobs.values() if job.state == "ready"]
+    for model_id in wanted:
+        if hub.is_hf_reference(model_id):
+            ref = hub.parse_hf_reference(model_id)
+            path = hub.cached_path(ref)
+            if path is not None:
+                await add(ref.display, f"{ref.display} ({path.name})", "chat", path=str(path))
+        elif model_id.endswith(".gguf"):
+            await add(model_id, model_id, "chat", path=model_id)
+    for recommended in RECOMMENDED:
+        if recommended.ref in seen:
+            continue
+        downloaded = hub.cached_path(hub.parse_hf_reference(recommended.ref))
+        if downloaded is not None:  # pulled earlier, not configured now
+            await add(recommended.ref, recommended.display_name, "chat", path=str(downloaded),
+                      recommended=True, purpose=recommended.purpose)
+            continue
+        capabilities = ["streaming", "completion"]
+        capabilities += ["fim"] if recommended.fim else []
+        capabilities += ["chat", "tools"] if recommended.tools else []
+        models.append(ModelInfo(
+            id=recommended.ref,
+            display_name=recommended.display_name,
+            context_window=recommended.default_n_ctx,
+            max_output_tokens=_MAX_OUTPUT,
+            capabilities=capabilities,
+            defaults={
+                "recommended": True,
+                "downloaded": False,
+                "purpose": recommended.purpose,
+                "size_bytes": recommended.file_size,
+                "min_memory_bytes": recommended.min_memory,
+                "trained_context": recommended.context_window,
+                "download": f"agentls pull {recommended.ref}",
+            },
+        ))
+    return models

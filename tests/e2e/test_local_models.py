@@ -1,0 +1,257 @@
+"""Local models beyond the packaged ones, through the real server and the
+real llama.cpp child: a GGUF given by path, and `hf:` models downloaded from
+a loopback fake hub (tests/fakes/hf_hub.py, HF_ENDPOINT) that serves the
+packaged Gemma 3 GGUF. The download is reported as work-done progress
+(window/workDoneProgress/create + $/progress with percentage and bytes),
+runs in the background while the packaged model keeps serving, can be
+cancelled with window/workDoneProgress/cancel, and its failures reach the
+editor as messages naming the model."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.hf_hub import FakeHub
+from tests.reliability.harness import LspProcess, wait_until
+
+local = pytest.importorskip("agentls.providers.local")
+pytest.importorskip("huggingface_hub", reason="huggingface_hub (agentls[local]) not installed")
+
+if local.runtime_error() is not None or local.gemma3_chunk_paths() is None:
+    pytest.skip(f"the local model runtime or Gemma is not installed: {local.INSTALL_COMMAND}",
+                allow_module_level=True)
+
+REPO = "test-org/gemma-3-270m-GGUF"
+FILE = "gemma-3-270m-Q4_K_M.gguf"
+DOC = "def add(a, b):\n    \n"
+PROGRESS_CLIENT = {"window": {"workDoneProgress": True}}
+
+
+@pytest.fixture(scope="module")
+def gemma() -> Path:
+    return Path(local.locate_model_file(local.GEMMA3))
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def hub(gemma: Path) -> Iterator[FakeHub]:
+    with FakeHub() as fake:
+        fake.add(REPO, FILE, gemma)
+        yield fake
+
+
+def hub_env(tmp_path: Path, fake: FakeHub) -> dict[str, str]:
+    return {"HF_ENDPOINT": fake.url, "HF_HOME": str(tmp_path / "hf"),
+            "HF_HUB_DISABLE_TELEMETRY": "1"}
+
+
+def settings(model: str) -> dict[str, Any]:
+    return {"provider": "local", "inlineCompletion": {"model": model, "debounceMs": 0}}
+
+
+_OPENED: set[tuple[int, str]] = set()
+
+
+def complete(lsp: LspProcess, workspace: Path, name: str = "add.py") -> Any:
+    """One inline completion; a new `name` for one the cache cannot answer."""
+    uri = (workspace / name).as_uri()
+    if (lsp.pid, uri) not in _OPENED:
+        _OPENED.add((lsp.pid, uri))
+        lsp.open(uri, DOC)
+    return lsp.request("textDocument/inlineCompletion", {
+        "textDocument": {"uri": uri}, "position": {"line": 1, "character": 4},
+        "context": {"triggerKind": 1}}, timeout=120)
+
+
+def progress_of(lsp: LspProcess, title_start: str) -> list[dict[str, Any]]:
+    """The $/progress values of the work whose begin title starts so."""
+    values = lsp.notifications_of("$/progress")
+    tokens = {v["token"] for v in values
+              if v["value"].get("kind") == "begin" and v["value"]["title"].startswith(title_start)}
+    return [v["value"] for v in values if v["token"] in tokens]
+
+
+def ended(lsp: LspProcess, title_start: str) -> bool:
+    return any(v.get("kind") == "end" for v in progress_of(lsp, title_start))
+
+
+def status(lsp: LspProcess) -> dict[str, Any]:
+    result: dict[str, Any] = lsp.result("agentls/status", {})
+    return result
+
+
+def complete_files(cache: Path) -> list[Path]:
+    return [p for p in cache.rglob("*.gguf") if p.is_file()]
+
+
+def test_a_gguf_by_path_loads_and_completes(tmp_path: Path, workspace: Path, gemma: Path) -> None:
+    copy = tmp_path / "models" / "my-model.gguf"
+    copy.parent.mkdir()
+    shutil.copyfile(gemma, copy)
+    with LspProcess.start(state_dir=tmp_path / "state", workspace=workspace,
+                          settings=settings(str(copy)), capabilities=PROGRESS_CLIENT) as lsp:
+        answer = complete(lsp, workspace)
+        assert "error" not in answer, answer
+        (entry,) = [m for m in status(lsp)["localModels"] if m["gguf"] == str(copy)]
+    assert entry["model"] == "my-model" and entry["running"] and entry["rssBytes"] > 50 << 20
+    assert entry["kvCacheBytes"] > 0 and entry["nCtx"] >= 2048
+    assert entry["capabilities"] == ["completion"]  # Gemma 3 base: no FIM tokens, no template
+
+
+def test_a_broken_gguf_by_path_is_named(tmp_path: Path, workspace: Path) -> None:
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"<html>404</html>")
+    with LspProcess.start(state_dir=tmp_path / "state", workspace=workspace,
+                          settings=settings(str(broken))) as lsp:
+        complete(lsp, workspace)
+        shown = wait_until(lambda: [m for m in lsp.shown_messages() if "broken.gguf" in m],
+                           "a message naming the file")
+        assert lsp.alive()
+    assert "not a GGUF model file" in shown[0]
+
+
+def test_hf_model_downloads_with_progress_then_serves(
+    tmp_path: Path, workspace: Path, hub: FakeHub, gemma: Path
+) -> None:
+    hub.cut_after = 30_000_000  # the connection drops once, 30 MB in: resumed, not restarted
+    with LspProcess.start(state_dir=tmp_path / "state", workspace=workspace,
+                          settings=settings(f"hf:{REPO}"), capabilities=PROGRESS_CLIENT,
+                          env=hub_env(tmp_path, hub)) as lsp:
+        # Asked before the download finished: the packaged model answers.
+        first = complete(lsp, workspace)
+        assert "error" not in first, first
+        wait_until(lambda: ended(lsp, f"Downloading hf:{REPO}"), "the download's end", 120)
+        creates = [r for r in lsp.server_requests
+                   if r["method"] == "window/workDoneProgress/create"]
+        assert creates, "progress needs a token the client accepted"
+        values = progress_of(lsp, f"Downloading hf:{REPO}")
+        assert values[0]["kind"] == "begin" and values[0]["cancellable"] is True
+        reports = [v for v in values if v["kind"] == "report" and "percentage" in v]
+        assert reports, values
+        percentages = [r["percentage"] for r in reports]
+        assert percentages == sorted(percentages) and percentages[-1] >= 90
+        assert reports[-1]["totalBytes"] == gemma.stat().st_size
+        assert all(0 <= r["doneBytes"] <= r["totalBytes"] for r in reports)
+        assert reports[-1]["doneBytes"] > 0
+        assert "MB" in reports[-1]["message"]
+        assert "downloaded" in values[-1]["message"]
+        # The next request is served by the downloaded file.
+        second = complete(lsp, workspace, "second.py")
+        assert "error" not in second, second
+        report = status(lsp)
+        (entry,) = [m for m in report["localModels"] if m["model"] == f"hf:{REPO}"]
+        (job,) = report["downloads"]
+    assert entry["running"] and entry["gguf"].startswith(str(tmp_path / "hf"))
+    assert Path(entry["gguf"]).read_bytes()[:4] == b"GGUF"
+    assert job["state"] == "ready" and job["percentage"] == 100 and job["file"] == FILE
+    first_get, resumed = hub.downloads()
+    assert "range" not in first_get.headers
+    assert resumed.headers["range"] == "bytes=20971520-"  # after two whole 10 MiB reads
+
+
+def test_cancel_from_the_editor_stops_the_download(
+    tmp_path: Path, workspace: Path, hub: FakeHub
+) -> None:
+    hub.delay = 0.01  # ~40 s for the whole file: time to cancel
+    with LspProcess.start(state_dir=tmp_path / "state", workspace=workspace,
+                          settings=settings(f"hf:{REPO}"), capabilities=PROGRESS_CLIENT,
+                          env=hub_env(tmp_path, hub)) as lsp:
+        complete(lsp, workspace)
+        begin = wait_until(
+            lambda: [v for v in lsp.notifications_of("$/progress")
+                     if v["value"].get("kind") == "begin"
+                     and v["value"]["title"].startswith("Downloading")],
+            "the download's begin", 60)
+        lsp.notify("window/workDoneProgress/cancel", {"token": begin[0]["token"]})
+        wait_until(lambda: ended(lsp, "Downloading"), "the download's end", 60)
+        end = progress_of(lsp, "Downloading")[-1]
+        (job,) = status(lsp)["downloads"]
+        assert complete(lsp, workspace).get("error") is None  # still served
+    assert "cancelled" in end["message"] and job["state"] == "cancelled"
+    assert complete_files(tmp_path / "hf") == []
+
+
+@pytest.mark.parametrize(
+    ("model", "fault", "expected"),
+    [
+        ("hf:nobody/missing-GGUF", None, "no repository 'nobody/missing-GGUF'"),
+        (f"hf:{REPO}:Q8_0", None, "no GGUF file with quant 'Q8_0'"),
+        (f"hf:{REPO}", "wrong_sha256", "the file was removed from the cache"),
+    ],
+)
+def test_hub_errors_reach_the_editor_and_the_packaged_model_keeps_serving(
+    tmp_path: Path, workspace: Path, hub: FakeHub, model: str, fault: str | None, expected: str
+) -> None:
+    if fault is not None:
+        setattr(hub, fault, True)
+    with LspProcess.start(state_dir=tmp_path / "state", workspace=workspace,
+                          settings=settings(model), capabilities=PROGRESS_CLIENT,
+                          env=hub_env(tmp_path, hub)) as lsp:
+        assert "error" not in complete(lsp, workspace)
+        shown = wait_until(lambda: [m for m in lsp.shown_messages() if expected in m],
+                           f"an error saying {expected!r}", 60)
+        assert "error" not in complete(lsp, workspace)
+        (job,) = status(lsp)["downloads"]
+    assert job["state"] == "failed" and expected in job["error"]
+    assert model.split(":")[1] in shown[0]
+    assert complete_files(tmp_path / "hf") == []  # nothing left that looks complete
+
+
+def test_gated_model_without_token_says_so(
+    tmp_path: Path, workspace: Path, hub: FakeHub
+) -> None:
+    hub.gated.add(REPO)
+    with LspProcess.start(state_dir=tmp_path / "state", workspace=workspace,
+                          settings=settings(f"hf:{REPO}"), capabilities=PROGRESS_CLIENT,
+                          env=hub_env(tmp_path, hub)) as lsp:
+        complete(lsp, workspace)
+        shown = wait_until(lambda: [m for m in lsp.shown_messages() if "HF_TOKEN" in m],
+                           "an error naming HF_TOKEN", 60)
+    assert f"hf:{REPO}" in shown[0] and "gated" in shown[0]
+
+
+def test_a_client_without_progress_support_still_hears_the_outcome(
+    tmp_path: Path, workspace: Path, hub: FakeHub
+) -> None:
+    with LspProcess.start(state_dir=tmp_path / "state", workspace=workspace,
+                          settings=settings("hf:nobody/missing-GGUF"),
+                          env=hub_env(tmp_path, hub)) as lsp:
+        shown = wait_until(lambda: [m for m in lsp.shown_messages() if "nobody/missing" in m],
+                           "the error as window/showMessage", 60)
+        progress = lsp.notifications_of("$/progress")
+        creates = [r for r in lsp.server_requests
+                   if r["method"] == "window/workDoneProgress/create"]
+    assert "no repository 'nobody/missing-GGUF'" in shown[0]
+    assert progress == [] and creates == []  # not offered: not sent
+
+
+def test_a_chat_model_that_cannot_call_tools_is_reported_not_answered_in_prose(
+    tmp_path: Path, workspace: Path, hub: FakeHub
+) -> None:
+    """`model` = an hf: base model (the Gemma GGUF has no chat template):
+    agentls/models says it has no chat/tools, and an agent turn fails with a
+    message that says so and names a chat model, instead of prose."""
+    with LspProcess.start(state_dir=tmp_path / "state", workspace=workspace,
+                          settings={"provider": "local", "model": f"hf:{REPO}"},
+                          capabilities=PROGRESS_CLIENT, env=hub_env(tmp_path, hub)) as lsp:
+        wait_until(lambda: ended(lsp, f"Downloading hf:{REPO}"), "the download's end", 120)
+        listed = lsp.result("agentls/models", {}, timeout=120)["models"]
+        turn = lsp.result("agentls/chat", {"prompt": "Use write_file to create notes.txt"},
+                          timeout=120)
+    (entry,) = [m for m in listed if m["id"] == f"hf:{REPO}"]
+    assert "tools" not in entry["capabilities"] and "chat" not in entry["capabilities"]
+    assert turn["status"] == "failed" and turn["error"]["code"] == "bad_request", turn
+    assert "no chat template" in turn["error"]["message"]
+    assert "hf:bartowski/" in turn["error"]["message"]  # a chat model to use instead
+    assert not (workspace / "notes.txt").exists()
