@@ -25,7 +25,8 @@ from .state import ServerState
 log = logging.getLogger("agentls.lsp")
 
 # Modules under agentls.lsp with a `register(server)` function.
-AREAS: tuple[str, ...] = ("lifecycle", "status", "completion", "code_actions", "chat", "inline")
+AREAS: tuple[str, ...] = ("lifecycle", "status", "completion", "code_actions", "chat", "inline",
+                         "next_edit")
 
 
 class AgentlsLanguageServer(LanguageServer):

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from agentls.core.edit_history import EditHistory
     from agentls.core.orchestrator import Orchestrator
     from agentls.core.provider import Provider
     from agentls.core.registry import PluginRegistry
@@ -37,6 +38,15 @@ class CompletionCounters:
         return {"served": self.served, "shown": self.shown, "accepted": self.accepted}
 
 
+@dataclass
+class NextEditCounters:
+    served: int = 0  # non-empty copilotInlineEdit answers
+    accepted: int = 0  # agentls.nextEditAccepted run
+
+    def to_wire(self) -> dict[str, int]:
+        return {"served": self.served, "accepted": self.accepted}
+
+
 class ServerState:
     def __init__(self, *, environ: Mapping[str, str] | None = None) -> None:
         self.environ = environ
@@ -52,6 +62,8 @@ class ServerState:
         self._trust_store: TrustStore | None = None
         self._loaded: LoadedSettings | None = None
         self.counters = CompletionCounters()
+        self.next_edit_counters = NextEditCounters()
+        self._edit_history: EditHistory | None = None
         self._provider: Provider | None = None
         self._retired: list[Provider] = []  # replaced providers, closed by lifecycle
         self._provider_error: str | None = None
@@ -127,6 +139,15 @@ class ServerState:
         if before is not None and before != after:
             self.drop_provider()
         return list(self._loaded.problems)
+
+    # -- the user's edits (next edit suggestions) --------------------------------
+    @property
+    def edit_history(self) -> EditHistory:
+        if self._edit_history is None:
+            from agentls.core.edit_history import EditHistory
+
+            self._edit_history = EditHistory()
+        return self._edit_history
 
     # -- provider ----------------------------------------------------------------
     def provider(self) -> Provider:

@@ -1,0 +1,153 @@
+"""NextEditFeature: next edit suggestions (textDocument/copilotInlineEdit).
+
+    supersede the older request for the document, debounce automatic triggers
+    -> editable region around the cursor + the user's recent edits
+    -> prompt (chat, or a continuation for base/completion models)
+    -> provider stream -> the rewritten region (or no suggestion)
+    -> minimal edits -> drop the ones not worth showing
+
+Knows nothing of LSP: the language server hands over a NextEditRequest
+(core/next_edit.py) and turns the SuggestedEdits into ranges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from agentls import __version__
+from agentls.core.models import AgentlsError, ModelError
+from agentls.core.next_edit import NextEditAnswer, NextEditRequest
+from agentls.core.provider import ChunkStream, CompletionOptions, FimRequest, Provider
+from agentls.core.session_types import ProviderRequestCancelled
+from agentls.core.settings import NextEditSettings
+
+from ..inline_completion.neighbours import display_path
+from ..inline_completion.notices import notice_for
+from ..inline_completion.scheduler import LatestPerDocument
+from .prompt import build_prompt, render_edits
+from .region import editable_region
+from .rewrite import extract_rewrite, minimal_edits
+from .suppress import worth_showing
+
+__all__ = ["NextEditFeature"]
+
+log = logging.getLogger("agentls.features.next_edit")
+
+
+class NextEditFeature:
+    """FeaturePlugin `next-edit` (switch off with features.disabled or
+    nextEdit.enabled)."""
+
+    name = "next-edit"
+    version = __version__
+    priority = 11
+
+    def __init__(self) -> None:
+        self.scheduler = LatestPerDocument()
+        self.provider_calls = 0
+        self._ids = itertools.count(1)
+        self._completion: tuple[Provider, str | None, bool] | None = None
+
+    def get_config_schema(self) -> dict[str, Any]:
+        return NextEditSettings.model_json_schema(by_alias=True)
+
+    async def suggest(
+        self,
+        request: NextEditRequest,
+        provider: Callable[[], Provider],
+        settings: NextEditSettings,
+        model: str | None = None,
+    ) -> NextEditAnswer:
+        """`model`: the model to ask (nextEdit.model, else
+        inlineCompletion.model, else the provider's default)."""
+        if not settings.enabled:
+            return NextEditAnswer(why_none="nextEdit.enabled is false")
+        if not request.history:
+            return NextEditAnswer(why_none="no recent edits")
+        ticket = self.scheduler.begin(request.uri)
+        completion_model = False
+        try:
+            if not request.invoked:
+                await self.scheduler.debounce(settings.debounce_ms / 1000)
+            chosen = provider()
+            completion_model = await self._continues_text(chosen, model)
+            region = editable_region(request.text, request.offset)
+            lookup = request.document_text or (lambda uri: None)
+
+            def text_of(uri: str) -> str | None:
+                return request.text if uri == request.uri else lookup(uri)
+
+            edits_text = render_edits(request.history, text_of, display_path)
+            prompt = build_prompt(region, edits_text, chat=not completion_model,
+                                  path=display_path(request.uri),
+                                  language_id=request.language_id)
+            answer = await self._ask(chosen, prompt, settings, model, len(region.text))
+            rewritten, why = extract_rewrite(answer, region)
+            if rewritten is None:
+                log.debug("No next edit: %s", why)
+                return NextEditAnswer(model_answered=True, why_none=why)
+            edits = minimal_edits(region.text, rewritten, region.start)
+            last = next((hunk for uri, hunk in reversed(request.history)
+                         if uri == request.uri), None)
+            kept, why = worth_showing(edits, request.text, request.offset, last)
+            return NextEditAnswer(tuple(kept), model_answered=True,
+                                  why_none="" if kept else why)
+        except asyncio.CancelledError:
+            if self.scheduler.absorb(ticket):
+                return NextEditAnswer(superseded=True, why_none="superseded")
+            raise
+        except ProviderRequestCancelled:
+            return NextEditAnswer(superseded=True, why_none="superseded")
+        except (ModelError, AgentlsError) as exc:
+            log.warning("Next edit suggestion failed: %s", exc)
+            return NextEditAnswer(notice=notice_for(exc, fim=completion_model),
+                                  why_none=str(exc))
+        finally:
+            self.scheduler.finish(ticket)
+
+    async def _ask(self, provider: Provider, prompt: Any, settings: NextEditSettings,
+                   model: str | None, region_chars: int) -> str:
+        # The answer is the region again: room for it and a little more, so a
+        # model that runs on is cut off early.
+        limit = min(settings.max_tokens, region_chars // 2 + 64)
+        options = CompletionOptions(model=model, max_tokens=limit, stop=prompt.stop,
+                                    request_id=f"next-edit-{next(self._ids)}")
+        stream: ChunkStream
+        if prompt.chat:
+            stream = provider.stream(list(prompt.messages), options=options)
+        else:
+            stream = provider.stream_fim(  # type: ignore[attr-defined]
+                FimRequest(prefix=prompt.text, suffix="", options=options))
+        self.provider_calls += 1
+        parts: list[str] = []
+        try:
+            async for chunk in stream:
+                if chunk.delta:
+                    parts.append(chunk.delta)
+        finally:
+            await stream.aclose()
+        return "".join(parts)
+
+    async def _continues_text(self, provider: Provider, model: str | None) -> bool:
+        """Whether to prompt as a continuation (base/completion models): the
+        same test inline completion uses for its FIM path."""
+        known = self._completion
+        if known is not None and known[0] is provider and known[1] == model:
+            return known[2]
+        value = False
+        if callable(getattr(provider, "stream_fim", None)):
+            ask = getattr(provider, "fim_supported", None)
+            check = getattr(provider, "model_supports_fim", None)
+            if callable(ask):
+                value = bool(await ask(model))
+            elif callable(check):
+                value = bool(check(model))
+            else:
+                capabilities = provider.get_info().capabilities
+                value = "fim" in capabilities or "completion" in capabilities
+        self._completion = (provider, model, value)
+        return value

@@ -1,0 +1,100 @@
+"""From the model's answer to edits: pull the rewritten region out of the
+answer, refuse answers that are not a rewrite of that region (garbage, the
+whole file, another part of it), and turn the rewrite into the smallest
+edits that produce it.
+"""
+
+from __future__ import annotations
+
+import re
+from difflib import SequenceMatcher
+
+from agentls.core.next_edit import SuggestedEdit
+
+from .prompt import REGION_END, REGION_START
+from .region import CURSOR_MARKER, EditableRegion
+
+__all__ = ["extract_rewrite", "minimal_edits"]
+
+MIN_SIMILARITY = 0.6  # below this the answer is about something else
+_FENCE = re.compile(r"```[^\n]*\n(.*?)(?:```|\Z)", re.S)
+_MARKUP = re.compile(r"<\|[a-z_]+\|>")
+
+
+def extract_rewrite(answer: str, region: EditableRegion) -> tuple[str | None, str]:
+    """(the rewritten region, "") or (None, why it is not one)."""
+    text = answer
+    start = text.find(REGION_START)
+    if start >= 0:
+        text = text[start + len(REGION_START) :]
+        if text.startswith("\n"):
+            text = text[1:]
+    end = text.find(REGION_END)
+    if end >= 0:
+        text = text[:end]
+    elif start < 0:
+        fenced = _FENCE.search(text)
+        if fenced:
+            text = fenced.group(1)
+    text = text.replace(CURSOR_MARKER, "")
+    if _MARKUP.search(text):
+        return None, "the answer holds prompt markup"
+    original = region.text
+    if original.endswith("\n") and not text.endswith("\n") and text:
+        text += "\n"
+    if original.endswith("\n") and text.endswith("\n\n") and not original.endswith("\n\n"):
+        text = text.rstrip("\n") + "\n"  # a chat model's trailing blank line
+    if not text.strip() and original.strip():
+        return None, "the answer is empty"
+    old_lines = original.count("\n")
+    new_lines = text.count("\n")
+    if new_lines > old_lines + max(6, old_lines // 2):
+        return None, "the answer is much longer than the region (the whole file?)"
+    if text == original:
+        return text, ""
+    if SequenceMatcher(None, original, text, autojunk=False).ratio() < MIN_SIMILARITY:
+        return None, "the answer is not a rewrite of the region"
+    return text, ""
+
+
+def _is_word(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def minimal_edits(old: str, new: str, base: int) -> list[SuggestedEdit]:
+    """Edits turning `old` (at document offset `base`) into `new`: changed
+    line groups, each trimmed to the changed characters and widened to
+    whole words (a rename shows as the name replaced, not a few letters)."""
+    a = old.splitlines(keepends=True)
+    b = new.splitlines(keepends=True)
+    starts = [0]
+    for line in a:
+        starts.append(starts[-1] + len(line))
+    edits: list[SuggestedEdit] = []
+    matcher = SequenceMatcher(None, a, b, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        was = "".join(a[i1:i2])
+        now = "".join(b[j1:j2])
+        prefix = 0
+        limit = min(len(was), len(now))
+        while prefix < limit and was[prefix] == now[prefix]:
+            prefix += 1
+        suffix = 0
+        limit -= prefix
+        while suffix < limit and was[-1 - suffix] == now[-1 - suffix]:
+            suffix += 1
+        # Widen to word boundaries, equally in both (the trimmed parts are equal).
+        while prefix > 0 and _is_word(was[prefix - 1]) and (
+            (prefix < len(was) and _is_word(was[prefix])) or (prefix < len(now) and
+            _is_word(now[prefix]))):
+            prefix -= 1
+        while suffix > 0 and _is_word(was[len(was) - suffix]) and (
+            (len(was) - suffix - 1 >= prefix and _is_word(was[len(was) - suffix - 1]))
+            or (len(now) - suffix - 1 >= prefix and _is_word(now[len(now) - suffix - 1]))):
+            suffix -= 1
+        at = base + starts[i1]
+        edits.append(SuggestedEdit(at + prefix, at + len(was) - suffix,
+                                   now[prefix : len(now) - suffix]))
+    return edits

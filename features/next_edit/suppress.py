@@ -1,0 +1,61 @@
+"""Which suggested edits are not worth showing.
+
+- no-ops (the text in the range already is the new text);
+- an edit that only undoes the user's last change (models like to "fix"
+  what was just typed back to what it was), or all of them together doing
+  that;
+- an edit inside the suffix the user is typing: at or after the cursor on
+  the cursor's line, which is inline completion's place, and a suggestion
+  there would fight the ghost text;
+- an edit over the text the user just typed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agentls.core.edit_history import Hunk
+from agentls.core.next_edit import SuggestedEdit
+
+__all__ = ["apply_edits", "worth_showing"]
+
+
+def apply_edits(text: str, edits: Sequence[SuggestedEdit]) -> str:
+    for edit in sorted(edits, key=lambda e: e.start, reverse=True):
+        text = text[: edit.start] + edit.text + text[edit.end :]
+    return text
+
+
+def worth_showing(
+    edits: Sequence[SuggestedEdit], text: str, cursor: int, last: Hunk | None
+) -> tuple[list[SuggestedEdit], str]:
+    """The edits to show (possibly none) and, when some were dropped, why."""
+    line_end = text.find("\n", cursor)
+    if line_end < 0:
+        line_end = len(text)
+    kept: list[SuggestedEdit] = []
+    why = ""
+    for edit in edits:
+        if text[edit.start : edit.end] == edit.text:
+            why = why or "no-op"
+            continue
+        if cursor <= edit.start <= line_end:
+            why = why or "inside the suffix being typed"
+            continue
+        if last is not None and not last.clipped and _overlaps(edit, last):
+            why = why or "over the text just typed"
+            continue
+        kept.append(edit)
+    if kept and last is not None and not last.clipped:
+        undone = text[: last.start] + last.old + text[last.end :]
+        if apply_edits(text, kept) == undone:
+            return [], "it undoes the last edit"
+    if not kept and not why:
+        why = "no change"
+    return kept, why
+
+
+def _overlaps(edit: SuggestedEdit, hunk: Hunk) -> bool:
+    if edit.start == edit.end:  # an insertion strictly inside the typed text
+        return hunk.start < edit.start < hunk.end
+    return edit.start < hunk.end and edit.end > hunk.start
