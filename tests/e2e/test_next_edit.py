@@ -16,6 +16,7 @@ previous one, the accept command); the agent's applyEdit is not history.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -258,3 +259,49 @@ async def test_what_sidekick_nvim_sends(tmp_path: Path, fake_backend: FakeBacken
         status = await server.request("agentls/status", {})
         assert status["nextEdits"] == {"served": 1, "accepted": 2}
         assert not [m for m in server.shown() if "rror" in m]
+
+
+async def test_agent_edits_are_not_history_and_base_models_get_a_continuation(
+    tmp_path: Path,
+) -> None:
+    """The agent's applyEdit (answered by an editor that sends didChange
+    before its answer, as VS Code does) never shows up as the user's edit;
+    the scripted provider is a base model (FIM capable), so the suggestion
+    is asked as a plain-text continuation and read up to the region end."""
+    from tests.e2e.test_edits import Editor, call, capabilities, chat, editor_session, recorded
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    before = "def f(a):\n    return a\n\nx = 1\ny = 1\n"
+    after_agent = "def f(a):\n    return a + 1\n\nx = 1\ny = 1\n"
+    after_user = after_agent.replace("x = 1", "x = 2")
+    record = tmp_path / "calls.jsonl"
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({
+        "responses": [call("edit_file", path="calc.py", old_string="return a",
+                           new_string="return a + 1"), {"text": "Done."}],
+        "fim": [{"text": after_user.replace("y = 1", "y = 2") + END + "\ntrailing words"}],
+        "record": str(record)}))
+    settings = {"provider": "scripted", "providerOptions": {"script": str(script)},
+                "nextEdit": {"debounceMs": 0}}
+    editor: Editor
+    async with editor_session(workspace, tmp_path / "state", settings,
+                              capabilities(annotations=True)) as editor:
+        uri = editor.open("calc.py", before)
+        result = await chat(editor, prompt="add one")
+        assert result["status"] == "completed", result
+        assert editor.text("calc.py") == after_agent
+        editor.change(uri, after_user)  # the user's own edit
+        version = editor.docs[uri][0]
+        answer = plain(await asyncio.wait_for(editor.client.protocol.send_request_async(
+            METHOD, {"textDocument": {"uri": uri, "version": version},
+                     "position": {"line": 3, "character": 5}}), TIMEOUT))
+        assert [(e["range"], e["text"]) for e in answer["edits"]] == [
+            ({"start": {"line": 4, "character": 4}, "end": {"line": 4, "character": 5}}, "2")]
+    fim = [c for c in recorded(record) if c["kind"] == "fim"]
+    assert len(fim) == 1
+    prompt = fim[0]["prefix"]
+    edits_shown = prompt.split("<|edits|>\n", 1)[1].split("<|excerpt|>", 1)[0]
+    assert "-x = 1\n+x = 2" in edits_shown
+    assert "return a + 1" not in edits_shown  # the agent's edit is not the user's
+    assert prompt.endswith(f"{START}\n") and END in fim[0]["stop"]
