@@ -16,22 +16,18 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentls import __version__
 from agentls.core.models import AgentlsError, ModelError
-from agentls.core.next_edit import NextEditAnswer, NextEditRequest
 from agentls.core.provider import ChunkStream, CompletionOptions, FimRequest, Provider
 from agentls.core.session_types import ProviderRequestCancelled
-from agentls.core.settings import NextEditSettings
 
-from ..inline_completion.neighbours import display_path
-from ..inline_completion.notices import notice_for
 from ..inline_completion.scheduler import LatestPerDocument
-from .prompt import build_prompt, render_edits
-from .region import editable_region
-from .rewrite import extract_rewrite, minimal_edits
-from .suppress import worth_showing
+
+if TYPE_CHECKING:
+    from agentls.core.next_edit import NextEditAnswer, NextEditRequest
+    from agentls.core.settings import NextEditSettings
 
 __all__ = ["NextEditFeature"]
 
@@ -53,6 +49,8 @@ class NextEditFeature:
         self._completion: tuple[Provider, str | None, bool] | None = None
 
     def get_config_schema(self) -> dict[str, Any]:
+        from agentls.core.settings import NextEditSettings
+
         return NextEditSettings.model_json_schema(by_alias=True)
 
     async def suggest(
@@ -64,6 +62,17 @@ class NextEditFeature:
     ) -> NextEditAnswer:
         """`model`: the model to ask (nextEdit.model, else
         inlineCompletion.model, else the provider's default)."""
+        # Imported here: the registry builds every feature plugin when inline
+        # completion first asks for its own, and that path need not load these.
+        from agentls.core.next_edit import NextEditAnswer
+
+        from ..inline_completion.neighbours import display_path
+        from ..inline_completion.notices import notice_for
+        from .prompt import build_prompt, render_edits
+        from .region import editable_region
+        from .rewrite import extract_rewrite, minimal_edits
+        from .suppress import worth_showing
+
         if not settings.enabled:
             return NextEditAnswer(why_none="nextEdit.enabled is false")
         if not request.history:
