@@ -62,6 +62,10 @@ class InlineAnswer:
     superseded: bool = False  # a newer request (or cancel_request) replaced this one
     notice: UserNotice | None = None  # something the user should fix
     model_answered: bool = False  # the provider call succeeded
+    # What was sent (for agentls/status and `agentls eval`): prompt characters,
+    # and input tokens when the provider reported usage.
+    prompt_chars: int = 0
+    input_tokens: int = 0
 
 
 _NOTHING = InlineAnswer()
@@ -112,8 +116,10 @@ class InlineCompletionFeature:
                 await self.scheduler.debounce(settings.debounce_ms / 1000)
             chosen = provider()
             fim = await self._supports_fim(chosen, settings.model)
-            completion = await self._ask(chosen, request, settings, fim)
-            return InlineAnswer((completion,) if completion else (), model_answered=True)
+            sent: list[int] = [0, 0]
+            completion = await self._ask(chosen, request, settings, fim, sent)
+            return InlineAnswer((completion,) if completion else (), model_answered=True,
+                                prompt_chars=sent[0], input_tokens=sent[1])
         except asyncio.CancelledError:
             if self.scheduler.absorb(ticket):
                 return InlineAnswer(superseded=True)
@@ -133,6 +139,7 @@ class InlineCompletionFeature:
         request: InlineRequest,
         settings: InlineCompletionSettings,
         fim: bool,
+        sent: list[int],
     ) -> str:
         ctx = cursor_context(
             request.text,
@@ -176,10 +183,14 @@ class InlineCompletionFeature:
         else:
             stream = provider.stream(prompt.messages, options=options)
         self.provider_calls += 1
+        sent[0] = (len(prompt.prefix) + len(prompt.suffix) if fim
+                   else sum(len(m.content) for m in prompt.messages if isinstance(m.content, str)))
         parts: list[str] = []
         truncated = False
         try:
             async for chunk in stream:
+                if chunk.usage.input_tokens:
+                    sent[1] = chunk.usage.input_tokens
                 if chunk.finish_reason == "length":
                     truncated = True
                 if chunk.delta:

@@ -39,6 +39,20 @@ class CompletionCounters:
 
 
 @dataclass
+class PromptCounters:
+    """What inline completion sent to the model (agentls/status
+    `inlinePrompts`; read by `agentls eval`)."""
+
+    requests: int = 0  # model calls
+    chars: int = 0  # prompt characters
+    input_tokens: int = 0  # as the provider reported (0 when it does not)
+
+    def to_wire(self) -> dict[str, int]:
+        return {"requests": self.requests, "chars": self.chars,
+                "inputTokens": self.input_tokens}
+
+
+@dataclass
 class NextEditCounters:
     served: int = 0  # non-empty copilotInlineEdit answers
     accepted: int = 0  # agentls.nextEditAccepted run
@@ -63,6 +77,7 @@ class ServerState:
         self._loaded: LoadedSettings | None = None
         self.counters = CompletionCounters()
         self.next_edit_counters = NextEditCounters()
+        self.prompt_counters = PromptCounters()
         self._edit_history: EditHistory | None = None
         self._provider: Provider | None = None
         self._retired: list[Provider] = []  # replaced providers, closed by lifecycle
