@@ -143,3 +143,10 @@ def test_minimal_edits_rebuild_the_rewrite(old_lines: list[str], new_lines: list
     spans = sorted((e.start, e.end) for e in edits)
     for (_, end_a), (start_b, _) in itertools.pairwise(spans):
         assert end_a <= start_b
+
+
+def test_a_small_region_with_most_lines_renamed_is_still_a_rewrite() -> None:
+    text = "def f(factor):\n    return factor\n"
+    region = editable_region(text, text.index("):"))
+    answer = f"{REGION_START}\n{text.replace('factor', 'ratio')}{REGION_END}"
+    assert extract_rewrite(answer, region)[0] == text.replace("factor", "ratio")
