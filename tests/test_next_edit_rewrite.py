@@ -12,9 +12,12 @@ from hypothesis import strategies as st
 from agentls.core.edit_history import Hunk
 from agentls.core.next_edit import SuggestedEdit
 from agentls.features.next_edit.prompt import (
+    BASE_EXAMPLE,
     REGION_END,
     REGION_START,
+    before_edit,
     build_prompt,
+    describe_change,
     render_edits,
 )
 from agentls.features.next_edit.region import CURSOR_MARKER, editable_region, position_at
@@ -59,8 +62,29 @@ def test_prompts_show_the_edit_the_region_and_the_cursor() -> None:
     user = chat.messages[-1].content
     assert f"{REGION_START}\n" in user and REGION_END in user
     assert f"ratio{CURSOR_MARKER}):" in user
-    base = build_prompt(region, edits, chat=False, path="s.py", language_id="python")
-    assert base.text.endswith(f"{REGION_START}\n") and REGION_END in base.stop
+    last = hunk_for_rename()
+    base = build_prompt(region, edits, chat=False, path="s.py", language_id="python",
+                        change=describe_change(SOURCE, last), original=before_edit(region, last))
+    # A base model sees a worked example, the region as it was before the
+    # user's edit, and what the edit was; it continues inside a fence.
+    assert base.text.startswith(BASE_EXAMPLE)
+    assert "```python\nimport math\n\ndef scale(x, factor):" in base.text
+    assert base.text.endswith(
+        "The same code after renaming `factor` to `ratio` everywhere:\n```python\n")
+    assert base.stop == ("```",)
+
+
+def test_describe_change() -> None:
+    text = "total = price * count\n"
+    # Typing a letter into a name is still a rename of the whole name.
+    grown = Hunk(text.index("count") + 5, "", "s", at=1.0, new_len=1)
+    text = text.replace("count", "counts")
+    assert describe_change(text, grown) == "after renaming `count` to `counts` everywhere"
+    op = Hunk(text.index("*"), "+", "*", at=1.0, new_len=1)
+    assert describe_change(text, op) == ("after `total = price + counts` was changed to "
+                                         "`total = price * counts` and the same change is made "
+                                         "wherever it applies")
+    assert describe_change(text, None) == "after the next edit"
 
 
 def test_rename_rewrite_gives_the_call_site_edits() -> None:
@@ -111,6 +135,25 @@ def test_noop_undo_and_suffix_edits_are_suppressed() -> None:
     after = text[:6] + text[12:]
     put_back = SuggestedEdit(6, 6, "b = 2\n")
     assert worth_showing([put_back], after, 0, deleted) == ([], "it undoes the last edit")
+
+
+def test_whitespace_only_and_unrelated_edits_are_suppressed() -> None:
+    hunk = hunk_for_rename()
+    blank = SOURCE.index("\n\nprint") + 1
+    dropped_blank_line = SuggestedEdit(blank, blank + 1, "")
+    unrelated = SuggestedEdit(SOURCE.index("*"), SOURCE.index("*") + 1, "/")
+    call_site = SuggestedEdit(SOURCE.index("factor=3"), SOURCE.index("factor=3") + 6, "ratio")
+    kept, _ = worth_showing([dropped_blank_line, unrelated, call_site], SOURCE, CURSOR, hunk,
+                            [hunk])
+    assert kept == [call_site]
+
+
+def test_changed_lines_become_one_edit_each() -> None:
+    old = "def f(factor):\n    return x * factor\n"
+    new = "def f(ratio):\n    return x / ratio\n"
+    edits = minimal_edits(old, new, 0)
+    assert [(old[e.start : e.end], e.text) for e in edits] == [
+        ("factor", "ratio"), ("* factor", "/ ratio")]
 
 
 def test_mid_line_change_is_widened_to_the_word() -> None:

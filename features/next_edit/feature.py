@@ -68,7 +68,7 @@ class NextEditFeature:
 
         from ..inline_completion.neighbours import display_path
         from ..inline_completion.notices import notice_for
-        from .prompt import build_prompt, render_edits
+        from .prompt import before_edit, build_prompt, describe_change, render_edits
         from .region import editable_region
         from .rewrite import extract_rewrite, minimal_edits
         from .suppress import worth_showing
@@ -91,18 +91,23 @@ class NextEditFeature:
                 return request.text if uri == request.uri else lookup(uri)
 
             edits_text = render_edits(request.history, text_of, display_path)
+            last = next((hunk for uri, hunk in reversed(request.history)
+                         if uri == request.uri), None)
             prompt = build_prompt(region, edits_text, chat=not completion_model,
                                   path=display_path(request.uri),
-                                  language_id=request.language_id)
+                                  language_id=request.language_id,
+                                  change=describe_change(request.text, last),
+                                  original=before_edit(region, last))
             answer = await self._ask(chosen, prompt, settings, model, len(region.text))
+            for stop in prompt.stop:  # in case the provider did not stop there itself
+                answer = answer.split(stop, 1)[0]
             rewritten, why = extract_rewrite(answer, region)
             if rewritten is None:
                 log.debug("No next edit: %s", why)
                 return NextEditAnswer(model_answered=True, why_none=why)
             edits = minimal_edits(region.text, rewritten, region.start)
-            last = next((hunk for uri, hunk in reversed(request.history)
-                         if uri == request.uri), None)
-            kept, why = worth_showing(edits, request.text, request.offset, last)
+            kept, why = worth_showing(edits, request.text, request.offset, last,
+                                      [hunk for _, hunk in request.history])
             return NextEditAnswer(tuple(kept), model_answered=True,
                                   why_none="" if kept else why)
         except asyncio.CancelledError:
@@ -123,7 +128,9 @@ class NextEditFeature:
         # The answer is the region again: room for it and a little more, so a
         # model that runs on is cut off early.
         limit = min(settings.max_tokens, region_chars // 2 + 64)
+        # Temperature 0: the same edit asked twice gives the same suggestion.
         options = CompletionOptions(model=model, max_tokens=limit, stop=prompt.stop,
+                                    temperature=0.0,
                                     request_id=f"next-edit-{next(self._ids)}")
         stream: ChunkStream
         if prompt.chat:

@@ -24,13 +24,22 @@ __all__ = [
     "REGION_START",
     "SYSTEM_PROMPT",
     "NextEditPrompt",
+    "before_edit",
     "build_prompt",
+    "describe_change",
     "render_edits",
 ]
 
 REGION_START = "<|editable_region_start|>"
 REGION_END = "<|editable_region_end|>"
-BASE_STOP = "<|end|>"
+# One worked example: small base models copy a pattern far better than they
+# follow a description.
+BASE_EXAMPLE = (
+    "File: example.py\n```python\ndef add(count, step):\n    return count + step\n\n"
+    "print(add(count=1, step=2))\n```\n"
+    "The same code after renaming `count` to `total` everywhere:\n```python\n"
+    "def add(total, step):\n    return total + step\n\nprint(add(total=1, step=2))\n```\n\n"
+)
 MAX_HUNK_LINES = 8  # of old and of new text, per hunk shown
 MAX_HISTORY_CHARS = 2000
 
@@ -96,7 +105,13 @@ def build_prompt(
     chat: bool,
     path: str,
     language_id: str,
+    change: str = "after the next edit",
+    original: str | None = None,
 ) -> NextEditPrompt:
+    """Base models: `change` is describe_change(...) of the user's last edit
+    and `original` the region as it was before that edit, so the model's
+    task is the example's (apply one change everywhere) rather than
+    finishing a half-done one, which small models undo instead."""
     if chat:
         user = (
             f"Recent edits (oldest first):\n{edits}\n\n"
@@ -110,15 +125,59 @@ def build_prompt(
             text="",
             stop=(),
         )
-    # A base model continues text: show the edits, the region as it is, then
-    # open the rewritten region. Short context: small models lose the thread.
-    before = region.before[-600:]
-    cut = before.find("\n")
-    if len(region.before) > 600 and cut >= 0:
-        before = before[cut + 1 :]
-    text = (
-        f"<|file|> {path}\n<|edits|>\n{edits}\n"
-        f"<|excerpt|>\n{before}{REGION_START}\n{region.marked}{REGION_END}\n"
-        f"<|rewritten|>\n{REGION_START}\n"
+    # A base model continues text, and a small one cannot follow markup: show
+    # the region as plain code in a fence, then open a second fence under a
+    # sentence saying what changed, so copying the code with that change
+    # carried through is the natural continuation. It stops at the fence.
+    fence = "```"
+    return NextEditPrompt(
+        chat=False,
+        messages=(),
+        text=(f"{BASE_EXAMPLE}"
+              f"File: {path}\n{fence}{language_id}\n{original or region.text}{fence}\n"
+              f"The same code {change}:\n{fence}{language_id}\n"),
+        stop=(fence,),
     )
-    return NextEditPrompt(chat=False, messages=(), text=text, stop=(REGION_END, BASE_STOP))
+
+
+def before_edit(region: EditableRegion, hunk: Hunk | None) -> str | None:
+    """The region's text with the user's last edit undone, when that edit
+    lies inside the region."""
+    if hunk is None or hunk.clipped or not region.start <= hunk.start <= hunk.end <= region.end:
+        return None
+    start, end = hunk.start - region.start, hunk.end - region.start
+    return region.text[:start] + hunk.old + region.text[end:]
+
+
+def describe_change(text: str, hunk: Hunk | None) -> str:
+    """What the user's last edit did, in words a small model can act on:
+    "after renaming `factor` to `ratio`" for a changed name (the hunk widened
+    to whole identifiers), else the changed line before and after."""
+    if hunk is None or hunk.clipped or hunk.end > len(text):
+        return "after the next edit"
+    start, end = hunk.start, hunk.end
+    while start > 0 and _word(text[start - 1]):
+        start -= 1
+    while end < len(text) and _word(text[end]):
+        end += 1
+    new = text[start:end]
+    old = text[start : hunk.start] + hunk.old + text[hunk.end : end]
+    if old != new and _identifier(old) and _identifier(new):
+        return f"after renaming `{old}` to `{new}` everywhere"
+    line_start = text.rfind("\n", 0, hunk.start) + 1
+    line_end = text.find("\n", hunk.end)
+    line_end = len(text) if line_end < 0 else line_end
+    now = text[line_start:line_end].strip()
+    was = (text[line_start : hunk.start] + hunk.old + text[hunk.end : line_end]).strip()
+    if "\n" in now or "\n" in was or len(now) > 120 or len(was) > 120:
+        return "after the same kind of change is made wherever it applies"
+    return (f"after `{was}` was changed to `{now}` and the same change is made "
+            "wherever it applies")
+
+
+def _word(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def _identifier(word: str) -> bool:
+    return bool(word) and (word[0].isalpha() or word[0] == "_") and all(map(_word, word))

@@ -88,11 +88,19 @@ def minimal_edits(old: str, new: str, base: int) -> list[SuggestedEdit]:
         starts.append(starts[-1] + len(line))
     edits: list[SuggestedEdit] = []
     matcher = SequenceMatcher(None, a, b, autojunk=False)
+    groups: list[tuple[int, str, str]] = []  # (first old line, old text, new text)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
             continue
-        was = "".join(a[i1:i2])
-        now = "".join(b[j1:j2])
+        if tag == "replace" and i2 - i1 == j2 - j1:
+            # Line for line: one edit per line, so a rejected one (say, over
+            # the text just typed) does not take its neighbours with it.
+            groups.extend((i1 + k, a[i1 + k], b[j1 + k]) for k in range(i2 - i1))
+        else:
+            groups.append((i1, "".join(a[i1:i2]), "".join(b[j1:j2])))
+    for i1, was, now in groups:
+        if was == now:
+            continue
         prefix = 0
         limit = min(len(was), len(now))
         while prefix < limit and was[prefix] == now[prefix]:

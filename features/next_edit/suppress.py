@@ -1,18 +1,24 @@
 """Which suggested edits are not worth showing.
 
-- no-ops (the text in the range already is the new text);
+- no-ops (the text in the range already is the new text), and edits that
+  only change whitespace (a model copying the region drops a blank line);
 - an edit that only undoes the user's last change (models like to "fix"
   what was just typed back to what it was), or all of them together doing
   that;
 - an edit inside the suffix the user is typing: at or after the cursor on
   the cursor's line, which is inline completion's place, and a suggestion
   there would fight the ghost text;
-- an edit over the text the user just typed.
+- an edit over the text the user just typed;
+- an edit that has nothing to do with the user's recent edits: none of its
+  tokens (words, or runs of symbols) occurs in what they changed. Next
+  edits carry a change through; a model that "improves" unrelated code (a
+  small one turning `*` into `/`) is not suggesting one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 
 from agentls.core.edit_history import Hunk
 from agentls.core.next_edit import SuggestedEdit
@@ -26,10 +32,21 @@ def apply_edits(text: str, edits: Sequence[SuggestedEdit]) -> str:
     return text
 
 
+_TOKEN = re.compile(r"\w+|[^\w\s]+")
+
+
+def tokens(texts: Iterable[str]) -> set[str]:
+    return {token for text in texts for token in _TOKEN.findall(text)}
+
+
 def worth_showing(
-    edits: Sequence[SuggestedEdit], text: str, cursor: int, last: Hunk | None
+    edits: Sequence[SuggestedEdit], text: str, cursor: int, last: Hunk | None,
+    recent: Sequence[Hunk] = (),
 ) -> tuple[list[SuggestedEdit], str]:
-    """The edits to show (possibly none) and, when some were dropped, why."""
+    """The edits to show (possibly none) and, when some were dropped, why.
+    `recent`: the user's recent hunks (all documents); none means the
+    relevance rule does not apply."""
+    changed = tokens(part for hunk in recent if not hunk.clipped for part in (hunk.old, hunk.new))
     line_end = text.find("\n", cursor)
     if line_end < 0:
         line_end = len(text)
@@ -39,11 +56,17 @@ def worth_showing(
         if text[edit.start : edit.end] == edit.text:
             why = why or "no-op"
             continue
+        if "".join(text[edit.start : edit.end].split()) == "".join(edit.text.split()):
+            why = why or "whitespace only"  # a model that dropped a blank line
+            continue
         if cursor <= edit.start <= line_end:
             why = why or "inside the suffix being typed"
             continue
         if last is not None and not last.clipped and _overlaps(edit, last):
             why = why or "over the text just typed"
+            continue
+        if changed and not tokens((text[edit.start : edit.end], edit.text)) & changed:
+            why = why or "unrelated to the recent edits"
             continue
         kept.append(edit)
     if kept and last is not None and not last.clipped:

@@ -264,23 +264,25 @@ async def test_what_sidekick_nvim_sends(tmp_path: Path, fake_backend: FakeBacken
 async def test_agent_edits_are_not_history_and_base_models_get_a_continuation(
     tmp_path: Path,
 ) -> None:
-    """The agent's applyEdit (answered by an editor that sends didChange
-    before its answer, as VS Code does) never shows up as the user's edit;
-    the scripted provider is a base model (FIM capable), so the suggestion
-    is asked as a plain-text continuation and read up to the region end."""
+    """The user edits, then the agent's applyEdit (answered by an editor that
+    sends didChange before its answer, as VS Code does) changes another
+    line: the suggestion still follows the user's edit, never the agent's.
+    The scripted provider is a base model (FIM capable), so the prompt is
+    the plain-text continuation: the region before the user's edit and what
+    that edit was."""
     from tests.e2e.test_edits import Editor, call, capabilities, chat, editor_session, recorded
 
     workspace = tmp_path / "ws"
     workspace.mkdir()
     before = "def f(a):\n    return a\n\nx = 1\ny = 1\n"
-    after_agent = "def f(a):\n    return a + 1\n\nx = 1\ny = 1\n"
-    after_user = after_agent.replace("x = 1", "x = 2")
+    after_user = before.replace("x = 1", "x = 2")
+    after_agent = after_user.replace("return a", "return a + 1")
     record = tmp_path / "calls.jsonl"
     script = tmp_path / "script.json"
     script.write_text(json.dumps({
         "responses": [call("edit_file", path="calc.py", old_string="return a",
                            new_string="return a + 1"), {"text": "Done."}],
-        "fim": [{"text": after_user.replace("y = 1", "y = 2") + END + "\ntrailing words"}],
+        "fim": [{"text": after_agent.replace("y = 1", "y = 2") + "```\ntrailing words"}],
         "record": str(record)}))
     settings = {"provider": "scripted", "providerOptions": {"script": str(script)},
                 "nextEdit": {"debounceMs": 0}}
@@ -288,10 +290,10 @@ async def test_agent_edits_are_not_history_and_base_models_get_a_continuation(
     async with editor_session(workspace, tmp_path / "state", settings,
                               capabilities(annotations=True)) as editor:
         uri = editor.open("calc.py", before)
+        editor.change(uri, after_user)  # the user's own edit
         result = await chat(editor, prompt="add one")
         assert result["status"] == "completed", result
         assert editor.text("calc.py") == after_agent
-        editor.change(uri, after_user)  # the user's own edit
         version = editor.docs[uri][0]
         answer = plain(await asyncio.wait_for(editor.client.protocol.send_request_async(
             METHOD, {"textDocument": {"uri": uri, "version": version},
@@ -301,7 +303,9 @@ async def test_agent_edits_are_not_history_and_base_models_get_a_continuation(
     fim = [c for c in recorded(record) if c["kind"] == "fim"]
     assert len(fim) == 1
     prompt = fim[0]["prefix"]
-    edits_shown = prompt.split("<|edits|>\n", 1)[1].split("<|excerpt|>", 1)[0]
-    assert "-x = 1\n+x = 2" in edits_shown
-    assert "return a + 1" not in edits_shown  # the agent's edit is not the user's
-    assert prompt.endswith(f"{START}\n") and END in fim[0]["stop"]
+    # The last edit described is the user's; the region "before it" holds the
+    # agent's change as it is now, with only the user's edit undone.
+    assert prompt.endswith("The same code after `x = 1` was changed to `x = 2` and the same "
+                           "change is made wherever it applies:\n```plaintext\n")
+    assert "```plaintext\ndef f(a):\n    return a + 1\n\nx = 1\ny = 1\n```" in prompt
+    assert fim[0]["stop"] == ["```"]
