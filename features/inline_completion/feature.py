@@ -141,10 +141,16 @@ class InlineCompletionFeature:
         fim: bool,
         sent: list[int],
     ) -> str:
+        # A provider may prefer less context than the setting allows (the
+        # embedded CPU model: prompt length is its latency).
+        max_prefix = settings.max_prefix_chars
+        preferred = getattr(provider, "preferred_prefix_chars", None)
+        if isinstance(preferred, int) and 0 < preferred < max_prefix:
+            max_prefix = preferred
         ctx = cursor_context(
             request.text,
             request.offset,
-            max_prefix_chars=settings.max_prefix_chars,
+            max_prefix_chars=max_prefix,
             max_suffix_chars=settings.max_suffix_chars,
         )
         snippets = []
@@ -156,7 +162,7 @@ class InlineCompletionFeature:
             ]
             if others:
                 snippets = self.neighbours.snippets(
-                    ctx.prefix, others, context_budget(settings.max_prefix_chars)
+                    ctx.prefix, others, context_budget(max_prefix)
                 )
         counter, limit = _token_limit(provider, settings.max_tokens)
         prompt = build_prompt(
@@ -164,7 +170,7 @@ class InlineCompletionFeature:
             fim=fim,
             language_id=request.language_id,
             path=display_path(request.uri),
-            max_prefix_chars=settings.max_prefix_chars,
+            max_prefix_chars=max_prefix,
             snippets=snippets,
             tokens=counter,
             token_limit=limit,

@@ -3,6 +3,7 @@ each sent to the child process that serves the model (process.py).
 
 providerOptions: model_path (any .gguf; used for chat and completion),
 completion_model (a catalog id), completion_model_path, n_ctx, n_threads,
+completion_prefix_chars (inline completion context before the cursor, default 2000),
 chat_format (default: the GGUF's own template), startup_timeout (s),
 cache_dir. `model` picks the chat model: "gemma3-270m" or "smollm2-135m".
 
@@ -57,6 +58,7 @@ from .tool_grammar import ToolReplyDecoder, to_local_messages, tool_reply_schema
 
 DEFAULT_STARTUP_TIMEOUT = 60.0
 DEFAULT_CHAT_MAX_TOKENS = 512  # tiny models loop; a reply longer than this is noise
+DEFAULT_COMPLETION_PREFIX_CHARS = 2000
 DEFAULT_COMPLETION_MAX_TOKENS = 128  # llama.cpp's own default (16) is too short
 DEFAULT_TEMPERATURE = 0.2
 _CHARS_PER_TOKEN_FLOOR = 2.5  # prefix trimming: code averages 3-4 chars a token
@@ -114,6 +116,12 @@ class LocalProvider(BaseProvider):
         self._completion_model = str(completion_model) if completion_model else None
         self._n_ctx = _int_option(options, "n_ctx")
         self._n_threads = _int_option(options, "n_threads") or _default_threads()
+        # Inline completion reads this (features/inline_completion/feature.py):
+        # on CPU the prompt's length is most of the latency, and the eval of
+        # the embedded model (bench/README.md, "Completion quality") scored
+        # no worse with 2,000 characters before the cursor than with 6,000.
+        self.preferred_prefix_chars = (_int_option(options, "completion_prefix_chars")
+                                       or DEFAULT_COMPLETION_PREFIX_CHARS)
         chat_format = _option(options, "chat_format")
         self._chat_format = str(chat_format) if chat_format else None
         timeout = _option(options, "startup_timeout")
