@@ -108,3 +108,21 @@ def test_eval_runs_through_the_real_server(tmp_path: Path) -> None:
     assert data["totals"]["all"]["tasks"] == 3
     assert all(t["completion"] for t in data["tasks"])  # every task got an answer
     assert all(t["prompt_chars"] > 0 and not t["error"] for t in data["tasks"])
+
+
+def test_the_def_mul_case_is_caught() -> None:
+    """The `line` task is the issue's case: the cursor on the indented empty
+    line under `def mul(a, b):`. An answer that starts with a line break
+    (which left "    " behind before the fix in postprocess.py) scores as
+    wrong; the right insert scores as exact."""
+    from agentls.eval.tasks import Task
+
+    source = "def mul(a, b):\n    return a * b\n"
+    cursor = source.index("return")
+    task = Task(id="line:mul.py:2", kind="line", source="p", path="mul.py",
+                language_id="python", text=source[:cursor] + "\n", offset=cursor, line=1,
+                character=4, expected="return a * b")
+    wrong = score(Outcome(task, "\n    return a * b", 5.0, 20, 0))
+    right = score(Outcome(task, "return a * b", 5.0, 20, 0))
+    assert not wrong["exact"] and not wrong["first_line_exact"]
+    assert right["exact"] and right["first_line_exact"]
