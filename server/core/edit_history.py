@@ -122,10 +122,12 @@ class EditHistory:
         """`changes` applied in order to `before` (each in the text the
         previous one produced), as one didChange carries them."""
         text = before
-        for change in changes:
+        changes = list(changes)
+        for index, change in enumerate(changes):
             user = not self._is_agent_change(uri, change)
             self._apply(uri, text, change, user=user)
-            text = text[: change.start] + change.text + text[change.end :]
+            if index < len(changes) - 1:  # the text the next change applies to
+                text = text[: change.start] + change.text + text[change.end :]
 
     def forget(self, uri: str) -> None:
         """The document was closed: its offsets can no longer be followed."""

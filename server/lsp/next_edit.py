@@ -244,10 +244,13 @@ def _changes(before: str, content_changes: Any, encoding: str) -> Iterator[TextC
                 tail += 1
             item = TextChange(start, len(text) - tail, new[start : len(new) - tail])
         else:
-            item = TextChange(
-                offset_at(text, change_range.start.line, change_range.start.character, encoding),
-                offset_at(text, change_range.end.line, change_range.end.character, encoding),
-                new)
+            start_at, end_at = change_range.start, change_range.end
+            start = offset_at(text, start_at.line, start_at.character, encoding)
+            if end_at.line == start_at.line and end_at.character == start_at.character:
+                end = start  # typing: one lookup, not two
+            else:
+                end = offset_at(text, end_at.line, end_at.character, encoding)
+            item = TextChange(start, end, new)
             if item.end < item.start:
                 raise ValueError("a change range ends before it starts")
         yield item
