@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,8 @@ __all__ = ["NextEditFeature"]
 
 log = logging.getLogger("agentls.features.next_edit")
 
+_CACHED_ANSWERS = 16
+
 
 class NextEditFeature:
     """FeaturePlugin `next-edit` (switch off with features.disabled or
@@ -47,6 +50,9 @@ class NextEditFeature:
         self.provider_calls = 0
         self._ids = itertools.count(1)
         self._completion: tuple[Provider, str | None, bool] | None = None
+        self._settings: NextEditSettings | None = None
+        # (uri, offset, model, history) -> (document text, answer)
+        self._answers: OrderedDict[tuple[Any, ...], tuple[str, NextEditAnswer]] = OrderedDict()
 
     def get_config_schema(self) -> dict[str, Any]:
         from agentls.core.settings import NextEditSettings
@@ -77,6 +83,17 @@ class NextEditFeature:
             return NextEditAnswer(why_none="nextEdit.enabled is false")
         if not request.history:
             return NextEditAnswer(why_none="no recent edits")
+        # The same question again (a client that re-asks on cursor moves, or
+        # after cancelling its own request): the same answer, no model call.
+        key = (request.uri, request.offset, model,
+               tuple((uri, h.start, h.old, h.new) for uri, h in request.history))
+        if settings is not self._settings:  # settings (or provider) changed: start over
+            self._settings = settings
+            self._answers.clear()
+        cached = self._answers.get(key)
+        if cached is not None and cached[0] == request.text:
+            self._answers.move_to_end(key)
+            return cached[1]
         ticket = self.scheduler.begin(request.uri)
         completion_model = False
         try:
@@ -108,8 +125,12 @@ class NextEditFeature:
             edits = minimal_edits(region.text, rewritten, region.start)
             kept, why = worth_showing(edits, request.text, request.offset, last,
                                       [hunk for _, hunk in request.history])
-            return NextEditAnswer(tuple(kept), model_answered=True,
-                                  why_none="" if kept else why)
+            result = NextEditAnswer(tuple(kept), model_answered=True,
+                                    why_none="" if kept else why)
+            self._answers[key] = (request.text, result)
+            if len(self._answers) > _CACHED_ANSWERS:
+                self._answers.popitem(last=False)
+            return result
         except asyncio.CancelledError:
             if self.scheduler.absorb(ticket):
                 return NextEditAnswer(superseded=True, why_none="superseded")

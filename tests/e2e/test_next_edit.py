@@ -162,7 +162,10 @@ async def test_garbage_and_undo_answers_give_nothing(
         cursor = rename_parameter(server, uri)
         assert await ask(server, uri, cursor, VERSION_AFTER_RENAME) == {"edits": []}
         fake_backend.respond("POST", CHAT, undoing)
-        assert await ask(server, uri, cursor, VERSION_AFTER_RENAME) == {"edits": []}
+        # (the same question again would be answered from the cache: ask one
+        # character to the left)
+        left = types.Position(line=cursor.line, character=cursor.character - 1)
+        assert await ask(server, uri, left, VERSION_AFTER_RENAME) == {"edits": []}
         assert len(fake_backend.requests_to(CHAT)) == 2
         status = await server.request("agentls/status", {})
         assert status["nextEdits"]["served"] == 0
@@ -185,9 +188,14 @@ async def test_bad_requests(tmp_path: Path, fake_backend: FakeBackend) -> None:
             with pytest.raises(JsonRpcException) as raised:
                 await server.request(METHOD, params)
             assert raised.value.code == -32602, params
-        # Still serving after all that.
+        # Still serving after all that; the same question again is answered
+        # from the cache, without a model call.
         answer = await ask(server, uri, cursor, VERSION_AFTER_RENAME)
         assert len(answer["edits"]) == 2
+        calls = len(fake_backend.requests_to(CHAT))
+        again = await ask(server, uri, cursor, VERSION_AFTER_RENAME)
+        assert [e["range"] for e in again["edits"]] == [e["range"] for e in answer["edits"]]
+        assert len(fake_backend.requests_to(CHAT)) == calls
 
 
 async def test_newer_request_supersedes_and_cancel_answers_cancelled(
