@@ -78,3 +78,15 @@ def test_esc_dismisses_and_tab_is_tab_again(editor: Callable[..., Editor],
     assert ed.buffer_text() == before
     status = ed.request("agentls/status")
     assert status["nextEdits"]["accepted"] == 0
+
+
+def test_an_edit_off_screen_is_announced_at_the_cursor(editor: Callable[..., Editor],
+                                                       tmp_path: Path) -> None:
+    ed = start(editor, tmp_path)
+    # A window two lines high: the call site (line 5) is off screen.
+    ed.cmd("aboveleft new")
+    ed.cmd("wincmd j")
+    ed.lua("vim.api.nvim_win_set_height(0, 2)")
+    marks = rename(ed)
+    hints = [chunk[0] for m in marks if m[1] == 0 for chunk in m[3].get("virt_text") or []]
+    assert any("next edit at line 5 (Tab)" in hint for hint in hints), marks
