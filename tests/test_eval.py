@@ -126,3 +126,47 @@ def test_the_def_mul_case_is_caught() -> None:
     right = score(Outcome(task, "return a * b", 5.0, 20, 0))
     assert not wrong["exact"] and not wrong["first_line_exact"]
     assert right["exact"] and right["first_line_exact"]
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "PATH": "/usr/bin:/bin",
+                        "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e", "HOME": "/tmp"})
+
+
+def test_next_edit_tasks_from_git_history_through_the_server(tmp_path: Path) -> None:
+    """A commit that renames a parameter in the signature and at its use is a
+    task: the signature change is sent as the user's edit, the use is the
+    target. With a scripted base model that answers the rewrite, the
+    suggestion matches the commit exactly."""
+    from agentls.eval.edit_tasks import cut_edit_tasks
+
+    repo = tmp_path / "git"
+    repo.mkdir()
+    before = "def scale(x, factor):\n    value = 1\n    return x * factor\n"
+    after = before.replace("factor", "ratio")
+    (repo / "m.py").write_text(before)
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "one")
+    (repo / "m.py").write_text(after)
+    _git(repo, "commit", "-qam", "rename")
+    [task] = cut_edit_tasks(repo, count=5)
+    assert task.before == before and task.expected == after
+    assert task.edited == before.replace("x, factor", "x, ratio")
+    assert task.cursor == (0, len("def scale(x, ratio):"))
+
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"fim": [{"text": after + "```"}], "loop": True}))
+    out = tmp_path / "nes.json"
+    env = {"AGENTLS_CONFIG_FILE": str(tmp_path / "none.toml"),
+           "AGENTLS_STATE_DIR": str(tmp_path / "state"), "PATH": "/usr/bin:/bin"}
+    result = subprocess.run(
+        [sys.executable, "-m", "agentls", "eval", "--next-edit", "--repo", str(repo),
+         "--provider", "scripted", "--setting", f'providerOptions={{"script": "{script}"}}',
+         "--json", str(out), "--quiet"],
+        capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "next edit tasks 1: exact 1.00" in result.stdout
+    [row] = json.loads(out.read_text())["tasks"]
+    assert row["edits"] == 1 and row["exact"] and not row["error"]

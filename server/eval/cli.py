@@ -4,6 +4,7 @@ real language server and whatever provider the settings configure.
     agentls eval                              # installed httpx, pydantic, anyio, pygls
     agentls eval --repo ~/src/myproject       # your own repository's tracked files
     agentls eval --provider openai --base-url http://127.0.0.1:8080/v1 --model m
+    agentls eval --next-edit --repo .         # next edit suggestions, from git history
 
 Prints a table (exact match, edit similarity, first-line exact match,
 empty rate, latency p50/p95, tokens sent) and, with --json FILE, writes
@@ -42,13 +43,18 @@ def build_parser() -> argparse.ArgumentParser:
                         "inlineCompletion.maxTokens=64 (repeatable)")
     parser.add_argument("--neighbours", type=int, default=0,
                         help="also open N other files of the same folder as context")
+    parser.add_argument("--next-edit", action="store_true",
+                        help="next edit suggestions instead: tasks from the git history of "
+                        "--repo (default: the current directory), the first hunk of a commit as "
+                        "the user's edit, the next hunk as the target")
     parser.add_argument("--json", type=Path, help="write per-task results and totals here")
     parser.add_argument("--quiet", action="store_true", help="no per-task progress lines")
     return parser
 
 
 def settings_from(args: argparse.Namespace) -> dict[str, Any]:
-    settings: dict[str, Any] = {"inlineCompletion": {"debounceMs": 0}}
+    settings: dict[str, Any] = {"inlineCompletion": {"debounceMs": 0},
+                                "nextEdit": {"debounceMs": 0}}
     if args.provider:
         settings["provider"] = args.provider
     if args.base_url:
@@ -83,6 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown or not kinds:
         print(f"--kinds: unknown {unknown}; use some of {', '.join(KINDS)}", file=sys.stderr)
         return 2
+    if args.next_edit:
+        return _next_edit(args)
     if args.repo is not None:
         if not args.repo.is_dir():
             print(f"--repo {args.repo}: not a folder", file=sys.stderr)
@@ -112,5 +120,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"settings": settings, "seed": args.seed,
                                          "totals": totals, "tasks": scored}, indent=2))
+        print(f"results: {args.json}")
+    return 0
+
+
+def _next_edit(args: argparse.Namespace) -> int:
+    from .edit_runner import run_edit_tasks, summarize_edits
+    from .edit_tasks import cut_edit_tasks
+
+    repo = args.repo or Path.cwd()
+    tasks = cut_edit_tasks(repo, count=args.tasks)
+    if not tasks:
+        print(f"No next edit tasks: no commit in {repo}'s git history changes a .py file in "
+              "two places close together.", file=sys.stderr)
+        return 1
+    settings = settings_from(args)
+
+    def progress(done: int, total: int, row: dict[str, Any]) -> None:
+        if not args.quiet:
+            mark = "=" if row["exact"] else "." if row["empty"] else "x"
+            print(f"[{done}/{total}] {mark} {row['id']} {row['latency_ms']:.0f} ms"
+                  f"{'  ' + row['error'] if row['error'] else ''}", file=sys.stderr)
+
+    rows = asyncio.run(run_edit_tasks(tasks, settings, progress=progress))
+    print(summarize_edits(rows))
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"settings": settings, "tasks": rows}, indent=2))
         print(f"results: {args.json}")
     return 0
