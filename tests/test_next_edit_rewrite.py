@@ -193,3 +193,13 @@ def test_a_small_region_with_most_lines_renamed_is_still_a_rewrite() -> None:
     region = editable_region(text, text.index("):"))
     answer = f"{REGION_START}\n{text.replace('factor', 'ratio')}{REGION_END}"
     assert extract_rewrite(answer, region)[0] == text.replace("factor", "ratio")
+
+
+def test_relevance_follows_the_names_the_user_changed() -> None:
+    text = "def f(a, b, c):\n    return a + b\n\nf(1, 2)\n"
+    added_param = Hunk(text.index(", c"), "", ", c", at=1.0, new_len=3)
+    call = text.index("f(1, 2)") + len("f(1, 2")
+    passes_c = SuggestedEdit(call, call, ", c")
+    own_line = SuggestedEdit(len(text), len(text), 'settings["model"] = "default"\n')
+    kept, why = worth_showing([passes_c, own_line], text, 0, added_param, [added_param])
+    assert kept == [passes_c] and why == "unrelated to the recent edits"

@@ -9,10 +9,11 @@
   the cursor's line, which is inline completion's place, and a suggestion
   there would fight the ghost text;
 - an edit over the text the user just typed;
-- an edit that has nothing to do with the user's recent edits: none of its
-  tokens (words, or runs of symbols) occurs in what they changed. Next
+- an edit that does not carry the user's recent edits on: it neither brings
+  in a name the user brought in nor takes out one the user took out. Next
   edits carry a change through; a model that "improves" unrelated code (a
-  small one turning `*` into `/`) is not suggesting one.
+  small one turning `*` into `/`, or adding a line of its own) is not
+  suggesting one.
 """
 
 from __future__ import annotations
@@ -33,10 +34,43 @@ def apply_edits(text: str, edits: Sequence[SuggestedEdit]) -> str:
 
 
 _TOKEN = re.compile(r"\w+|[^\w\s]+")
+_NAME = re.compile(r"[A-Za-z_]\w*|\d+")
 
 
 def tokens(texts: Iterable[str]) -> set[str]:
     return {token for text in texts for token in _TOKEN.findall(text)}
+
+
+def _names(text: str) -> set[str]:
+    return set(_NAME.findall(text))
+
+
+class _Relevance:
+    """Whether an edit carries the user's change on: it brings in a name
+    (or number) the user brought in, or takes out one the user took out.
+    When the user's edits changed no names (an operator, punctuation), any
+    shared token will do."""
+
+    def __init__(self, recent: Sequence[Hunk]) -> None:
+        self.added: set[str] = set()
+        self.removed: set[str] = set()
+        for hunk in recent:
+            if hunk.clipped:
+                continue
+            old, new = _names(hunk.old), _names(hunk.new)
+            self.added |= new - old
+            self.removed |= old - new
+        self.symbols = tokens(part for hunk in recent if not hunk.clipped
+                              for part in (hunk.old, hunk.new))
+        self.active = bool(recent)
+
+    def __call__(self, old: str, new: str) -> bool:
+        if not self.active:
+            return True
+        if self.added or self.removed:
+            before, after = _names(old), _names(new)
+            return bool((after - before) & self.added or (before - after) & self.removed)
+        return bool(tokens((old, new)) & self.symbols)
 
 
 def worth_showing(
@@ -46,7 +80,7 @@ def worth_showing(
     """The edits to show (possibly none) and, when some were dropped, why.
     `recent`: the user's recent hunks (all documents); none means the
     relevance rule does not apply."""
-    changed = tokens(part for hunk in recent if not hunk.clipped for part in (hunk.old, hunk.new))
+    relevant = _Relevance(recent)
     line_end = text.find("\n", cursor)
     if line_end < 0:
         line_end = len(text)
@@ -65,7 +99,7 @@ def worth_showing(
         if last is not None and not last.clipped and _overlaps(edit, last):
             why = why or "over the text just typed"
             continue
-        if changed and not tokens((text[edit.start : edit.end], edit.text)) & changed:
+        if not relevant(text[edit.start : edit.end], edit.text):
             why = why or "unrelated to the recent edits"
             continue
         kept.append(edit)

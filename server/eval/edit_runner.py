@@ -88,6 +88,8 @@ async def _run_one(server: LspProcess, workspace: Path, task: EditTask) -> dict[
     result = apply_lsp_edits(task.edited, edits)
     return {
         "id": task.id, "path": task.path, "edits": len(edits),
+        "suggested": [str(e.get("text", "")) for e in edits],
+        "target": _changed(task.expected, task.edited),
         "exact": result == task.expected,
         "edit_similarity": round(edit_similarity(_changed(result, task.edited),
                                                  _changed(task.expected, task.edited)), 4),
