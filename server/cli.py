@@ -1,5 +1,6 @@
 """Command line: `agentls` (serve LSP on stdio), `--tcp`, `--version`,
-`agentls check`, `agentls trust` (trust the workspace's .agentls.toml).
+`agentls check`, `agentls trust` (trust the workspace's .agentls.toml),
+`agentls eval` (inline completion quality on real code; agentls/eval).
 
 Imports are lazy: editors spawn this process on every start, and pygls
 alone costs a few hundred milliseconds to import.
@@ -29,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
         "the configuration and probes the provider; `agentls trust` shows the workspace's "
         ".agentls.toml keys that wait for trust and trusts that content after you confirm; "
         "`agentls pull MODEL` downloads a local model (hf:<owner>/<repo>[:<quant>]) with a "
-        "progress bar.",
+        "progress bar; `agentls eval --help` measures inline completions on real code.",
     )
     parser.add_argument("command", nargs="?", choices=["serve", "check", "trust", "pull"],
                         default="serve", help="serve (default), check, trust or pull")
@@ -58,7 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["eval"]:  # its own options: see agentls/eval/cli.py
+        from agentls.eval.cli import main as run_eval
+
+        return run_eval(arguments[1:])
+    args = build_parser().parse_args(arguments)
     if args.command == "check":
         _configure_logging(args.log_file, "WARNING")
         return run_check(args.workspace or Path.cwd())

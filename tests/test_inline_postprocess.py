@@ -37,6 +37,12 @@ FIM_CASES = [
     ("mid-line trims repeated colon", "if x█:\n    pass\n", " > 0:", " > 0"),
     ("mid-line trims closing quote", "name = 'bo█'\n", "b'", "b"),
     ("mid-line newline first is nothing", "f(█)\n", "\nfoo", ""),
+    ("blank indented line: newline first", "def mul(a, b):\n    █\n", "\n    return a * b",
+     "return a * b"),
+    ("blank line at column 0 keeps the body's indent", "def mul(a, b):\n█\n",
+     "\n    return a * b", "    return a * b"),
+    ("end of a code line keeps its newline", "def mul(a, b):█\n", "\n    return a * b",
+     "\n    return a * b"),
     ("mid-line excess closer cut", "call(█)\n", "a))", "a"),
     (
         "block end by dedent",
@@ -143,6 +149,12 @@ CHAT_CASES = [
     ("marker echoed", "x = █\n", "<FILL_HERE>42", "42"),
     ("fenced whitespace is nothing", "x = █\n", "```\n   \n```", ""),
     ("mid-line chat", "print(█)\n", "```python\n\"hi\")\n```", '"hi"'),
+    # Seen against llama.cpp's OpenAI-compatible server (Gemma 3 270M): the
+    # line break first left "    " behind and the code on the next line.
+    ("def mul: newline first on an indented blank line",
+     "def mul(a, b):\n    █\n", "\n    return a * b", "return a * b"),
+    ("def mul: fenced newline first", "def mul(a, b):\n    █\n",
+     "```python\n\n    return a * b\n```", "return a * b"),
 ]
 
 

@@ -62,6 +62,10 @@ class InlineAnswer:
     superseded: bool = False  # a newer request (or cancel_request) replaced this one
     notice: UserNotice | None = None  # something the user should fix
     model_answered: bool = False  # the provider call succeeded
+    # What was sent (for agentls/status and `agentls eval`): prompt characters,
+    # and input tokens when the provider reported usage.
+    prompt_chars: int = 0
+    input_tokens: int = 0
 
 
 _NOTHING = InlineAnswer()
@@ -112,8 +116,10 @@ class InlineCompletionFeature:
                 await self.scheduler.debounce(settings.debounce_ms / 1000)
             chosen = provider()
             fim = await self._supports_fim(chosen, settings.model)
-            completion = await self._ask(chosen, request, settings, fim)
-            return InlineAnswer((completion,) if completion else (), model_answered=True)
+            sent: list[int] = [0, 0]
+            completion = await self._ask(chosen, request, settings, fim, sent)
+            return InlineAnswer((completion,) if completion else (), model_answered=True,
+                                prompt_chars=sent[0], input_tokens=sent[1])
         except asyncio.CancelledError:
             if self.scheduler.absorb(ticket):
                 return InlineAnswer(superseded=True)
@@ -133,11 +139,18 @@ class InlineCompletionFeature:
         request: InlineRequest,
         settings: InlineCompletionSettings,
         fim: bool,
+        sent: list[int],
     ) -> str:
+        # A provider may prefer less context than the setting allows (the
+        # embedded CPU model: prompt length is its latency).
+        max_prefix = settings.max_prefix_chars
+        preferred = getattr(provider, "preferred_prefix_chars", None)
+        if isinstance(preferred, int) and 0 < preferred < max_prefix:
+            max_prefix = preferred
         ctx = cursor_context(
             request.text,
             request.offset,
-            max_prefix_chars=settings.max_prefix_chars,
+            max_prefix_chars=max_prefix,
             max_suffix_chars=settings.max_suffix_chars,
         )
         snippets = []
@@ -149,7 +162,7 @@ class InlineCompletionFeature:
             ]
             if others:
                 snippets = self.neighbours.snippets(
-                    ctx.prefix, others, context_budget(settings.max_prefix_chars)
+                    ctx.prefix, others, context_budget(max_prefix)
                 )
         counter, limit = _token_limit(provider, settings.max_tokens)
         prompt = build_prompt(
@@ -157,7 +170,7 @@ class InlineCompletionFeature:
             fim=fim,
             language_id=request.language_id,
             path=display_path(request.uri),
-            max_prefix_chars=settings.max_prefix_chars,
+            max_prefix_chars=max_prefix,
             snippets=snippets,
             tokens=counter,
             token_limit=limit,
@@ -176,10 +189,14 @@ class InlineCompletionFeature:
         else:
             stream = provider.stream(prompt.messages, options=options)
         self.provider_calls += 1
+        sent[0] = (len(prompt.prefix) + len(prompt.suffix) if fim
+                   else sum(len(m.content) for m in prompt.messages if isinstance(m.content, str)))
         parts: list[str] = []
         truncated = False
         try:
             async for chunk in stream:
+                if chunk.usage.input_tokens:
+                    sent[1] = chunk.usage.input_tokens
                 if chunk.finish_reason == "length":
                     truncated = True
                 if chunk.delta:

@@ -22,6 +22,7 @@ __all__ = [
     "open_brackets",
     "postprocess",
     "reached_end",
+    "start_on_blank_line",
     "strip_echo",
     "strip_fences",
     "trim_line_overlap",
@@ -56,6 +57,7 @@ def postprocess(
     if ctx.mid_line:
         text = trim_line_overlap(text.split("\n", 1)[0], ctx)
     else:
+        text = start_on_blank_line(text, ctx)
         if truncated and "\n" in text.strip("\n"):
             text = text[: text.rstrip("\n").rfind("\n")]
         text = cut_at_block_end(text, ctx)
@@ -123,6 +125,25 @@ def strip_echo(text: str, ctx: CursorContext) -> str:
 
 
 # --------------------------------------------------------------------------- lines
+
+
+def start_on_blank_line(text: str, ctx: CursorContext) -> str:
+    """On a line that is blank up to the cursor (the indented empty line
+    under `def mul(a, b):`), a completion that starts with a line break
+    would leave that line behind as trailing whitespace and put the code on
+    the next one: "\n    return a * b" becomes "return a * b". The
+    indentation already typed is not repeated; a deeper one is kept."""
+    if ctx.line_prefix.strip() or not text.startswith(("\n", "\r\n")):
+        return text
+    body = text.lstrip("\r\n")
+    if not body.strip():
+        return text
+    typed = ctx.line_prefix
+    if typed and body.startswith(typed):
+        return body[len(typed) :]
+    if _width(body) <= _width(typed):
+        return body.lstrip(" \t")
+    return body
 
 
 def _width(line: str) -> int:

@@ -27,6 +27,7 @@ __all__ = [
     "InlineCompletionSettings",
     "InstructionsSettings",
     "LinterConfig",
+    "NextEditSettings",
     "RunCommandSettings",
     "SessionSettings",
     "default_settings",
@@ -109,6 +110,20 @@ class InlineCompletionSettings(_Model):
     max_prefix_chars: _Count = 6000
     max_suffix_chars: _Count = 2000
     max_tokens: Annotated[int, _NoBool, Field(ge=1, le=4096)] = 128
+
+
+class NextEditSettings(_Model):
+    """Next edit suggestions (textDocument/copilotInlineEdit)."""
+
+    enabled: bool = True
+    model: str | None = Field(
+        None, min_length=1,
+        json_schema_extra=_accepts("a model id, or null for inlineCompletion.model"),
+    )
+    debounce_ms: Annotated[int, _NoBool, Field(ge=0, le=2000)] = 100
+    # The answer is the whole editable region rewritten, so it is longer
+    # than an inline completion.
+    max_tokens: Annotated[int, _NoBool, Field(ge=16, le=8192)] = 768
 
 
 class ApprovalSettings(_Model):
@@ -215,6 +230,7 @@ class AgentlsSettings(_Model):
     request_timeout_seconds: _Seconds = 60.0
     connect_timeout_seconds: _Seconds = 10.0
     inline_completion: InlineCompletionSettings = Field(default_factory=InlineCompletionSettings)
+    next_edit: NextEditSettings = Field(default_factory=NextEditSettings)
     approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
     session: SessionSettings = Field(default_factory=SessionSettings)
     linters: list[LinterConfig] | None = Field(

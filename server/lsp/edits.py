@@ -198,6 +198,13 @@ class LspEditApplier:
             edit = self.annotated(request, needs_confirmation=must_ask)
         else:
             edit = self.plain(request.edit)
+        # The didChange the editor sends for this edit is the agent's, not
+        # the user's: next edit suggestions must not learn from it.
+        agent_texts = _agent_texts(edit)
+        history = getattr(getattr(self.ls, "state", None), "edit_history", None)
+        for uri, texts in agent_texts.items():
+            if history is not None:
+                history.agent_edit_started(uri, texts)
         try:
             result = await send_request(
                 self.ls, types.WORKSPACE_APPLY_EDIT,
@@ -215,6 +222,10 @@ class LspEditApplier:
             log.warning("workspace/applyEdit failed: %s", exc)
             return _outcome("failed", f"The editor refused the edit ({exc}). Nothing was "
                             "written.", choice)
+        finally:
+            for uri in agent_texts:
+                if history is not None:
+                    history.agent_edit_finished(uri)
         if getattr(result, "applied", False):
             return EditOutcome(applied=True, choice=choice)
         stale = self.stale(request)
@@ -494,6 +505,20 @@ def _shown_path(ls: Any, raw: str) -> str:
 
     uri = from_fs_path(raw)
     return _shown(ls, uri) if uri else raw
+
+
+def _agent_texts(edit: dict[str, Any]) -> dict[str, list[str]]:
+    """Document key (unquoted URI) -> the new texts of the edit's TextEdits."""
+    found: dict[str, list[str]] = {}
+    pairs: list[tuple[str, Any]] = [
+        (change["textDocument"]["uri"], change.get("edits") or [])
+        for change in edit.get("documentChanges") or []
+        if isinstance(change, dict) and "textDocument" in change]
+    pairs += list((edit.get("changes") or {}).items())
+    for uri, text_edits in pairs:
+        found.setdefault(unquote(uri), []).extend(
+            str(e.get("newText", "")) for e in text_edits if isinstance(e, dict))
+    return found
 
 
 def _text_edited_paths(edit: dict[str, Any]) -> list[str]:

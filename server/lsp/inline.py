@@ -108,6 +108,11 @@ def register(server: AgentlsLanguageServer) -> None:
         except Exception:  # a bug must cost one suggestion, not the editor's patience
             log.exception("Inline completion failed unexpectedly")
             return _EMPTY
+        if answer.prompt_chars:
+            sent = state.prompt_counters
+            sent.requests += 1
+            sent.chars += answer.prompt_chars
+            sent.input_tokens += answer.input_tokens
         if answer.notice is not None:
             _tell_once(ls, endpoint, answer.notice)
         elif answer.model_answered and endpoint.told:

@@ -30,7 +30,7 @@ log = logging.getLogger("agentls.lsp")
 # Modules under agentls.lsp with a `register(server)` function.
 AREAS: tuple[str, ...] = (
     "lifecycle", "progress", "status", "completion", "code_actions", "chat", "context",
-    "inline", "checkpoints",
+    "inline", "next_edit", "checkpoints",
 )
 
 

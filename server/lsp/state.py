@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from agentls.core.edit_history import EditHistory
     from agentls.core.orchestrator import Orchestrator
     from agentls.core.progress import ProgressSink
     from agentls.core.provider import Provider
@@ -38,6 +39,29 @@ class CompletionCounters:
         return {"served": self.served, "shown": self.shown, "accepted": self.accepted}
 
 
+@dataclass
+class PromptCounters:
+    """What inline completion sent to the model (agentls/status
+    `inlinePrompts`; read by `agentls eval`)."""
+
+    requests: int = 0  # model calls
+    chars: int = 0  # prompt characters
+    input_tokens: int = 0  # as the provider reported (0 when it does not)
+
+    def to_wire(self) -> dict[str, int]:
+        return {"requests": self.requests, "chars": self.chars,
+                "inputTokens": self.input_tokens}
+
+
+@dataclass
+class NextEditCounters:
+    served: int = 0  # non-empty copilotInlineEdit answers
+    accepted: int = 0  # agentls.nextEditAccepted run
+
+    def to_wire(self) -> dict[str, int]:
+        return {"served": self.served, "accepted": self.accepted}
+
+
 class ServerState:
     def __init__(self, *, environ: Mapping[str, str] | None = None) -> None:
         self.environ = environ
@@ -53,6 +77,9 @@ class ServerState:
         self._trust_store: TrustStore | None = None
         self._loaded: LoadedSettings | None = None
         self.counters = CompletionCounters()
+        self.next_edit_counters = NextEditCounters()
+        self.prompt_counters = PromptCounters()
+        self._edit_history: EditHistory | None = None
         self._provider: Provider | None = None
         self._retired: list[Provider] = []  # replaced providers, closed by lifecycle
         self._provider_error: str | None = None
@@ -130,6 +157,15 @@ class ServerState:
         if before is not None and before != after:
             self.drop_provider()
         return list(self._loaded.problems)
+
+    # -- the user's edits (next edit suggestions) --------------------------------
+    @property
+    def edit_history(self) -> EditHistory:
+        if self._edit_history is None:
+            from agentls.core.edit_history import EditHistory
+
+            self._edit_history = EditHistory()
+        return self._edit_history
 
     # -- provider ----------------------------------------------------------------
     def provider(self) -> Provider:

@@ -35,6 +35,8 @@ def register(server: AgentlsLanguageServer) -> None:
             "model": settings.model or info.get("defaults", {}).get("model"),
             "sessions": [s.to_dict() for s in state.session_statuses()],
             "completions": state.counters.to_wire(),
+            "nextEdits": state.next_edit_counters.to_wire(),
+            "inlinePrompts": state.prompt_counters.to_wire(),
             # The workspace file's trust state and the keys it waits on.
             "workspaceTrust": (state.loaded.workspace_trust.to_wire()
                                if state.loaded.workspace_trust else None),

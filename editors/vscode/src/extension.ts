@@ -3,6 +3,7 @@
 import * as vscode from "vscode";
 import { ChatViewProvider } from "./chat/view";
 import { ServerConnection } from "./connection";
+import { NextEditController } from "./nextEdit";
 import { showSessions } from "./sessions";
 import { statusView } from "./status";
 
@@ -12,6 +13,17 @@ export function activate(context: vscode.ExtensionContext): void {
   const output = vscode.window.createOutputChannel("agentls", { log: true });
   connection = new ServerConnection(output);
   const chat = new ChatViewProvider(context.extensionUri, connection);
+  const nextEdits = new NextEditController(
+    {
+      request: (method, params, token) => connection!.request(method, params, token),
+      get running() {
+        return connection?.state === "running";
+      },
+    },
+    // Client-side pause before asking (the server debounces again: nextEdit.debounceMs).
+    () => 300,
+    () => vscode.workspace.getConfiguration("agentls").get<boolean>("nextEdit.enabled", true),
+  );
 
   const statusItem = vscode.window.createStatusBarItem("agentls.status", vscode.StatusBarAlignment.Right, 100);
   statusItem.name = "agentls";
@@ -31,6 +43,7 @@ export function activate(context: vscode.ExtensionContext): void {
     output,
     connection,
     chat,
+    nextEdits,
     statusItem,
     connection.onDidChangeState(renderStatus),
     connection.onDidChangeStatus(renderStatus),

@@ -28,6 +28,18 @@ M.defaults = {
       dismiss = "<C-]>",
     },
   },
+  -- Next edit suggestions (textDocument/copilotInlineEdit): after a change in
+  -- normal mode or on leaving insert mode, the edit that follows from it.
+  next_edit = {
+    enabled = true,
+    debounce = 100, -- ms after the last change before asking
+    -- Normal-mode keys, active only while a suggestion shows (else the key's
+    -- usual meaning); set one to false to leave that key alone.
+    keymaps = {
+      accept = "<Tab>", -- jump to the edit; pressed on its line, apply it
+      dismiss = "<Esc>",
+    },
+  },
   chat = {
     -- "vertical" (right-hand split) or "horizontal" (below).
     split = "vertical",

@@ -1,7 +1,7 @@
 -- agentls for Neovim: the agentls language server (inline completions, an
 -- agent you chat with, approvals of its edits) through Neovim's own LSP client.
 --
---   require("agentls").setup({ cmd?, init_options?, settings?, inline_completion? })
+--   require("agentls").setup({ cmd?, init_options?, settings?, inline_completion?, next_edit? })
 --
 -- See editors/nvim/README.md and :help agentls.
 local M = {}
@@ -62,6 +62,7 @@ local function create_autocmds()
         return
       end
       require("agentls.inline").attach(ev.buf)
+      require("agentls.next_edit").attach(ev.buf)
       require("agentls.status").refresh(client)
     end,
   })
@@ -110,6 +111,11 @@ function M.setup(opts)
   create_autocmds()
   if options.inline_completion and options.inline_completion.enabled ~= false then
     inline.set_keymaps(options.inline_completion.keymaps)
+  end
+  local next_edit = require("agentls.next_edit")
+  next_edit.setup_highlights()
+  if options.next_edit and options.next_edit.enabled ~= false then
+    next_edit.set_keymaps(options.next_edit.keymaps)
   end
   vim.lsp.enable("agentls")
   if not inline.available() and options.inline_completion.enabled ~= false then

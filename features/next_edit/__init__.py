@@ -1,0 +1,6 @@
+"""Next edit suggestions (textDocument/copilotInlineEdit): the `next-edit`
+feature plugin. See feature.py for the path a request takes."""
+
+from .feature import NextEditFeature
+
+__all__ = ["NextEditFeature"]

@@ -1,0 +1,151 @@
+"""`agentls eval [options]`: completion quality on real code, through the
+real language server and whatever provider the settings configure.
+
+    agentls eval                              # installed httpx, pydantic, anyio, pygls
+    agentls eval --repo ~/src/myproject       # your own repository's tracked files
+    agentls eval --provider openai --base-url http://127.0.0.1:8080/v1 --model m
+    agentls eval --next-edit --repo .         # next edit suggestions, from git history
+
+Prints a table (exact match, edit similarity, first-line exact match,
+empty rate, latency p50/p95, tokens sent) and, with --json FILE, writes
+every task's result and the totals. Task texts are never written: they are
+other people's code, cut in memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+DEFAULT_MODULES = ("httpx", "pydantic", "anyio", "pygls")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agentls eval", description=__doc__.split("\n\n")[0])
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--repo", type=Path, help="cut tasks from this repository's files")
+    source.add_argument("--modules", default=",".join(DEFAULT_MODULES),
+                        help="installed packages to cut tasks from (default: %(default)s)")
+    parser.add_argument("--tasks", type=int, default=12, help="number of tasks (default 12)")
+    parser.add_argument("--seed", type=int, default=1, help="task selection seed (default 1)")
+    parser.add_argument("--kinds", default="line,body,span",
+                        help="task kinds: line, body, span (default: all)")
+    parser.add_argument("--provider", help="provider (default: your configured one)")
+    parser.add_argument("--model", help="inline completion model")
+    parser.add_argument("--base-url", help="provider endpoint")
+    parser.add_argument("--setting", action="append", default=[], metavar="KEY=JSON",
+                        help="any other setting as camelCase dotted key = JSON value, e.g. "
+                        "inlineCompletion.maxTokens=64 (repeatable)")
+    parser.add_argument("--neighbours", type=int, default=0,
+                        help="also open N other files of the same folder as context")
+    parser.add_argument("--next-edit", action="store_true",
+                        help="next edit suggestions instead: tasks from the git history of "
+                        "--repo (default: the current directory), the first hunk of a commit as "
+                        "the user's edit, the next hunk as the target")
+    parser.add_argument("--json", type=Path, help="write per-task results and totals here")
+    parser.add_argument("--quiet", action="store_true", help="no per-task progress lines")
+    return parser
+
+
+def settings_from(args: argparse.Namespace) -> dict[str, Any]:
+    settings: dict[str, Any] = {"inlineCompletion": {"debounceMs": 0},
+                                "nextEdit": {"debounceMs": 0}}
+    if args.provider:
+        settings["provider"] = args.provider
+    if args.base_url:
+        settings["baseUrl"] = args.base_url
+    if args.model:
+        settings["inlineCompletion"]["model"] = args.model
+    for item in args.setting:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--setting {item!r}: write KEY=VALUE, e.g. "
+                             "inlineCompletion.maxTokens=64")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw  # a bare string
+        target = settings
+        *parents, last = key.split(".")
+        for part in parents:
+            target = target.setdefault(part, {})
+        target[last] = value
+    return settings
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from .report import score, summary, table
+    from .runner import run_tasks
+    from .tasks import KINDS, cut_tasks, package_sources, repository_sources
+
+    args = build_parser().parse_args(argv)
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown or not kinds:
+        print(f"--kinds: unknown {unknown}; use some of {', '.join(KINDS)}", file=sys.stderr)
+        return 2
+    if args.next_edit:
+        return _next_edit(args)
+    if args.repo is not None:
+        if not args.repo.is_dir():
+            print(f"--repo {args.repo}: not a folder", file=sys.stderr)
+            return 2
+        files = repository_sources(args.repo)
+    else:
+        modules = [m.strip() for m in args.modules.split(",") if m.strip()]
+        files = package_sources(modules)
+    tasks = cut_tasks(files, count=args.tasks, seed=args.seed, kinds=kinds)
+    if not tasks:
+        print("No tasks: no readable source files found there.", file=sys.stderr)
+        return 1
+    settings = settings_from(args)
+
+    def progress(done: int, total: int, outcome: Any) -> None:
+        if not args.quiet:
+            mark = "=" if outcome.completion.strip() == outcome.task.expected.strip() else "."
+            print(f"[{done}/{total}] {mark} {outcome.task.id} {outcome.latency_ms:.0f} ms"
+                  f"{'  ' + outcome.error if outcome.error else ''}", file=sys.stderr)
+
+    outcomes = asyncio.run(run_tasks(tasks, settings, neighbours=args.neighbours,
+                                     progress=progress))
+    scored = [score(o) for o in outcomes]
+    totals = summary(scored)
+    print(table(totals))
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"settings": settings, "seed": args.seed,
+                                         "totals": totals, "tasks": scored}, indent=2))
+        print(f"results: {args.json}")
+    return 0
+
+
+def _next_edit(args: argparse.Namespace) -> int:
+    from .edit_runner import run_edit_tasks, summarize_edits
+    from .edit_tasks import cut_edit_tasks
+
+    repo = args.repo or Path.cwd()
+    tasks = cut_edit_tasks(repo, count=args.tasks)
+    if not tasks:
+        print(f"No next edit tasks: no commit in {repo}'s git history changes a .py file in "
+              "two places close together.", file=sys.stderr)
+        return 1
+    settings = settings_from(args)
+
+    def progress(done: int, total: int, row: dict[str, Any]) -> None:
+        if not args.quiet:
+            mark = "=" if row["exact"] else "." if row["empty"] else "x"
+            print(f"[{done}/{total}] {mark} {row['id']} {row['latency_ms']:.0f} ms"
+                  f"{'  ' + row['error'] if row['error'] else ''}", file=sys.stderr)
+
+    rows = asyncio.run(run_edit_tasks(tasks, settings, progress=progress))
+    print(summarize_edits(rows))
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"settings": settings, "tasks": rows}, indent=2))
+        print(f"results: {args.json}")
+    return 0

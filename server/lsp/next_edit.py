@@ -1,0 +1,258 @@
+"""Next edit suggestions over LSP (PROTOCOL.md): the user's edits from
+didChange into the edit history, `textDocument/copilotInlineEdit` (named
+and shaped as GitHub's Copilot language server does, so sidekick.nvim and
+copilot-lsp work unchanged), Copilot's `textDocument/didFocus`
+notification, and the `agentls.nextEditAccepted` command.
+
+Thin: positions become offsets here, the `next-edit` feature plugin does the
+work (imported only when a suggestion is asked for, so inline completion's
+path does not load it), and its edits become ranges.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
+
+from agentls.core.edit_history import EditHistory, TextChange
+
+from .convert import to_plain
+
+if TYPE_CHECKING:
+    from agentls.core.next_edit import NextEditSuggester
+
+    from .server import AgentlsLanguageServer
+    from .state import ServerState
+
+log = logging.getLogger("agentls.lsp.next_edit")
+
+METHOD = "textDocument/copilotInlineEdit"
+DID_FOCUS = "textDocument/didFocus"
+ACCEPT_COMMAND = "agentls.nextEditAccepted"
+FEATURE_NAME = "next-edit"
+_REMEMBERED_EDITS = 512
+
+
+def document_key(uri: str) -> str:
+    """One spelling per document (clients and the server quote URIs differently)."""
+    return unquote(uri)
+
+
+class _NextEditEndpoint:
+    def __init__(self) -> None:
+        self._feature_for: tuple[object, NextEditSuggester | None] | None = None
+        self.texts: dict[str, str] = {}  # the text each open document had last
+        self.served: OrderedDict[str, bool] = OrderedDict()  # edit id -> accepted
+        self._ids = itertools.count(1)
+
+    def feature(self, state: ServerState) -> NextEditSuggester | None:
+        loaded = state.loaded
+        known = self._feature_for
+        if known is not None and known[0] is loaded:
+            return known[1]
+        found = state.feature(FEATURE_NAME)
+        if found is not None and not callable(getattr(found, "suggest", None)):
+            found = None
+        self._feature_for = (loaded, found)
+        return found
+
+    def new_edit_id(self) -> str:
+        edit_id = f"ne-{next(self._ids)}"
+        self.served[edit_id] = False
+        if len(self.served) > _REMEMBERED_EDITS:
+            self.served.popitem(last=False)
+        return edit_id
+
+
+def register(server: AgentlsLanguageServer) -> None:
+    endpoint = _NextEditEndpoint()
+
+    # pygls applies the change to its document first, then calls these.
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: AgentlsLanguageServer, params: types.DidOpenTextDocumentParams) -> None:
+        key = document_key(params.text_document.uri)
+        document = ls.workspace.text_documents.get(key)
+        if document is not None:
+            endpoint.texts[key] = document.source
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: AgentlsLanguageServer,
+                   params: types.DidChangeTextDocumentParams) -> None:
+        key = document_key(params.text_document.uri)
+        document = ls.workspace.text_documents.get(key)
+        if document is None:
+            return
+        after = document.source
+        before = endpoint.texts.get(key)
+        endpoint.texts[key] = after
+        if before is None:
+            return
+        try:
+            changes = list(_changes(before, params.content_changes, _encoding(ls)))
+        except ValueError as exc:  # a change out of step with the text: skip it
+            log.debug("Edit not recorded: %s", exc)
+            return
+        history(ls.state).record(key, before, changes)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: AgentlsLanguageServer, params: types.DidCloseTextDocumentParams) -> None:
+        key = document_key(params.text_document.uri)
+        endpoint.texts.pop(key, None)
+        history(ls.state).forget(key)
+
+    @server.feature(DID_FOCUS)
+    def did_focus(ls: AgentlsLanguageServer, params: Any) -> None:
+        # Copilot's clients (sidekick.nvim) send it on BufEnter; nothing to do.
+        log.debug("didFocus %s", to_plain(params))
+
+    @server.feature(METHOD)
+    async def copilot_inline_edit(ls: AgentlsLanguageServer, params: Any) -> dict[str, Any]:
+        from agentls.core.next_edit import NextEditRequest
+
+        uri, version, line, character = _parse_params(to_plain(params))
+        if not ls.settings_ready.is_set():
+            await ls.wait_settings()
+        state = ls.state
+        feature = endpoint.feature(state)
+        if feature is None:
+            return {"edits": []}
+        key = document_key(uri)
+        document = ls.workspace.text_documents.get(key)
+        if document is None or (version is not None and version != document.version):
+            return {"edits": []}  # unknown document, or the client is ahead/behind
+        text = document.source
+        encoding = _encoding(ls)
+        from agentls.features.inline_completion.document import PositionOutOfRange, offset_at
+
+        try:
+            offset = offset_at(text, line, character, encoding)
+        except PositionOutOfRange as exc:
+            raise JsonRpcInvalidParams(f"{METHOD}: {exc}") from None
+        settings = state.settings
+        request = NextEditRequest(
+            uri=key, language_id=document.language_id or "", text=text, offset=offset,
+            version=document.version, history=history(state).recent(),
+            document_text=lambda other: _text_of(ls, other))
+        model = settings.next_edit.model or settings.inline_completion.model
+        try:
+            answer = await feature.suggest(request, state.provider, settings.next_edit, model)
+        except Exception:  # a bug must cost one suggestion, not the editor's patience
+            log.exception("Next edit suggestion failed unexpectedly")
+            return {"edits": []}
+        if answer.notice is not None and state.first_time(answer.notice.key):
+            ls.window_show_message(types.ShowMessageParams(
+                type=types.MessageType.Warning, message=answer.notice.message))
+        current = ls.workspace.text_documents.get(key)
+        if not answer.edits or current is None or current.version != document.version:
+            if answer.why_none:
+                log.debug("No next edit: %s", answer.why_none)
+            return {"edits": []}
+        state.next_edit_counters.served += 1
+        from agentls.features.next_edit.region import position_at
+
+        def at(offset: int) -> dict[str, int]:
+            line_no, char = position_at(text, offset, encoding)
+            return {"line": line_no, "character": char}
+
+        edits = []
+        for edit in answer.edits:
+            edit_id = endpoint.new_edit_id()
+            edits.append({
+                "range": {"start": at(edit.start), "end": at(edit.end)},
+                "text": edit.text,
+                "textDocument": {"uri": uri, "version": document.version},
+                "command": {"title": "Accept next edit", "command": ACCEPT_COMMAND,
+                            "arguments": [edit_id]},
+            })
+        return {"edits": edits}
+
+    @server.command(ACCEPT_COMMAND)
+    def next_edit_accepted(ls: Any, *arguments: Any) -> None:
+        if not arguments or not isinstance(arguments[0], str | int):
+            raise JsonRpcInvalidParams(
+                f"{ACCEPT_COMMAND} takes one argument, the edit id from the edit's command")
+        edit_id = str(arguments[0])
+        if endpoint.served.get(edit_id) is False:  # counted once per served edit
+            endpoint.served[edit_id] = True
+            ls.state.next_edit_counters.accepted += 1
+
+
+def history(state: ServerState) -> EditHistory:
+    return state.edit_history
+
+
+def _parse_params(params: Any) -> tuple[str, int | None, int, int]:
+    """(uri, version or None, line, character), or -32602 saying what is wrong."""
+    if not isinstance(params, dict):
+        raise JsonRpcInvalidParams(f"{METHOD} takes {{textDocument: {{uri, version}}, "
+                                   "position: {line, character}}")
+    document = params.get("textDocument")
+    position = params.get("position")
+    if not isinstance(document, dict) or not isinstance(document.get("uri"), str):
+        raise JsonRpcInvalidParams(f"{METHOD}: textDocument.uri (a string) is required")
+    if not isinstance(position, dict):
+        raise JsonRpcInvalidParams(f"{METHOD}: position {{line, character}} is required")
+    line, character = position.get("line"), position.get("character")
+    if not (_natural(line) and _natural(character)):
+        raise JsonRpcInvalidParams(
+            f"{METHOD}: position.line and position.character must be integers >= 0")
+    version = document.get("version")
+    if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
+        raise JsonRpcInvalidParams(f"{METHOD}: textDocument.version must be an integer")
+    return document["uri"], version, int(line), int(character)  # type: ignore[arg-type]
+
+
+def _natural(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _encoding(ls: AgentlsLanguageServer) -> str:
+    encoding = ls.workspace.position_encoding
+    value = getattr(encoding, "value", encoding)
+    return str(value) if value else "utf-16"
+
+
+def _text_of(ls: AgentlsLanguageServer, uri: str) -> str | None:
+    document = ls.workspace.text_documents.get(uri)
+    return document.source if document is not None else None
+
+
+def _changes(before: str, content_changes: Any, encoding: str) -> Iterator[TextChange]:
+    """The didChange content changes as code-point TextChanges, each in the
+    text the previous ones produced."""
+    from agentls.features.inline_completion.document import offset_at
+
+    text = before
+    count = len(content_changes)
+    for index, change in enumerate(content_changes):
+        new = change.text
+        change_range = getattr(change, "range", None)
+        if change_range is None:  # the whole document: keep only what differs
+            start = 0
+            limit = min(len(text), len(new))
+            while start < limit and text[start] == new[start]:
+                start += 1
+            tail = 0
+            while tail < limit - start and text[-1 - tail] == new[-1 - tail]:
+                tail += 1
+            item = TextChange(start, len(text) - tail, new[start : len(new) - tail])
+        else:
+            start_at, end_at = change_range.start, change_range.end
+            start = offset_at(text, start_at.line, start_at.character, encoding)
+            if end_at.line == start_at.line and end_at.character == start_at.character:
+                end = start  # typing: one lookup, not two
+            else:
+                end = offset_at(text, end_at.line, end_at.character, encoding)
+            item = TextChange(start, end, new)
+            if item.end < item.start:
+                raise ValueError("a change range ends before it starts")
+        yield item
+        if index < count - 1:
+            text = text[: item.start] + item.text + text[item.end :]
