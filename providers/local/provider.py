@@ -54,7 +54,7 @@ from .catalog import (
     locate_model_file,
     runtime_error,
 )
-from .choice import LAST_SERVED, ModelChoice
+from .choice import LAST_SERVED, ModelChoice, _int_option
 from .downloads import DOWNLOADS
 from .fim import build_fim_prompt
 from .gguf_meta import GgufError, ModelFacts, model_facts
