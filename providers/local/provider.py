@@ -43,6 +43,7 @@ from agentls.core.provider import (
     ToolSpec,
 )
 from agentls.core.session_types import Message
+from agentls.core.tokens import LazyCounter
 
 from .catalog import (
     CATALOG,
@@ -50,6 +51,7 @@ from .catalog import (
     DEFAULT_COMPLETION_MODEL,
     _model_installed,
     _unknown_model,
+    locate_model_file,
     runtime_error,
 )
 from .process import _ChildSpec, _describe_exit, _LoopbackOpenAI, _ModelProcess
@@ -121,6 +123,7 @@ class LocalProvider(BaseProvider):
         cache_dir = _path_option(options, "cache_dir")
         self._cache_dir = cache_dir
         self._processes: dict[_ChildSpec, _ModelProcess] = {}
+        self._counters: dict[str, LazyCounter] = {}
 
     def __repr__(self) -> str:
         return f"LocalProvider(model={self.default_model!r})"
@@ -166,6 +169,26 @@ class LocalProvider(BaseProvider):
             n_threads=self._n_threads,
             chat_format=self._chat_format or (entry.chat_format if entry else None),
         )
+
+    def token_counter(self, model: str | None = None) -> LazyCounter | None:
+        """The chat model's own tokenizer for the context budget (read from
+        its GGUF, vocabulary only, in a background thread of this process;
+        the model itself runs in the child). None when the model is unknown."""
+        try:
+            spec = self._spec(model or None, "chat")
+        except ModelError:
+            return None
+        key = str(spec.path or spec.catalog_id)
+        counter = self._counters.get(key)
+        if counter is None:
+            cache_dir = self._cache_dir
+
+            def load() -> tuple[str, Callable[[str], int]]:
+                path = spec.path or locate_model_file(spec.catalog_id or "", cache_dir=cache_dir)
+                return _gguf_tokenizer(path)
+
+            counter = self._counters[key] = LazyCounter(f"the GGUF of {spec.alias}", load)
+        return counter
 
     def _process(self, spec: _ChildSpec) -> _ModelProcess:
         process = self._processes.get(spec)
@@ -409,3 +432,15 @@ class LocalProvider(BaseProvider):
         processes = list(self._processes.values())
         self._processes.clear()
         await asyncio.gather(*(process.stop() for process in processes))
+
+
+def _gguf_tokenizer(path: Path) -> tuple[str, Callable[[str], int]]:
+    from llama_cpp import Llama
+
+    vocab = Llama(model_path=str(path), vocab_only=True, verbose=False)
+
+    def count(text: str) -> int:
+        return len(vocab.tokenize(text.encode("utf-8", errors="replace"), add_bos=False,
+                                  special=False))
+
+    return f"gguf:{path.stem}", count
