@@ -80,3 +80,21 @@ async def test_a_session_past_the_local_window_still_answers(tmp_path: Any) -> N
     originals = [m for m in stored if not is_compaction(m)]
     assert len(originals) == 40 + 2
     assert [m.content for m in originals if m.role == "tool"] == [file_text(n) for n in range(10)]
+
+
+def test_the_budget_counts_with_the_gguf_s_own_tokenizer() -> None:
+    from llama_cpp import Llama
+
+    from agentls.core.context import ContextManager
+    from agentls.providers.local import smollm2_path
+
+    provider = make_provider()
+    counter = ContextManager().counter(provider, provider.default_model)
+    assert counter is provider.token_counter(provider.default_model)  # one per model
+    assert counter.load_now() and counter.exact  # type: ignore[attr-defined]
+    assert counter.name.startswith("gguf:")
+    text = "def helper(value):\n    return value * 2  # 日本語 <|im_end|>\n"
+    vocab = Llama(model_path=str(smollm2_path()), vocab_only=True, verbose=False)
+    assert counter.count(text) == len(vocab.tokenize(text.encode(), add_bos=False,
+                                                     special=False))
+    assert provider.token_counter("no-such-model") is None

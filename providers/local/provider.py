@@ -27,6 +27,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from agentls.core.models import (
@@ -47,6 +48,7 @@ from agentls.core.provider import (
     ToolSpec,
 )
 from agentls.core.session_types import Message
+from agentls.core.tokens import LazyCounter
 
 from .catalog import (
     CATALOG,
@@ -102,6 +104,7 @@ class LocalProvider(BaseProvider):
         work-done progress, the terminal's bar); set by the composition root."""
         self._progress = sink
         self.choice.progress = sink
+        self._counters: dict[str, LazyCounter] = {}
 
     def __repr__(self) -> str:
         return f"LocalProvider(model={self.default_model!r})"
@@ -121,6 +124,26 @@ class LocalProvider(BaseProvider):
     def prepare_models(self, names: Sequence[str]) -> None:
         """Start the downloads of the `hf:` models named, in the background."""
         self.choice.prepare(names)
+
+    def token_counter(self, model: str | None = None) -> LazyCounter | None:
+        """The chat model's own tokenizer for the context budget (read from
+        its GGUF, vocabulary only, in a background thread of this process;
+        the model itself runs in the child). None when the model is unknown."""
+        try:
+            spec = self._spec(model or None, "chat")
+        except ModelError:
+            return None
+        key = str(spec.path or spec.catalog_id)
+        counter = self._counters.get(key)
+        if counter is None:
+            cache_dir = self._cache_dir
+
+            def load() -> tuple[str, Callable[[str], int]]:
+                path = spec.path or locate_model_file(spec.catalog_id or "", cache_dir=cache_dir)
+                return _gguf_tokenizer(path)
+
+            counter = self._counters[key] = LazyCounter(f"the GGUF of {spec.alias}", load)
+        return counter
 
     def _process(self, spec: _ChildSpec) -> _ModelProcess:
         process = self._processes.get(spec)
@@ -446,3 +469,15 @@ class LocalProvider(BaseProvider):
         processes = list(self._processes.values())
         self._processes.clear()
         await asyncio.gather(*(process.stop() for process in processes))
+
+
+def _gguf_tokenizer(path: Path) -> tuple[str, Callable[[str], int]]:
+    from llama_cpp import Llama
+
+    vocab = Llama(model_path=str(path), vocab_only=True, verbose=False)
+
+    def count(text: str) -> int:
+        return len(vocab.tokenize(text.encode("utf-8", errors="replace"), add_bos=False,
+                                  special=False))
+
+    return f"gguf:{path.stem}", count

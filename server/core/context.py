@@ -35,7 +35,7 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from . import events
 from .compaction import (
@@ -207,7 +207,7 @@ class ContextManager:
         self._learned: dict[str, int] = {}  # model -> window named by a context_length error
         self._calibration: dict[str, float] = {}  # counter name -> reported / estimated
         self._last_estimate: dict[str, int] = {}  # session -> estimate of its last request
-        self._sizes: dict[int, tuple[Message, int]] = {}
+        self._sizes: dict[tuple[int, str], tuple[Message, int]] = {}
         self.compactions = 0  # model calls spent on compaction, for the benchmark
         self.compaction_seconds = 0.0
 
@@ -244,14 +244,22 @@ class ContextManager:
         return default
 
     def counter(self, provider: Provider, model: str) -> TokenCounter:
+        # A provider that knows its model's tokenizer offers it (the local
+        # provider: the GGUF's own); else tiktoken or the estimate.
+        own = getattr(provider, "token_counter", None)
+        if callable(own):
+            counter = own(model)
+            if counter is not None:
+                return cast(TokenCounter, counter)
         return counter_for(getattr(provider, "name", ""), model)
 
     def _factor(self, counter: TokenCounter) -> float:
         return self._calibration.get(counter.name, 1.0)
 
     def message_tokens(self, message: Message, counter: TokenCounter) -> int:
-        # Cached per message object: a 30-turn session is counted once, not per call.
-        key = id(message)
+        # Cached per message object (and counter: a tokenizer that finished
+        # loading replaces the estimate): a 30-turn session is counted once.
+        key = (id(message), counter.name)
         cached = self._sizes.get(key)
         if cached is not None and cached[0] is message:
             return cached[1]

@@ -1,11 +1,12 @@
 """Counting tokens for the context budget (core/context.py).
 
-A real tokenizer where one is known: tiktoken for OpenAI models. It is
-imported and loaded lazily, in a background thread, the first time an
-OpenAI-model request is budgeted: never at start-up and never on the
-inline-completion path; and tiktoken fetches its BPE file over the network
-on first use, so until it is ready (or when it cannot load, offline) the
-estimate below answers instead.
+A real tokenizer where one is known: tiktoken for OpenAI models, and the
+GGUF's own tokenizer for the embedded local model (its provider offers it
+through `token_counter(model)`). Both are imported and loaded lazily, in a
+background thread, the first time a request for that model is budgeted:
+never at start-up and never on the inline-completion path; tiktoken
+fetches its BPE file over the network on first use, so until a tokenizer
+is ready (or when it cannot load, offline) the estimate below answers.
 
 Everywhere else a conservative estimate: UTF-8 bytes / 3. The embedded
 model's tokenizer (SmolLM2) averages 3.3-3.6 bytes per token on this
@@ -23,11 +24,13 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 __all__ = [
     "BYTES_PER_TOKEN",
     "EstimateCounter",
+    "LazyCounter",
     "TiktokenCounter",
     "TokenCounter",
     "counter_for",
@@ -80,14 +83,17 @@ def is_openai_model(model: str) -> bool:
     return name.startswith(_OPENAI_PREFIXES)
 
 
-class TiktokenCounter:
-    """tiktoken's encoding for `model`, loaded in the background; the
-    estimate answers until then, and for good when tiktoken cannot load."""
+class LazyCounter:
+    """A real tokenizer that `load` builds in a background thread (it may
+    import a library or read a file); the estimate answers until it is
+    ready, and for good when it cannot load. `load` returns the counter's
+    name and a function counting the tokens of one text."""
 
-    def __init__(self, model: str) -> None:
-        self.model = model
+    def __init__(self, what: str, load: Callable[[], tuple[str, Callable[[str], int]]]) -> None:
+        self.what = what
         self.name = "estimate"
-        self._encoding: Any = None
+        self._load_fn = load
+        self._count: Callable[[str], int] | None = None
         self._failed = False
         self._lock = threading.Lock()
         self._started = False
@@ -97,47 +103,58 @@ class TiktokenCounter:
             if self._started:
                 return
             self._started = True
-        threading.Thread(target=self._load, name="agentls-tiktoken", daemon=True).start()
+        threading.Thread(target=self._load, name="agentls-tokenizer", daemon=True).start()
 
     def load_now(self) -> bool:
-        """Load in this thread (tests and benchmarks); True when tiktoken answers."""
+        """Load in this thread (tests and benchmarks); True when the tokenizer answers."""
         with self._lock:
             self._started = True
         self._load()
-        return self._encoding is not None
+        return self._count is not None
 
     def _load(self) -> None:
         try:
-            import tiktoken
-
-            try:
-                encoding = tiktoken.encoding_for_model(self.model)
-            except KeyError:  # a model tiktoken does not know yet: the newest encoding
-                encoding = tiktoken.get_encoding("o200k_base")
-            encoding.encode_ordinary("warm up")
-        except Exception as exc:  # not installed, offline, corrupt cache
-            log.info("tiktoken is not available for %s (%s); estimating tokens instead",
-                     self.model, exc)
+            name, count = self._load_fn()
+            count("warm up")
+        except Exception as exc:  # not installed, offline, unreadable file
+            log.info("No tokenizer for %s (%s: %s); estimating tokens instead",
+                     self.what, type(exc).__name__, str(exc)[:200])
             self._failed = True
             return
-        self._encoding = encoding
-        self.name = f"tiktoken:{encoding.name}"
+        self._count = count
+        self.name = name
 
     def count(self, text: str) -> int:
-        encoding = self._encoding
-        if encoding is None:
+        count = self._count
+        if count is None:
             if not self._started and not self._failed:
                 self.start()
             return estimate_tokens(text)
-        if not text:
-            return 0
-        # encode_ordinary: text that happens to spell a special token
-        # ("<|endoftext|>") is counted as text, not refused.
-        return len(encoding.encode_ordinary(text))
+        return count(text) if text else 0
 
     @property
     def exact(self) -> bool:
-        return self._encoding is not None
+        return self._count is not None
+
+
+class TiktokenCounter(LazyCounter):
+    """tiktoken's encoding for an OpenAI model."""
+
+    def __init__(self, model: str) -> None:
+        super().__init__(f"tiktoken for {model}", lambda: _load_tiktoken(model))
+        self.model = model
+
+
+def _load_tiktoken(model: str) -> tuple[str, Callable[[str], int]]:
+    import tiktoken
+
+    try:
+        encoding = tiktoken.encoding_for_model(model)
+    except KeyError:  # a model tiktoken does not know yet: the newest encoding
+        encoding = tiktoken.get_encoding("o200k_base")
+    # encode_ordinary: text that happens to spell a special token
+    # ("<|endoftext|>") is counted as text, not refused.
+    return f"tiktoken:{encoding.name}", lambda text: len(encoding.encode_ordinary(text))
 
 
 _COUNTERS: dict[str, TiktokenCounter] = {}
