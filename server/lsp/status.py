@@ -23,7 +23,17 @@ def register(server: AgentlsLanguageServer) -> None:
         except AgentlsError as exc:
             info = {"id": settings.provider, "display_name": settings.provider,
                     "error": str(exc)}
+        extra: dict[str, Any] = {}
+        for feature in ls.started_features.values():
+            reporter = getattr(feature, "status", None)
+            if callable(reporter):
+                try:
+                    extra.update(reporter() or {})
+                except Exception:
+                    log.exception("status of feature %s failed", getattr(feature, "name", "?"))
+        extra.setdefault("mcp", [])
         return {
+            **extra,
             "provider": info,
             "model": settings.model or info.get("defaults", {}).get("model"),
             "sessions": [s.to_dict() for s in state.session_statuses()],

@@ -1,0 +1,113 @@
+"""A stdio MCP server written by hand (newline-delimited JSON-RPC), so the
+tests control every byte: it misbehaves on request.
+
+    python mcp_raw_server.py            # the tools below
+
+Tools:
+- `echo {text}`: answers the text;
+- `crash`: exits the process in the middle of the call;
+- `hang`: never answers;
+- `flood`: answers 3 MB of text and writes 5 MB to stderr first;
+- `garbage`: prints a line that is not JSON on stdout, then answers;
+- `fail`: answers isError with a message;
+- plus tools whose names collide once sanitised (`a.b`, `a b`), a 100
+  character name, and tools with schemas no provider accepts.
+
+Set MCP_RAW_CRASH_AT_START=1 to exit before answering initialize (after
+writing to stderr).
+"""
+
+import json
+import os
+import sys
+import time
+
+LONG = "x" * 100
+TOOLS = [
+    {"name": "echo", "description": "Echo text", "inputSchema": {
+        "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}},
+    {"name": "crash", "inputSchema": {"type": "object"}},
+    {"name": "hang", "inputSchema": {"type": "object"}},
+    {"name": "flood", "inputSchema": {"type": "object"}},
+    {"name": "garbage", "inputSchema": {"type": "object"}},
+    {"name": "fail", "inputSchema": {"type": "object"}},
+    {"name": "a.b", "description": "first", "inputSchema": {"type": "object"}},
+    {"name": "a b", "description": "second", "inputSchema": {"type": "object"}},
+    {"name": LONG, "inputSchema": {"type": "object"}},
+    {"name": "bad_schema_string", "inputSchema": {"type": "string"}},
+    {"name": "bad_schema_anyof", "inputSchema": {
+        "anyOf": [{"type": "object"}], "type": "object", "$schema": "x",
+        "properties": {"q": {"type": "string"}}, "required": ["q", "missing"]}},
+]
+
+
+def send(message):
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def answer(msg_id, result):
+    send({"jsonrpc": "2.0", "id": msg_id, "result": result})
+
+
+def text(value, is_error=False):
+    return {"content": [{"type": "text", "text": value}], "isError": is_error}
+
+
+def call(msg_id, name, arguments):
+    if name == "echo":
+        answer(msg_id, text(f"echo: {arguments.get('text')}"))
+    elif name == "crash":
+        sys.stderr.write("raw server: crashing on purpose\n")
+        sys.stderr.flush()
+        os._exit(3)
+    elif name == "hang":
+        return
+    elif name == "flood":
+        chunk = "e" * 65536 + "\n"
+        for _ in range(80):
+            sys.stderr.write(chunk)
+        sys.stderr.flush()
+        answer(msg_id, text("f" * 3_000_000))
+    elif name == "garbage":
+        sys.stdout.write("this is not json {{{\n")
+        sys.stdout.flush()
+        answer(msg_id, text("after garbage"))
+    elif name == "fail":
+        answer(msg_id, text("the fail tool always fails", is_error=True))
+    else:
+        answer(msg_id, text(f"called {name}"))
+
+
+def main():
+    sys.stderr.write("raw server: started\n")
+    sys.stderr.flush()
+    if os.environ.get("MCP_RAW_CRASH_AT_START"):
+        sys.stderr.write("raw server: missing configuration, giving up\n")
+        sys.exit(2)
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        msg = json.loads(line)
+        method, msg_id = msg.get("method"), msg.get("id")
+        if msg_id is None:
+            continue  # notifications
+        if method == "initialize":
+            answer(msg_id, {"protocolVersion": msg["params"]["protocolVersion"],
+                            "capabilities": {"tools": {}},
+                            "serverInfo": {"name": "raw", "version": "1"}})
+        elif method == "tools/list":
+            answer(msg_id, {"tools": TOOLS})
+        elif method == "tools/call":
+            call(msg_id, msg["params"]["name"], msg["params"].get("arguments") or {})
+        elif method == "ping":
+            answer(msg_id, {})
+        else:
+            send({"jsonrpc": "2.0", "id": msg_id,
+                  "error": {"code": -32601, "message": f"no method {method}"}})
+    time.sleep(0)
+
+
+if __name__ == "__main__":
+    main()
