@@ -144,7 +144,8 @@ class McpConnection:
 
     # -- lifecycle -----------------------------------------------------------
     def start(self) -> None:
-        """Start in the background (no-op while starting or ready)."""
+        """Start in the background (no-op while starting or ready; a
+        previous run still shutting down is awaited first by `restart`)."""
         if self._task is not None and not self._task.done():
             return
         self.state = "starting"
@@ -194,6 +195,10 @@ class McpConnection:
                 raise McpCallError(
                     f"MCP server {self.name!r} is not running ({self.error}); agentls tries "
                     f"to start it again in {wait:.0f}s.")
+            old = self._task
+            if old is not None and not old.done():
+                # The failed run is still stopping its process: let it finish.
+                await asyncio.wait({old}, timeout=10)
             self.start()
         timeout = self.spec.config.startup_timeout_seconds
         if not await self.wait_ready(timeout + 5):
@@ -216,6 +221,8 @@ class McpConnection:
 
         config = self.spec.config
         stderr: StderrTail | None = None
+        # This run's own events: a later run replaces the attributes.
+        ready, stop, died = self._ready, self._stop, self._died
         try:
             # The SDK's first import takes a while: off the event loop, so
             # inline completion keeps answering meanwhile.
@@ -229,7 +236,7 @@ class McpConnection:
                     client = await stack.enter_async_context(client_obj)
                     if stderr is not None:
                         stderr.close_writer()
-                        stderr.on_close(self._process_exited)
+                        stderr.on_close(lambda: self._process_exited(died))
                     self._client = client
                     info = getattr(client, "server_info", None)
                     self.server_name = getattr(info, "name", None)
@@ -238,12 +245,12 @@ class McpConnection:
                     self.state = "ready"
                     self.failures = 0
                     self.version += 1
-                    self._ready.set()
+                    ready.set()
                     log.info("MCP server %s ready: %d tools, %d prompts, %d resources",
                              self.name, len(self.tools), len(self.prompts), len(self.resources))
                     self.on_change()
-                    await _first(self._stop.wait(), self._died.wait())
-                    if self._died.is_set() and not self._stop.is_set():
+                    await _first(stop.wait(), died.wait())
+                    if died.is_set() and not stop.is_set():
                         self._client = None
                         self._failed("The server process exited.")
             if scope.cancelled_caught and self.state == "starting":
@@ -263,15 +270,15 @@ class McpConnection:
                 self.state = "stopped"
             if stderr is not None:
                 stderr.close_writer()
-            self._ready.set()  # wake waiters; they read the state
+            ready.set()  # wake waiters; they read the state
 
-    def _process_exited(self) -> None:
+    def _process_exited(self, died: asyncio.Event) -> None:
         """Called from the stderr thread at EOF: the server process is gone
         (or closed stderr, which servers do not do while alive)."""
         loop = self._loop
         if loop is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(self._died.set)
+                loop.call_soon_threadsafe(died.set)
 
     @property
     def _loop(self) -> asyncio.AbstractEventLoop | None:

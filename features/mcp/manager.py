@@ -96,7 +96,9 @@ class McpManager:
         taken: set[str] = set()
         prompt_taken: set[str] = set()
         for server, conn in sorted(self.connections.items()):
-            if conn.state != "ready":
+            # A crashed server keeps its last lists: calling one of its
+            # tools is what starts it again (with backoff).
+            if conn.state == "stopped":
                 continue
             valid = [t for t in conn.tools if isinstance(t.get("name"), str) and t["name"]]
             names = assign_names(server, [t["name"] for t in valid], taken)

@@ -10,9 +10,12 @@ Tools:
 - `flood`: answers 3 MB of text and writes 5 MB to stderr first;
 - `garbage`: prints a line that is not JSON on stdout, then answers;
 - `fail`: answers isError with a message;
+- `touch {path}`: creates the file (to prove a denied call ran nothing);
+- `getenv {name}`: the variable's value, or "<unset>";
 - plus tools whose names collide once sanitised (`a.b`, `a b`), a 100
   character name, and tools with schemas no provider accepts.
 
+MCP_RAW_PID_FILE: a file the server writes its pid to.
 Set MCP_RAW_CRASH_AT_START=1 to exit before answering initialize (after
 writing to stderr).
 """
@@ -31,6 +34,8 @@ TOOLS = [
     {"name": "flood", "inputSchema": {"type": "object"}},
     {"name": "garbage", "inputSchema": {"type": "object"}},
     {"name": "fail", "inputSchema": {"type": "object"}},
+    {"name": "touch", "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}}},
+    {"name": "getenv", "inputSchema": {"type": "object", "properties": {"name": {"type": "string"}}}},
     {"name": "a.b", "description": "first", "inputSchema": {"type": "object"}},
     {"name": "a b", "description": "second", "inputSchema": {"type": "object"}},
     {"name": LONG, "inputSchema": {"type": "object"}},
@@ -73,6 +78,12 @@ def call(msg_id, name, arguments):
         sys.stdout.write("this is not json {{{\n")
         sys.stdout.flush()
         answer(msg_id, text("after garbage"))
+    elif name == "touch":
+        with open(arguments["path"], "w") as handle:
+            handle.write("touched\n")
+        answer(msg_id, text(f"touched {arguments['path']}"))
+    elif name == "getenv":
+        answer(msg_id, text(os.environ.get(arguments.get("name", ""), "<unset>")))
     elif name == "fail":
         answer(msg_id, text("the fail tool always fails", is_error=True))
     else:
@@ -80,6 +91,9 @@ def call(msg_id, name, arguments):
 
 
 def main():
+    if os.environ.get("MCP_RAW_PID_FILE"):
+        with open(os.environ["MCP_RAW_PID_FILE"], "a") as handle:
+            handle.write(f"{os.getpid()}\n")
     sys.stderr.write("raw server: started\n")
     sys.stderr.flush()
     if os.environ.get("MCP_RAW_CRASH_AT_START"):
