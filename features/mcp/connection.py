@@ -171,14 +171,14 @@ class McpConnection:
         self.state = "stopped"
         self._task = None
 
-    async def wait_ready(self, timeout: float | None = None) -> bool:
+    async def wait_ready(self, within: float | None = None) -> bool:
         """Whether the server became ready (False when it failed or timed out)."""
         task = self._task
         if task is None:
             return False
         ready = asyncio.ensure_future(self._ready.wait())
         try:
-            await asyncio.wait({ready, task}, timeout=timeout,
+            await asyncio.wait({ready, task}, timeout=within,
                                return_when=asyncio.FIRST_COMPLETED)
         finally:
             ready.cancel()
@@ -506,8 +506,8 @@ class McpConnection:
 
 
 def _import_sdk() -> None:
-    import mcp  # noqa: F401
-    import mcp.client.stdio  # noqa: F401
+    import mcp
+    import mcp.client.stdio
     import mcp.client.streamable_http  # noqa: F401
 
 

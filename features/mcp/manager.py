@@ -70,9 +70,9 @@ class McpManager:
         self.connections.clear()
         await asyncio.gather(*(c.stop() for c in conns), return_exceptions=True)
 
-    async def wait_settled(self, timeout: float) -> None:
+    async def wait_settled(self, within: float) -> None:
         """Until every server is ready or failed (for `agentls check`, tests, bench)."""
-        await asyncio.gather(*(c.wait_ready(timeout) for c in self.connections.values()),
+        await asyncio.gather(*(c.wait_ready(within) for c in self.connections.values()),
                              return_exceptions=True)
 
     def _changed(self) -> None:

@@ -236,7 +236,7 @@ async def test_allow_for_session_is_honoured_and_deny_runs_nothing(
 
 async def test_git_and_http_servers_rules_templates_and_resources(
         tmp_path: Path, workspace: Path, http_server: str) -> None:
-    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    await asyncio.to_thread(subprocess.run, ["git", "init", "-q", str(workspace)], check=True)
     (workspace / "new.txt").write_text("untracked\n")
     settings, record = scripted(tmp_path, [
         call("mcp__git__git_status", {"repo_path": str(workspace)}, "g1"),
