@@ -13,6 +13,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, TextIO
 
 from agentls import __version__
 
@@ -145,7 +146,7 @@ def run_check(workspace: Path) -> int:
     return 1 if failed else 0
 
 
-def _check_mcp(settings: object, workspace: Path, out: object) -> bool:
+def _check_mcp(settings: Any, workspace: Path, out: TextIO) -> bool:
     """Start each MCP server once and print its tools or its error; True
     when one failed."""
     from agentls.core.workspace_trust import TrustStore
