@@ -45,6 +45,7 @@ TRUST_KIND = "mcp"
 MENTION_PREFIX = "@mcp:"
 RESOURCE_MAX_CHARS = 20_000
 MAX_RESOURCE_MENTIONS = 10
+TURN_WAITS_FOR_STARTING_SECONDS = 15.0
 
 _SLASH = re.compile(r"(?:^|(?<=\s))/([\w.-]*)\Z")
 _MENTION = re.compile(r"(?<!\S)@mcp:([A-Za-z0-9_.-]+):(\S+)")
@@ -251,7 +252,8 @@ class McpFeature:
 
 
 class McpHooks:
-    """prompt:submit: attach the content of `@mcp:<server>:<uri>` mentions."""
+    """prompt:submit: wait (bounded) for servers still starting, and attach
+    the content of `@mcp:<server>:<uri>` mentions."""
 
     name = "mcp-resources"
     version = "0.1.0"
@@ -265,6 +267,10 @@ class McpHooks:
             manager = self.feature._manager
             if not isinstance(prompt, str) or manager is None:
                 return HookResult()
+            if any(c.state == "starting" for c in manager.connections.values()):
+                # A prompt sent right after the editor started: let the
+                # servers finish starting (bounded) so their tools are offered.
+                await manager.wait_settled(TURN_WAITS_FOR_STARTING_SECONDS)
             mentions = list(dict.fromkeys(find_resource_mentions(prompt)))
             if not mentions:
                 return HookResult()
