@@ -35,7 +35,8 @@ def test_mcp_tool_call_is_approved_in_neovim(editor: Callable[..., Editor],
     question = ed.lua("return _G.picks.calls[#_G.picks.calls]")
     assert question["kind"] == "agentls.approval"
     assert "get_current_time" in question["prompt"]
-    shown = ed.lua(f"return {PREVIEW}")  # the whole question (arguments, claims) in the preview split
+    # the whole question (arguments, claims) is in the preview split
+    shown = ed.lua(f"return {PREVIEW}")
     assert "Asia/Tokyo" in shown and "read-only: yes" in shown
     assert question["items"] == ["Allow once", "Allow for session", "Deny"]
     ed.lua("_G.picks.answer_title('Allow once')")
