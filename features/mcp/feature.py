@@ -70,6 +70,7 @@ class McpFeature:
         self._asked: set[str] = set()
         self._apply_lock: asyncio.Lock | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._specs: list[Any] = []  # the servers wanted now (applied in the background)
 
     # -- lifecycle -------------------------------------------------------------
     @property
@@ -98,7 +99,12 @@ class McpFeature:
             log.warning("%s", problem)
         if self._workspace_state == "pending":
             self._ask_about_workspace()
+        self._specs = self._wanted()
         self._spawn(self._apply())
+
+    def _wanted(self) -> list[Any]:
+        return server_specs(self._host.settings.mcp_servers, self._workspace,
+                            workspace_trusted=self._workspace_state == "allowed")
 
     def _trust_state(self) -> str:
         ws = self._workspace
@@ -117,9 +123,7 @@ class McpFeature:
         if self._apply_lock is None:
             self._apply_lock = asyncio.Lock()
         async with self._apply_lock:
-            host = self._host
-            specs = server_specs(host.settings.mcp_servers, self._workspace,
-                                 workspace_trusted=self._workspace_state == "allowed")
+            specs = self._specs = self._wanted()
             if not specs and self._manager is None:
                 return  # nothing configured: do not even import the SDK
             try:
@@ -187,6 +191,11 @@ class McpFeature:
 
     def status(self) -> dict[str, Any]:
         entries = self._manager.status() if self._manager is not None else []
+        # Wanted but not applied yet (the background apply has not run): starting.
+        known = {e["name"] for e in entries}
+        entries += [{"name": s.name, "state": "starting", "tools": [], "origin": s.origin,
+                     "transport": s.config.transport}
+                    for s in self._specs if s.name not in known]
         ws = self._workspace
         if ws is not None and self._workspace_state in ("pending", "refused"):
             running = {e["name"] for e in entries}

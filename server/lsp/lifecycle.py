@@ -84,6 +84,7 @@ async def start_features(ls: AgentlsLanguageServer) -> None:
         host = ls.state.feature_host()
     except Exception:
         log.exception("Cannot list the features to start")
+        ls.features_started.set()
         return
     for key in [k for k in ls.started_features if k not in enabled]:
         feature = ls.started_features.pop(key)
@@ -94,6 +95,7 @@ async def start_features(ls: AgentlsLanguageServer) -> None:
             ls.started_features[key] = feature
         except Exception:
             log.exception("Starting feature %s failed", getattr(feature, "name", feature))
+    ls.features_started.set()
 
 
 async def stop_features(ls: AgentlsLanguageServer) -> None:

@@ -45,6 +45,7 @@ class AgentlsLanguageServer(LanguageServer):
         # dynamically, and whether it is registered now.
         # Features whose start(host) ran (lifecycle.start_features), by id.
         self.started_features: dict[int, Any] = {}
+        self.features_started = asyncio.Event()  # set after the first start_features
         self.inline_dynamic = False
         self.inline_registered = False
 
@@ -57,6 +58,14 @@ class AgentlsLanguageServer(LanguageServer):
         except TimeoutError:
             log.warning("Settings not read after %ss; going on with what is known", limit)
             self.settings_ready.set()
+
+    async def wait_features_started(self, limit: float = 5.0) -> None:
+        if self.features_started.is_set():
+            return
+        try:
+            await asyncio.wait_for(self.features_started.wait(), limit)
+        except TimeoutError:
+            log.warning("Features not started after %ss; answering without them", limit)
 
     def start_io(self, stdin: Any = None, stdout: Any = None) -> None:
         # Bounded reads: a Content-Length header alone must not be able to make

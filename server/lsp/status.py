@@ -13,8 +13,13 @@ log = logging.getLogger("agentls.lsp.status")
 
 def register(server: AgentlsLanguageServer) -> None:
     @server.feature("agentls/status")
-    def status(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
+    async def status(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
         from agentls.core.models import AgentlsError
+
+        # Asked right after initialize: answer once the settings are read and
+        # the features started (bounded), so `mcp` lists the servers starting.
+        await ls.wait_settings()
+        await ls.wait_features_started()
 
         state = ls.state
         settings = state.settings

@@ -3,6 +3,8 @@ tests control every byte: it misbehaves on request.
 
     python mcp_raw_server.py            # the tools below
 
+Prompts: `summarize {topic}`.
+
 Tools:
 - `echo {text}`: answers the text;
 - `crash`: exits the process in the middle of the call;
@@ -111,12 +113,19 @@ def main():
             continue  # notifications
         if method == "initialize":
             answer(msg_id, {"protocolVersion": msg["params"]["protocolVersion"],
-                            "capabilities": {"tools": {}},
+                            "capabilities": {"tools": {}, "prompts": {}},
                             "serverInfo": {"name": "raw", "version": "1"}})
         elif method == "tools/list":
             answer(msg_id, {"tools": TOOLS})
         elif method == "tools/call":
             call(msg_id, msg["params"]["name"], msg["params"].get("arguments") or {})
+        elif method == "prompts/list":
+            answer(msg_id, {"prompts": [{"name": "summarize", "description": "Summarize a topic",
+                                         "arguments": [{"name": "topic", "required": True}]}]})
+        elif method == "prompts/get":
+            topic = (msg["params"].get("arguments") or {}).get("topic", "?")
+            answer(msg_id, {"messages": [{"role": "user", "content": {
+                "type": "text", "text": f"Summarize {topic} in three bullet points."}}]})
         elif method == "ping":
             answer(msg_id, {})
         else:

@@ -44,6 +44,7 @@ export const SERVER_KEYS = [
   "linters",
   "features.disabled",
   "runCommand.passEnv",
+  "mcpServers",
 ] as const;
 
 export type ServerKey = (typeof SERVER_KEYS)[number];
