@@ -62,3 +62,32 @@ def test_a_failing_mcp_server_shows_in_the_statusline_and_checkhealth(
     report = "\n".join(checkhealth(ed))
     assert "MCP server broken failed" in report
     assert "missing configuration, giving up" in report  # its stderr tail
+
+
+def test_an_mcp_prompt_completes_as_a_slash_template(editor: Callable[..., Editor],
+                                                     tmp_path: Path) -> None:
+    script = write_script(tmp_path / "script.json", responses=[{"text": "Noted."}])
+    raw = {"command": sys.executable, "args": [str(HTTP_PROMPT_SERVER)]}
+    ed = editor("main.py")
+    ed.setup_agentls(settings=scripted_settings(script, mcpServers={"raw": raw}))
+    ed.wait_attached()
+    ed.lua("require('agentls.status').refresh(vim.lsp.get_clients({ name = 'agentls' })[1])")
+    ed.wait_for("(function() for _, s in ipairs(require('agentls.status').state.mcp) do "
+                "if s.name == 'raw' and s.state == 'ready' then return true end end "
+                "return false end)()", message="the MCP server ready", timeout=30)
+    ed.cmd("AgentChat")
+    ed.wait_for(f"{CHAT}.get() ~= nil and vim.bo.filetype == 'agentls-chat'",
+                message="the empty chat")
+    ed.wait_for(f"#vim.lsp.get_clients({{ bufnr = {CHAT}.get().buf }}) == 1",
+                message="the chat buffer attached")
+    ed.keys("Go/mcp__raw__su")
+    items = ed.wait_for(
+        "(function() local info = vim.fn.complete_info({ 'items', 'pum_visible' }) "
+        "local words = {} for _, it in ipairs(info.items or {}) do table.insert(words, it.word) "
+        "end return info.pum_visible == 1 and #words > 0 and words end)()",
+        message="the completion menu", timeout=15)
+    assert items == ["Summarize"], items  # Neovim shows the expansion's first word
+    edit = ed.lua("local it = vim.fn.complete_info({ 'items' }).items[1] "
+                  "local item = vim.tbl_get(it, 'user_data', 'nvim', 'lsp', 'completion_item') "
+                  "return item and item.textEdit and item.textEdit.newText")
+    assert edit == "Summarize {{topic}} in three bullet points."
