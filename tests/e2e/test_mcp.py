@@ -354,6 +354,38 @@ async def test_crashed_server_restarts_on_a_later_call_and_status_shows_stderr(
         await s.wait_mcp("raw")
 
 
+async def test_cancelling_the_turn_cancels_the_mcp_call(tmp_path: Path, workspace: Path) -> None:
+    log = tmp_path / "raw.jsonl"
+    settings, _ = scripted(
+        tmp_path, [call("mcp__raw__hang", {}, "h1"), {"text": "unused"}],
+        {"raw": {"command": PY, "args": RAW, "env": {"MCP_RAW_LOG": str(log)}}},
+        approval={"rules": [{"tool": "mcp__raw__*", "action": "allow"}]})
+
+    def received() -> list[dict[str, Any]]:
+        return [json.loads(line) for line in log.read_text().splitlines()] \
+            if log.exists() else []
+
+    async with agentls(workspace, tmp_path / "state", settings, User()) as s:
+        await s.wait_mcp("raw")
+        pending = asyncio.ensure_future(s.client.protocol.send_request_async(
+            "agentls/chat", {"prompt": "Wait forever"}, msg_id="chat-hang"))
+        deadline = asyncio.get_running_loop().time() + TIMEOUT
+        while not any(m["method"] == "tools/call" for m in received()):
+            assert asyncio.get_running_loop().time() < deadline, "the call never reached it"
+            await asyncio.sleep(0.05)
+        s.client.protocol.notify("$/cancelRequest", types.CancelParams(id="chat-hang"))
+        result = plain(await asyncio.wait_for(pending, TIMEOUT))
+        assert result["status"] == "cancelled", result
+        call_id = next(m["id"] for m in received() if m["method"] == "tools/call")
+        while not any(m["method"] == "notifications/cancelled" for m in received()):
+            assert asyncio.get_running_loop().time() < deadline, "no notifications/cancelled"
+            await asyncio.sleep(0.05)
+        cancelled = next(m for m in received() if m["method"] == "notifications/cancelled")
+        assert cancelled["params"]["requestId"] == call_id
+        entries = await s.wait_mcp("raw")  # the server itself is still fine
+        assert entries["raw"]["state"] == "ready"
+
+
 # --------------------------------------------------------------------------- lifecycle
 
 

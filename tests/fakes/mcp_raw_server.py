@@ -18,6 +18,7 @@ Tools:
   character name, and tools with schemas no provider accepts.
 
 MCP_RAW_PID_FILE: a file the server writes its pid to.
+MCP_RAW_LOG: a file the server appends every message it receives to (JSON lines).
 Set MCP_RAW_CRASH_AT_START=1 to exit before answering initialize (after
 writing to stderr).
 """
@@ -109,6 +110,10 @@ def main():
             continue
         msg = json.loads(line)
         method, msg_id = msg.get("method"), msg.get("id")
+        if os.environ.get("MCP_RAW_LOG"):
+            with open(os.environ["MCP_RAW_LOG"], "a") as handle:
+                handle.write(json.dumps({"method": method, "id": msg_id,
+                                         "params": msg.get("params")}) + "\n")
         if msg_id is None:
             continue  # notifications
         if method == "initialize":
