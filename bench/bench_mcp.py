@@ -14,6 +14,11 @@
    - agentls: the MCP ToolPlugin's execute (policy verdict "allow", so no
      question), including rendering the result for the model.
    The difference to the floor is what agentls and the SDK add per call.
+3. Inline completion while MCP servers start: right after `initialized`,
+   inline completions (provider openai against bench_inline.py's instant
+   loopback backend, each at a new position so none is a cache hit) are
+   asked one after the other for 6 s, with and without two stdio MCP
+   servers starting (the SDK import and their start-up fall in that window).
 
 Usage: python bench/bench_mcp.py [--rounds 5] [--calls 300]
 """
@@ -177,6 +182,56 @@ async def call_latencies(calls: int) -> tuple[list[float], list[float], list[flo
     return floor, sdk, plugin
 
 
+async def inline_during_start(port: int, workdir: Path, with_mcp: bool,
+                              seconds: float = 6.0) -> list[float]:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bench_inline import Client, document, inline_params
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTLS_", "OPENAI_"))}
+    env.update(AGENTLS_CONFIG_FILE="/nonexistent/agentls.toml",
+               AGENTLS_STATE_DIR=str(workdir / "state"))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "agentls", stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, env=env)
+    assert proc.stdout is not None
+    client = Client(proc.stdout, proc.stdin)
+    settings: dict[str, Any] = {"provider": "openai", "baseUrl": f"http://127.0.0.1:{port}/v1",
+                                "model": "qwen2.5-coder-1.5b"}
+    if with_mcp:
+        settings["mcpServers"] = {"time": TIME, "raw": {"command": sys.executable,
+                                                        "args": [RAW]}}
+    latencies: list[float] = []
+    try:
+        await client.request("initialize", {"processId": None, "rootUri": None,
+                                            "capabilities": {},
+                                            "initializationOptions": {"agentls": settings}})
+        client.notify("initialized", {})
+        uri = (workdir / "doc.py").as_uri()
+        text = document()
+        client.notify("textDocument/didOpen", {"textDocument": {
+            "uri": uri, "languageId": "python", "version": 1, "text": text}})
+        lines = text.splitlines()
+        deadline = time.perf_counter() + seconds
+        index = 0
+        while time.perf_counter() < deadline:
+            line = 2 + (index * 4) % (len(lines) - 4)
+            index += 1
+            started = time.perf_counter()
+            answer = await client.request("textDocument/inlineCompletion",
+                                          inline_params(uri, line + 1, 4 + index % 10,
+                                                        invoked=True))
+            latencies.append(time.perf_counter() - started)
+            assert "result" in answer, answer
+        await client.request("shutdown", None)
+        client.notify("exit", None)
+        await asyncio.wait_for(proc.wait(), 20)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    return latencies
+
+
 def ms(values: list[float]) -> str:
     return f"{statistics.median(values) * 1000:8.2f}"
 
@@ -186,8 +241,9 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=300)
     args = parser.parse_args()
-    import mcp  # noqa: F401  (its version is printed)
     from importlib.metadata import version
+
+    import mcp  # noqa: F401  (its version is printed)
 
     print(f"Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPU(s), "
           f"mcp {version('mcp')}, mcp-server-time {version('mcp-server-time')}")
@@ -209,6 +265,26 @@ async def main() -> None:
           f"(+{(statistics.median(sdk) - statistics.median(floor)) * 1000:.2f} ms)")
     print(f"  McpTools.execute (agentls tool path)          {ms(plugin)} ms   "
           f"(+{(statistics.median(plugin) - statistics.median(floor)) * 1000:.2f} ms)")
+
+    backend = await asyncio.create_subprocess_exec(
+        sys.executable, str(Path(__file__).with_name("bench_inline.py")), "--backend",
+        stdout=asyncio.subprocess.PIPE)
+    assert backend.stdout is not None
+    port = int(await asyncio.wait_for(backend.stdout.readline(), 30))
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            without = await inline_during_start(port, Path(tmp), with_mcp=False)
+            with_servers = await inline_during_start(port, Path(tmp), with_mcp=True)
+    finally:
+        backend.kill()
+        await backend.wait()
+    print("\ninline completion in the 6 s after initialized (sequential, no cache hits):")
+    for label, values in (("without MCP servers", without),
+                          ("two stdio MCP servers starting", with_servers)):
+        ordered = sorted(values)
+        p95 = ordered[int(len(ordered) * 0.95) - 1]
+        print(f"  {label:32s} {len(values):5d} answers, p50 {ms(values)} ms, "
+              f"p95 {p95 * 1000:7.2f} ms, max {max(values) * 1000:7.2f} ms")
 
 
 if __name__ == "__main__":

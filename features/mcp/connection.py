@@ -24,9 +24,10 @@ import asyncio
 import contextlib
 import logging
 import os
+import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from typing import Any, Literal
 
@@ -112,7 +113,9 @@ class StderrTail:
 class McpConnection:
     def __init__(self, spec: McpServerSpec, *, environ: Mapping[str, str],
                  hidden_env: frozenset[str], on_change: Callable[[], None] | None = None,
-                 client_name: str = "agentls", client_version: str = "0") -> None:
+                 client_name: str = "agentls", client_version: str = "0",
+                 before_start: Callable[[], Awaitable[None]] | None = None) -> None:
+        self.before_start = before_start
         self.spec = spec
         self.environ = environ
         self.hidden_env = hidden_env
@@ -224,8 +227,11 @@ class McpConnection:
         # This run's own events: a later run replaces the attributes.
         ready, stop, died = self._ready, self._stop, self._died
         try:
-            # The SDK's first import takes a while: off the event loop, so
-            # inline completion keeps answering meanwhile.
+            # The SDK's first import takes a while (0.8-2 s of CPU): after the
+            # first inline completion (bounded wait) and off the event loop,
+            # so the editor's first suggestion does not share the CPU with it.
+            if self.before_start is not None and "mcp.client.stdio" not in sys.modules:
+                await self.before_start()
             await asyncio.to_thread(_import_sdk)
             with anyio.CancelScope() as scope:
                 # The start-up deadline, lifted once the server answered its lists.

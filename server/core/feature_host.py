@@ -22,7 +22,7 @@ Core stays free of LSP: the host carries the core's channel interfaces.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,6 +48,10 @@ class FeatureHost:
     # Called (no arguments) when what the plugin offers changed (tools,
     # templates, status), so the client can be told.
     changed: Any = None
+    # Awaitable factory: resolves once the start-up work a user waits on
+    # (the first inline completion) is done, or after a short bound. Heavy
+    # imports wait for it: on 2 cores they would slow that first answer.
+    warm_up: Callable[[], Awaitable[None]] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

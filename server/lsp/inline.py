@@ -9,6 +9,7 @@ are shown once with window/showMessage; the request still answers (no items).
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 from collections import OrderedDict
@@ -74,6 +75,13 @@ class _InlineEndpoint:
         return item_id
 
 
+def _warm(state: Any) -> None:
+    """The first answer is out: background start-up work may begin (state.warm_up)."""
+    if state.inline_warm is None:
+        state.inline_warm = asyncio.Event()
+    state.inline_warm.set()
+
+
 def register(server: AgentlsLanguageServer) -> None:
     endpoint = _InlineEndpoint()
 
@@ -114,6 +122,8 @@ def register(server: AgentlsLanguageServer) -> None:
         except Exception:  # a bug must cost one suggestion, not the editor's patience
             log.exception("Inline completion failed unexpectedly")
             return _EMPTY
+        finally:
+            _warm(state)
         if answer.notice is not None:
             _tell_once(ls, endpoint, answer.notice)
         elif answer.model_answered and endpoint.told:

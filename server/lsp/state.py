@@ -64,6 +64,8 @@ class ServerState:
         self.orchestrator: Orchestrator | None = None
         self.turn_wiring: TurnWiring | None = None
         self._orchestrator_inputs: tuple[object, ...] = ()
+        # Set once the first inline completion was answered (lsp.inline).
+        self.inline_warm: Any = None
 
     # -- settings --------------------------------------------------------------
     @property
@@ -209,6 +211,17 @@ class ServerState:
                               getattr(feature, "name", feature))
         return found
 
+    async def warm_up(self, limit: float = 2.0) -> None:
+        """Until the first inline completion was answered, at most `limit` s."""
+        import asyncio
+
+        if self.inline_warm is None:
+            self.inline_warm = asyncio.Event()
+        try:
+            await asyncio.wait_for(self.inline_warm.wait(), limit)
+        except TimeoutError:
+            pass
+
     def feature_host(self, wiring: Any = None) -> Any:
         """What long-running features get at start (core/feature_host.py)."""
         from agentls.core.feature_host import FeatureHost
@@ -221,6 +234,7 @@ class ServerState:
             display=wiring.display if wiring else None,
             trust_store=self.trust_store,
             environ=self.environ,
+            warm_up=self.warm_up,
         )
 
     # -- agent turns -----------------------------------------------------------------
