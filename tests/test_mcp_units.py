@@ -215,3 +215,34 @@ def test_check_starts_each_server_once_and_lists_tools_or_errors(tmp_path: Path)
         in done.stdout
     assert "missing: error: /nonexistent/mcp-server" in done.stdout
     assert "no such program" in done.stdout
+
+
+# --------------------------------------------------------------------------- list_changed
+
+
+async def test_tools_list_changed_refreshes_the_catalog() -> None:
+    import asyncio
+    import os
+
+    from agentls.features.mcp.config import McpServerSpec
+    from agentls.features.mcp.manager import McpManager
+
+    raw = str(Path(__file__).parent / "fakes" / "mcp_raw_server.py")
+    manager = McpManager(environ=os.environ, hidden_env=frozenset())
+    changes: list[int] = []
+    manager.listeners.append(lambda: changes.append(1))
+    try:
+        await manager.apply([McpServerSpec("raw", McpServerConfig(command=sys.executable,
+                                                                   args=[raw]))])
+        await manager.wait_settled(30)
+        assert "mcp__raw__grown" not in manager.tools
+        result = await manager.connections["raw"].call_tool("grow", {})
+        assert result["content"][0]["text"] == "grew a tool"
+        for _ in range(100):
+            if "mcp__raw__grown" in manager.tools:
+                break
+            await asyncio.sleep(0.05)
+        assert "mcp__raw__grown" in manager.tools
+    finally:
+        await manager.aclose()
+    assert manager.status() == []

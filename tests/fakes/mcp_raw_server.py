@@ -14,6 +14,7 @@ Tools:
 - `fail`: answers isError with a message;
 - `touch {path}`: creates the file (to prove a denied call ran nothing);
 - `getenv {name}`: the variable's value, or "<unset>";
+- `grow`: adds a tool `grown` and sends notifications/tools/list_changed;
 - plus tools whose names collide once sanitised (`a.b`, `a b`), a 100
   character name, and tools with schemas no provider accepts.
 
@@ -41,6 +42,7 @@ TOOLS = [
                                       "properties": {"path": {"type": "string"}}}},
     {"name": "getenv", "inputSchema": {"type": "object",
                                        "properties": {"name": {"type": "string"}}}},
+    {"name": "grow", "inputSchema": {"type": "object"}},
     {"name": "a.b", "description": "first", "inputSchema": {"type": "object"}},
     {"name": "a b", "description": "second", "inputSchema": {"type": "object"}},
     {"name": LONG, "inputSchema": {"type": "object"}},
@@ -89,6 +91,10 @@ def call(msg_id, name, arguments):
         answer(msg_id, text(f"touched {arguments['path']}"))
     elif name == "getenv":
         answer(msg_id, text(os.environ.get(arguments.get("name", ""), "<unset>")))
+    elif name == "grow":
+        TOOLS.append({"name": "grown", "inputSchema": {"type": "object"}})
+        send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        answer(msg_id, text("grew a tool"))
     elif name == "fail":
         answer(msg_id, text("the fail tool always fails", is_error=True))
     else:
@@ -118,7 +124,7 @@ def main():
             continue  # notifications
         if method == "initialize":
             answer(msg_id, {"protocolVersion": msg["params"]["protocolVersion"],
-                            "capabilities": {"tools": {}, "prompts": {}},
+                            "capabilities": {"tools": {"listChanged": True}, "prompts": {}},
                             "serverInfo": {"name": "raw", "version": "1"}})
         elif method == "tools/list":
             answer(msg_id, {"tools": TOOLS})
