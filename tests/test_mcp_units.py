@@ -220,7 +220,7 @@ def test_check_starts_each_server_once_and_lists_tools_or_errors(tmp_path: Path)
 # --------------------------------------------------------------------------- list_changed
 
 
-async def test_tools_list_changed_refreshes_the_catalog() -> None:
+async def test_list_changed_refreshes_the_catalog_and_progress_is_forwarded() -> None:
     import asyncio
     import os
 
@@ -243,6 +243,14 @@ async def test_tools_list_changed_refreshes_the_catalog() -> None:
                 break
             await asyncio.sleep(0.05)
         assert "mcp__raw__grown" in manager.tools
+        seen: list[str] = []
+
+        async def progress(text: str) -> None:
+            seen.append(text)
+
+        done = await manager.connections["raw"].call_tool("steps", {}, progress)
+        assert done["content"][0]["text"] == "two steps done"
+        assert seen == ["raw/steps: 1/2 step 1", "raw/steps: 2/2 step 2"]
     finally:
         await manager.aclose()
     assert manager.status() == []

@@ -444,14 +444,27 @@ class McpConnection:
         log.info("MCP server %s [%s]: %s", self.name, level, text)
 
     # -- requests ------------------------------------------------------------
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        progress: Callable[[str], Awaitable[None]] | None = None
+                        ) -> dict[str, Any]:
         """The `tools/call` result in wire form. McpCallError when the call
-        could not be completed (server down, crashed mid-call, timed out)."""
+        could not be completed (server down, crashed mid-call, timed out).
+        The server's progress notifications go to `progress` as text."""
         client = await self.ensure_ready()
         timeout = self.spec.config.timeout_seconds
+
+        async def on_progress(done: float, total: float | None, message: str | None) -> None:
+            if progress is None:
+                return
+            amount = f"{done:g}/{total:g}" if total else f"{done:g}"
+            with contextlib.suppress(Exception):
+                await progress(f"{self.name}/{name}: {amount}" + (f" {message}" if message
+                                                                     else ""))
+
         try:
             result = await asyncio.wait_for(
-                client.call_tool(name, arguments, read_timeout_seconds=timeout), timeout + 5)
+                client.call_tool(name, arguments, read_timeout_seconds=timeout,
+                                 progress_callback=on_progress), timeout + 5)
         except asyncio.CancelledError:
             raise
         except TimeoutError as exc:

@@ -97,8 +97,10 @@ class McpTools:
             return {"success": False, "error": {
                 "message": f"The MCP server {tool.server!r} is not configured any more.",
                 "code": "mcp_error"}}
+        progress = context.get("progress")
         try:
-            raw = await conn.call_tool(tool.name, arguments)
+            raw = await conn.call_tool(tool.name, arguments,
+                                       progress if callable(progress) else None)
         except McpCallError as exc:
             return {"success": False, "error": {"message": str(exc), "code": "mcp_error"}}
         ok, text = render_result(raw)

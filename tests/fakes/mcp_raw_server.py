@@ -14,6 +14,7 @@ Tools:
 - `fail`: answers isError with a message;
 - `touch {path}`: creates the file (to prove a denied call ran nothing);
 - `getenv {name}`: the variable's value, or "<unset>";
+- `steps`: reports progress twice (when asked to), then answers;
 - `grow`: adds a tool `grown` and sends notifications/tools/list_changed;
 - plus tools whose names collide once sanitised (`a.b`, `a b`), a 100
   character name, and tools with schemas no provider accepts.
@@ -43,6 +44,7 @@ TOOLS = [
     {"name": "getenv", "inputSchema": {"type": "object",
                                        "properties": {"name": {"type": "string"}}}},
     {"name": "grow", "inputSchema": {"type": "object"}},
+    {"name": "steps", "inputSchema": {"type": "object"}},
     {"name": "a.b", "description": "first", "inputSchema": {"type": "object"}},
     {"name": "a b", "description": "second", "inputSchema": {"type": "object"}},
     {"name": LONG, "inputSchema": {"type": "object"}},
@@ -66,8 +68,16 @@ def text(value, is_error=False):
     return {"content": [{"type": "text", "text": value}], "isError": is_error}
 
 
-def call(msg_id, name, arguments):
-    if name == "echo":
+def call(msg_id, name, arguments, meta=None):
+    if name == "steps":
+        token = (meta or {}).get("progressToken")
+        for step in (1, 2):
+            if token is not None:
+                send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {
+                    "progressToken": token, "progress": step, "total": 2,
+                    "message": f"step {step}"}})
+        answer(msg_id, text("two steps done"))
+    elif name == "echo":
         answer(msg_id, text(f"echo: {arguments.get('text')}"))
     elif name == "crash":
         sys.stderr.write("raw server: crashing on purpose\n")
@@ -129,7 +139,8 @@ def main():
         elif method == "tools/list":
             answer(msg_id, {"tools": TOOLS})
         elif method == "tools/call":
-            call(msg_id, msg["params"]["name"], msg["params"].get("arguments") or {})
+            call(msg_id, msg["params"]["name"], msg["params"].get("arguments") or {},
+                 msg["params"].get("_meta"))
         elif method == "prompts/list":
             answer(msg_id, {"prompts": [{"name": "summarize", "description": "Summarize a topic",
                                          "arguments": [{"name": "topic", "required": True}]}]})
