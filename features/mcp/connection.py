@@ -23,15 +23,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import sys
-import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from typing import Any, Literal
 
 from .config import McpServerSpec, child_environment, resolved_headers
+from .stderr import StderrTail
+from .wire import (
+    describe,
+    first_of,
+    import_sdk,
+    is_connection_lost,
+    is_timeout,
+    paged,
+    render_prompt,
+    wire,
+)
 
 __all__ = ["McpCallError", "McpConnection", "StderrTail"]
 
@@ -40,74 +49,12 @@ log = logging.getLogger("agentls.mcp")
 State = Literal["starting", "ready", "failed", "stopped"]
 BACKOFF_FIRST = 1.0
 BACKOFF_MAX = 60.0
-STDERR_KEEP = 4000
-LIST_PAGES_MAX = 20  # a paginator that never ends cannot hang the start
 LOG_MESSAGES_MAX = 200  # server log notifications logged per start; later ones at debug
 
 
 class McpCallError(Exception):
     """A call that could not be made or did not finish (not the server's
     own isError result, which is an answer)."""
-
-
-class StderrTail:
-    """Reads a pipe in a thread and keeps its last bytes."""
-
-    def __init__(self) -> None:
-        self._buffer = bytearray()
-        self._lock = threading.Lock()
-        self.total = 0
-        self.read_fd, self.write_fd = os.pipe()
-        self.closed = threading.Event()
-        self._on_close: Callable[[], None] | None = None
-        self._thread = threading.Thread(target=self._pump, name="mcp-stderr", daemon=True)
-        self._thread.start()
-
-    def on_close(self, callback: Callable[[], None]) -> None:
-        self._on_close = callback
-        if self.closed.is_set():
-            callback()
-
-    def _pump(self) -> None:
-        try:
-            while True:
-                try:
-                    chunk = os.read(self.read_fd, 65536)
-                except OSError:
-                    break
-                if not chunk:
-                    break
-                with self._lock:
-                    self.total += len(chunk)
-                    self._buffer += chunk
-                    if len(self._buffer) > 2 * STDERR_KEEP:
-                        del self._buffer[:-STDERR_KEEP]
-        finally:
-            with contextlib.suppress(OSError):
-                os.close(self.read_fd)
-            self.closed.set()
-            callback = self._on_close
-            if callback is not None:
-                callback()
-
-    def writer(self) -> Any:
-        """A file object for the child's stderr (the SDK wants a TextIO)."""
-        return os.fdopen(os.dup(self.write_fd), "w")
-
-    def close_writer(self) -> None:
-        """Our copy of the write end: once the child also exits, the pump sees EOF."""
-        if self.write_fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(self.write_fd)
-            self.write_fd = -1
-
-    def text(self, limit: int = 1500, lines: int = 15, width: int = 300) -> str:
-        """The last `lines` lines (each cut at `width`), at most `limit` characters."""
-        with self._lock:
-            data = bytes(self._buffer[-STDERR_KEEP:])
-        kept = [line if len(line) <= width else line[:width] + " ..."
-                for line in data.decode("utf-8", "replace").strip().splitlines()[-lines:]]
-        return "\n".join(kept)[-limit:]
 
 
 class McpConnection:
@@ -232,7 +179,7 @@ class McpConnection:
             # so the editor's first suggestion does not share the CPU with it.
             if self.before_start is not None and "mcp.client.stdio" not in sys.modules:
                 await self.before_start()
-            await asyncio.to_thread(_import_sdk)
+            await asyncio.to_thread(import_sdk)
             with anyio.CancelScope() as scope:
                 # The start-up deadline, lifted once the server answered its lists.
                 scope.deadline = anyio.current_time() + config.startup_timeout_seconds
@@ -255,7 +202,7 @@ class McpConnection:
                     log.info("MCP server %s ready: %d tools, %d prompts, %d resources",
                              self.name, len(self.tools), len(self.prompts), len(self.resources))
                     self.on_change()
-                    await _first(stop.wait(), died.wait())
+                    await first_of(stop.wait(), died.wait())
                     if died.is_set() and not stop.is_set():
                         self._client = None
                         self._failed("The server process exited.")
@@ -269,7 +216,7 @@ class McpConnection:
             raise
         except Exception as exc:
             await self._settle_stderr()
-            self._failed(_describe(exc, self.spec))
+            self._failed(describe(exc, self.spec))
         finally:
             self._client = None
             if self.state in ("starting", "ready"):
@@ -341,12 +288,12 @@ class McpConnection:
             tools = await self._list_tools(client)
         if getattr(caps, "prompts", None) is not None:
             try:
-                prompts = await _paged(client.list_prompts, "prompts")
+                prompts = await paged(client.list_prompts, "prompts")
             except Exception as exc:
                 log.warning("MCP server %s: prompts/list failed: %s", self.name, exc)
         if getattr(caps, "resources", None) is not None:
             try:
-                resources = await _paged(client.list_resources, "resources")
+                resources = await paged(client.list_resources, "resources")
             except Exception as exc:
                 log.warning("MCP server %s: resources/list failed: %s", self.name, exc)
         texts: dict[str, str] = {}
@@ -364,7 +311,7 @@ class McpConnection:
         from pydantic import ValidationError
 
         try:
-            return await _paged(client.list_tools, "tools")
+            return await paged(client.list_tools, "tools")
         except ValidationError as exc:
             log.warning("MCP server %s: tools/list has malformed tools (%s); reading it raw",
                         self.name, str(exc).splitlines()[0])
@@ -392,7 +339,7 @@ class McpConnection:
         listing = ListToolsResult(tools=kept)
         with contextlib.suppress(Exception):
             session._absorb_tool_listing(listing, complete=True)
-        return [_wire(tool) for tool in kept]
+        return [wire(tool) for tool in kept]
 
     async def _prompt_template(self, client: Any, prompt: dict[str, Any]) -> str:
         """The prompt's text with each argument as a `{{name}}` placeholder
@@ -401,7 +348,7 @@ class McpConnection:
         try:
             result = await asyncio.wait_for(
                 client.get_prompt(prompt["name"], {n: "{{" + n + "}}" for n in names}), 10)
-            return render_prompt(_wire(result))
+            return render_prompt(wire(result))
         except Exception as exc:
             log.info("MCP server %s: prompts/get %s with placeholders failed (%s)", self.name,
                      prompt.get("name"), exc)
@@ -473,7 +420,7 @@ class McpConnection:
         except Exception as exc:
             await self._settle_stderr()
             raise self._call_failed(name, exc) from exc
-        return _wire(result)
+        return wire(result)
 
     async def _settle_stderr(self) -> None:
         """After a broken call, give a dying server's last stderr lines a
@@ -491,7 +438,7 @@ class McpConnection:
             raise
         except Exception as exc:
             raise self._call_failed(name, exc) from exc
-        return render_prompt(_wire(result))
+        return render_prompt(wire(result))
 
     async def read_resource(self, uri: str) -> dict[str, Any]:
         client = await self.ensure_ready()
@@ -502,15 +449,15 @@ class McpConnection:
             raise
         except Exception as exc:
             raise self._call_failed(uri, exc) from exc
-        return _wire(result)
+        return wire(result)
 
     def _call_failed(self, what: str, exc: Exception) -> McpCallError:
-        message = _describe(exc, self.spec)
+        message = describe(exc, self.spec)
         code = getattr(getattr(exc, "error", None), "code", None)
-        if _is_timeout(exc):
+        if is_timeout(exc):
             return McpCallError(f"MCP server {self.name!r} did not answer {what} within "
                                 f"{self.spec.config.timeout_seconds:g}s (timeoutSeconds).")
-        if code is not None and code not in (-32000,) and not _connection_lost(exc):
+        if code is not None and code not in (-32000,) and not is_connection_lost(exc):
             # A JSON-RPC error answer: the server is alive and said no.
             return McpCallError(f"MCP server {self.name!r} answered {what} with an error: "
                                 f"{message}")
@@ -522,75 +469,3 @@ class McpConnection:
         tail = self.stderr.text(600) if self.stderr is not None else ""
         return McpCallError(f"MCP server {self.name!r} failed during {what}: {message}"
                             + (f"\nIts stderr ends with:\n{tail}" if tail else ""))
-
-
-def _import_sdk() -> None:
-    import mcp
-    import mcp.client.stdio
-    import mcp.client.streamable_http  # noqa: F401
-
-
-def render_prompt(result: dict[str, Any]) -> str:
-    from .results import render_content
-
-    parts: list[str] = []
-    for message in result.get("messages") or []:
-        if isinstance(message, dict):
-            parts += render_content([message.get("content")])
-    return "\n\n".join(p for p in parts if p)
-
-
-def _wire(result: Any) -> dict[str, Any]:
-    if hasattr(result, "model_dump"):
-        dumped: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-        return dumped
-    return dict(result) if isinstance(result, dict) else {}
-
-
-async def _paged(method: Callable[..., Any], key: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    cursor = None
-    for _ in range(LIST_PAGES_MAX):
-        page = _wire(await method(cursor=cursor))
-        items += [i for i in page.get(key) or [] if isinstance(i, dict)]
-        cursor = page.get("nextCursor")
-        if not cursor:
-            break
-    return items
-
-
-async def _first(*aws: Any) -> None:
-    tasks = [asyncio.ensure_future(a) for a in aws]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
-
-
-def _is_timeout(exc: BaseException) -> bool:
-    text = str(exc).lower()
-    return isinstance(exc, TimeoutError) or "timed out" in text or "timeout" in text
-
-
-def _connection_lost(exc: BaseException) -> bool:
-    text = str(exc).lower()
-    return any(w in text for w in ("connection closed", "closed", "broken", "eof", "exited"))
-
-
-def _describe(exc: BaseException, spec: McpServerSpec) -> str:
-    """A message that says what happened and what to check."""
-    if isinstance(exc, BaseExceptionGroup):
-        leaves = [e for e in exc.exceptions]
-        if leaves:
-            return _describe(leaves[0], spec)
-    if isinstance(exc, FileNotFoundError) and spec.config.command is not None:
-        return (f"Cannot start {spec.config.command!r}: no such program. Install it or give its "
-                "full path in `command`.")
-    if isinstance(exc, PermissionError) and spec.config.command is not None:
-        return f"Cannot start {spec.config.command!r}: permission denied."
-    text = str(exc).strip() or type(exc).__name__
-    if spec.config.url is not None and ("connect" in text.lower()
-                                        or type(exc).__name__ == "ConnectError"):
-        return f"Cannot connect to {spec.config.url}: {text}"
-    return text[:2000]
