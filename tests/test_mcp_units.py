@@ -4,6 +4,7 @@ dynamic tool catalog; and `agentls check` starting real servers once.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -221,7 +222,6 @@ def test_check_starts_each_server_once_and_lists_tools_or_errors(tmp_path: Path)
 
 
 async def test_list_changed_refreshes_the_catalog_and_progress_is_forwarded() -> None:
-    import asyncio
     import os
 
     from agentls.features.mcp.config import McpServerSpec
@@ -254,3 +254,34 @@ async def test_list_changed_refreshes_the_catalog_and_progress_is_forwarded() ->
     finally:
         await manager.aclose()
     assert manager.status() == []
+
+
+async def test_stopping_a_server_that_is_still_starting_is_quick_and_leaves_no_process(
+        tmp_path: Path) -> None:
+    import os
+
+    from agentls.features.mcp.config import McpServerSpec
+    from agentls.features.mcp.connection import McpConnection
+
+    # A "server" that never answers initialize: a shell waiting on its stdin.
+    pid_file = tmp_path / "pid"
+    script = f"echo $$ > {pid_file}; exec sleep 600"
+    conn = McpConnection(McpServerSpec("slow", McpServerConfig(command="/bin/sh",
+                                                               args=["-c", script])),
+                         environ=os.environ, hidden_env=frozenset())
+    conn.start()
+    for _ in range(200):
+        if pid_file.exists() and pid_file.read_text().strip():
+            break
+        await asyncio.sleep(0.05)
+    pid = int(pid_file.read_text())
+    await conn.stop()
+    assert conn.state == "stopped"
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError(f"process {pid} still runs")

@@ -112,6 +112,10 @@ class McpConnection:
         if task is None:
             self.state = "stopped"
             return
+        if self.state == "starting" and not task.done():
+            # Not listening for `stop` yet: cancel; the SDK's transport still
+            # stops the process (its shutdown is shielded and bounded).
+            task.cancel()
         try:
             await asyncio.wait_for(asyncio.shield(task), 8)
         except (TimeoutError, asyncio.CancelledError):
