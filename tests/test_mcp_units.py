@@ -111,15 +111,27 @@ def test_settings_accept_claude_desktop_and_vscode_blocks(tmp_path: Path) -> Non
                    "headers": {"Authorization": "Bearer ${env:TOKEN}"}}}},
         environ={}, workspace_root=tmp_path)
     assert loaded.problems == []
-    servers = loaded.settings.mcp_servers
+    specs, invalid = server_specs(loaded.settings.mcp_servers, None, workspace_trusted=False)
+    servers = {s.name: s.config for s in specs}
+    assert invalid == []
     assert servers["time"].transport == "stdio" and servers["remote"].transport == "http"
     assert servers["time"].timeout_seconds == 60.0
 
 
 @pytest.mark.parametrize("block", [{"args": ["x"]}, {"command": "a", "url": "http://h/mcp"},
                                    {"url": "ftp://h"}, {"type": "stdio", "url": "http://h"}])
-def test_bad_server_blocks_are_reported_and_ignored(tmp_path: Path, block: Any) -> None:
-    loaded = load_settings(init_options={"mcpServers": {"s": block}}, environ={},
+def test_a_bad_server_block_is_reported_and_the_others_still_run(tmp_path: Path,
+                                                                  block: Any) -> None:
+    loaded = load_settings(init_options={"mcpServers": {"bad": block, "good": {"command": "a"}}},
+                           environ={}, workspace_root=tmp_path)
+    specs, invalid = server_specs(loaded.settings.mcp_servers, None, workspace_trusted=False)
+    assert [s.name for s in specs] == ["good"]
+    assert len(invalid) == 1 and invalid[0][0] == "bad"
+    assert "mcpServers: server 'bad' is invalid" in invalid[0][1]
+
+
+def test_mcp_servers_must_be_an_object_of_objects(tmp_path: Path) -> None:
+    loaded = load_settings(init_options={"mcpServers": ["time"]}, environ={},
                            workspace_root=tmp_path)
     assert loaded.settings.mcp_servers == {}
     assert any("mcpServers" in p.message for p in loaded.problems)
@@ -147,9 +159,9 @@ def test_workspace_file_servers_and_problems(tmp_path: Path) -> None:
     found = read_workspace_file(tmp_path)
     assert found is not None and [s.name for s in found.servers] == ["ok"]
     assert len(found.problems) == 2 and len(found.digest) == 64
-    settings = {"ok": McpServerConfig(command="mine")}
-    assert server_specs(settings, found, workspace_trusted=True)[0].config.command == "mine"
-    assert server_specs({}, found, workspace_trusted=False) == []
+    settings = {"ok": {"command": "mine"}}
+    assert server_specs(settings, found, workspace_trusted=True)[0][0].config.command == "mine"
+    assert server_specs({}, found, workspace_trusted=False) == ([], [])
     (tmp_path / ".mcp.json").write_text("{not json")
     broken = read_workspace_file(tmp_path)
     assert broken is not None and "not valid JSON" in broken.problems[0]

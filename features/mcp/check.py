@@ -49,7 +49,9 @@ async def check_servers(settings: Any, workspace_root: Path | None, trust_store:
         reports.append(McpCheck("(.mcp.json)", "workspace", str(workspace.file if workspace
                                                                 else ""), "failed",
                                 error=problem))
-    specs = server_specs(settings.mcp_servers, workspace, workspace_trusted=trusted)
+    specs, invalid = server_specs(settings.mcp_servers, workspace, workspace_trusted=trusted)
+    reports += [McpCheck(name, "settings", "", "failed", error=problem)
+                for name, problem in invalid]
     if not specs:
         return reports
     manager = McpManager(environ=environ if environ is not None else os_environ(),

@@ -126,30 +126,39 @@ def parse_servers(block: Mapping[str, Any], origin: Origin, where: str
     problems: list[str] = []
     for name, raw in block.items():
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name):
-            problems.append(f"{where}: server name {name!r} must be 1-64 letters, digits, "
-                            "'_', '.' or '-'; skipped.")
+            problems.append(f"{where}: server name {str(name)!r} must be 1-64 letters, "
+                            "digits, '_', '.' or '-'; skipped.")
             continue
         try:
             config = McpServerConfig.model_validate(raw)
         except ValidationError as exc:
-            reasons = "; ".join(e.get("msg", "") for e in exc.errors())
+            reasons = "; ".join(
+                (".".join(str(p) for p in e.get("loc", ())) + ": " if e.get("loc") else "")
+                + e.get("msg", "") for e in exc.errors())
             problems.append(f"{where}: server {name!r} is invalid ({reasons}); skipped.")
             continue
         specs.append(McpServerSpec(name, config, origin))
     return specs, problems
 
 
-def server_specs(settings_servers: Mapping[str, McpServerConfig],
+def server_specs(settings_servers: Mapping[str, Any],
                  workspace: WorkspaceServers | None, *, workspace_trusted: bool
-                 ) -> list[McpServerSpec]:
+                 ) -> tuple[list[McpServerSpec], list[tuple[str, str]]]:
     """The servers to run: the settings' ones, then the workspace file's
     when trusted (a name in both keeps the settings' block); disabled ones
-    are left out."""
-    specs = [McpServerSpec(name, config, "settings") for name, config in settings_servers.items()]
+    are left out. Also (name, problem) for each settings block that is
+    invalid: that server is skipped, the others run."""
+    specs, problems = parse_servers(settings_servers, "settings", "mcpServers")
+    invalid = [(_problem_name(p), p) for p in problems]
+    names = {s.name for s in specs} | {name for name, _ in invalid}
     if workspace is not None and workspace_trusted:
-        names = {s.name for s in specs}
         specs += [s for s in workspace.servers if s.name not in names]
-    return [s for s in specs if not s.config.disabled]
+    return [s for s in specs if not s.config.disabled], invalid
+
+
+def _problem_name(problem: str) -> str:
+    match = re.search(r"server (?:name )?'([^']*)'", problem)
+    return match.group(1) if match else "?"
 
 
 def expand_env(value: str, environ: Mapping[str, str], missing: list[str]) -> str:

@@ -71,6 +71,8 @@ class McpFeature:
         self._apply_lock: asyncio.Lock | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._specs: list[Any] = []  # the servers wanted now (applied in the background)
+        self._invalid: list[tuple[str, str]] = []  # (name, problem) of invalid blocks
+        self._told: set[str] = set()
 
     # -- lifecycle -------------------------------------------------------------
     @property
@@ -104,8 +106,17 @@ class McpFeature:
         self._spawn(self._apply())
 
     def _wanted(self) -> list[Any]:
-        return server_specs(self._host.settings.mcp_servers, self._workspace,
-                            workspace_trusted=self._workspace_state == "allowed")
+        specs, invalid = server_specs(self._host.settings.mcp_servers, self._workspace,
+                                      workspace_trusted=self._workspace_state == "allowed")
+        self._invalid = invalid
+        for _, problem in invalid:
+            if problem not in self._told:
+                self._told.add(problem)
+                log.warning("%s", problem)
+                if self._host.display is not None:
+                    self._spawn(self._host.display.show_message(
+                        f"agentls settings: {problem}", "error"))
+        return specs
 
     def _trust_state(self) -> str:
         ws = self._workspace
@@ -197,6 +208,8 @@ class McpFeature:
         entries += [{"name": s.name, "state": "starting", "tools": [], "origin": s.origin,
                      "transport": s.config.transport}
                     for s in self._specs if s.name not in known]
+        entries += [{"name": name, "state": "failed", "tools": [], "origin": "settings",
+                     "error": problem} for name, problem in self._invalid]
         ws = self._workspace
         if ws is not None and self._workspace_state in ("pending", "refused"):
             running = {e["name"] for e in entries}

@@ -335,11 +335,14 @@ async def test_crashed_server_restarts_on_a_later_call_and_status_shows_stderr(
         call("mcp__raw__touch", {"path": str(marker)}, "c2"), {"text": "Touched."}],
         {"raw": {"command": PY, "args": RAW},
          "broken": {"command": PY, "args": RAW, "env": {"MCP_RAW_CRASH_AT_START": "1"}},
-         "missing": {"command": "/nonexistent/mcp-server"}},
+         "missing": {"command": "/nonexistent/mcp-server"},
+         "invalid": {"args": ["no command nor url"]}},
         approval={"rules": [{"tool": "mcp__raw__*", "action": "allow"}]})
     async with agentls(workspace, tmp_path / "state", settings, User()) as s:
-        entries = await s.wait_mcp("raw")
-        entries = await s.wait_mcp("broken", "missing", states=("failed",))
+        entries = await s.wait_mcp("raw")  # one bad block does not stop the others
+        entries = await s.wait_mcp("broken", "missing", "invalid", states=("failed",))
+        assert "give either `command`" in entries["invalid"]["error"]
+        assert any("server 'invalid' is invalid" in m.message for m in s.client.messages)
         assert "missing configuration, giving up" in entries["broken"]["error"]
         assert "no such program" in entries["missing"]["error"]
         first = await s.chat("Crash it")
