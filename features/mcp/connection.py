@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
@@ -60,9 +59,7 @@ class McpCallError(Exception):
 class McpConnection:
     def __init__(self, spec: McpServerSpec, *, environ: Mapping[str, str],
                  hidden_env: frozenset[str], on_change: Callable[[], None] | None = None,
-                 client_name: str = "agentls", client_version: str = "0",
-                 before_start: Callable[[], Awaitable[None]] | None = None) -> None:
-        self.before_start = before_start
+                 client_name: str = "agentls", client_version: str = "0") -> None:
         self.spec = spec
         self.environ = environ
         self.hidden_env = hidden_env
@@ -178,11 +175,9 @@ class McpConnection:
         # This run's own events: a later run replaces the attributes.
         ready, stop, died = self._ready, self._stop, self._died
         try:
-            # The SDK's first import takes a while (0.8-2 s of CPU): after the
-            # first inline completion (bounded wait) and off the event loop,
-            # so the editor's first suggestion does not share the CPU with it.
-            if self.before_start is not None and "mcp.client.stdio" not in sys.modules:
-                await self.before_start()
+            # The SDK's first import takes a while (0.8-2 s of CPU): off the
+            # event loop (features start after the first inline completion,
+            # lsp/lifecycle.py, so the editor's first suggestion is not slowed).
             await asyncio.to_thread(import_sdk)
             with anyio.CancelScope() as scope:
                 # The start-up deadline, lifted once the server answered its lists.

@@ -88,8 +88,7 @@ class McpFeature:
             self._manager = McpManager(
                 environ=environ,
                 hidden_env=provider_key_names(settings.api_key_env if settings else None),
-                client_version=__version__,
-                before_start=self._host.warm_up if self._host else None)
+                client_version=__version__)
         return self._manager
 
     async def start(self, host: Any) -> None:

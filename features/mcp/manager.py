@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,9 +34,7 @@ class McpTool:
 
 class McpManager:
     def __init__(self, *, environ: Mapping[str, str], hidden_env: frozenset[str],
-                 client_version: str = "0",
-                 before_start: Callable[[], Awaitable[None]] | None = None) -> None:
-        self.before_start = before_start
+                 client_version: str = "0") -> None:
         self.environ = environ
         self.hidden_env = hidden_env
         self.client_version = client_version
@@ -62,8 +60,7 @@ class McpManager:
         for name, spec in wanted.items():
             if name not in self.connections:
                 conn = McpConnection(spec, environ=self.environ, hidden_env=self.hidden_env,
-                                     on_change=self._changed, client_version=self.client_version,
-                                     before_start=self.before_start)
+                                     on_change=self._changed, client_version=self.client_version)
                 self.connections[name] = conn
                 conn.start()
         self._changed()

@@ -6,9 +6,10 @@ A FeaturePlugin may define any of these optional methods; the server calls
 them when present (agentls.lsp.lifecycle / status / state):
 
 - `async start(host: FeatureHost)`: after the settings were read at
-  `initialized`, and again after every settings change. Must return
-  quickly: slow work (starting processes) goes into the plugin's own
-  background tasks, so initialize and inline completion never wait for it.
+  `initialized` and the first inline completion was answered (or 2 s
+  passed), and again after every settings change. Must return quickly:
+  slow work (starting processes) goes into the plugin's own background
+  tasks, so initialize and inline completion never wait for it.
 - `async aclose()`: at shutdown; stop every process the plugin started.
 - `status() -> dict`: keys added to `agentls/status` (e.g. `mcp`).
 - `tool_plugins() -> list`: ToolPlugins it contributes (alongside the
@@ -22,7 +23,7 @@ Core stays free of LSP: the host carries the core's channel interfaces.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,10 +49,6 @@ class FeatureHost:
     # Called (no arguments) when what the plugin offers changed (tools,
     # templates, status), so the client can be told.
     changed: Any = None
-    # Awaitable factory: resolves once the start-up work a user waits on
-    # (the first inline completion) is done, or after a short bound. Heavy
-    # imports wait for it: on 2 cores they would slow that first answer.
-    warm_up: Callable[[], Awaitable[None]] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

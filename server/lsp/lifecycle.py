@@ -51,7 +51,12 @@ def register(server: AgentlsLanguageServer) -> None:
             ls.settings_ready.set()
         schedule_trust_question(ls)
         await inline_registration.sync(ls)
-        await start_features(ls)
+        # Loading every feature plugin (and what they start) waits until the
+        # first inline completion was answered (at most 2 s): start-up work
+        # must not compete with the editor's first suggestion.
+        task = asyncio.ensure_future(_start_features_when_warm(ls))
+        ls.background_tasks.add(task)
+        task.add_done_callback(ls.background_tasks.discard)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def on_did_change_configuration(
@@ -73,6 +78,11 @@ def register(server: AgentlsLanguageServer) -> None:
     async def on_shutdown(ls: AgentlsLanguageServer, params: Any) -> None:
         await ls.graceful_shutdown()
         await stop_features(ls)
+
+
+async def _start_features_when_warm(ls: AgentlsLanguageServer) -> None:
+    await ls.state.warm_up()
+    await start_features(ls)
 
 
 async def start_features(ls: AgentlsLanguageServer) -> None:

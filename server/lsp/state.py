@@ -234,7 +234,6 @@ class ServerState:
             display=wiring.display if wiring else None,
             trust_store=self.trust_store,
             environ=self.environ,
-            warm_up=self.warm_up,
         )
 
     # -- agent turns -----------------------------------------------------------------
