@@ -18,6 +18,7 @@ language server process and offers what they have.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 from typing import Any
@@ -73,6 +74,7 @@ class McpFeature:
         self._specs: list[Any] = []  # the servers wanted now (applied in the background)
         self._invalid: list[tuple[str, str]] = []  # (name, problem) of invalid blocks
         self._told: set[str] = set()
+        self.started = asyncio.Event()  # start(host) ran at least once
 
     # -- lifecycle -------------------------------------------------------------
     @property
@@ -103,6 +105,7 @@ class McpFeature:
             self._ask_about_workspace()
         self._specs = self._wanted()
         self._spawn(self._apply())
+        self.started.set()
 
     def _wanted(self) -> list[Any]:
         specs, invalid = server_specs(self._host.settings.mcp_servers, self._workspace,
@@ -286,6 +289,11 @@ class McpHooks:
     def register(self, hooks: HookRegistry, context: HookContext) -> None:
         async def attach(event: str, data: dict[str, Any]) -> HookResult:
             prompt = data.get("prompt")
+            if not self.feature.started.is_set() and context.settings.mcp_servers:
+                # A prompt sent in the first seconds, before the server
+                # started its features (lsp/lifecycle.py): wait for that.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.feature.started.wait(), 5)
             manager = self.feature._manager
             if not isinstance(prompt, str) or manager is None:
                 return HookResult()

@@ -278,6 +278,18 @@ async def test_git_and_http_servers_rules_templates_and_resources(
     assert "42" in sent[1]
 
 
+async def test_a_prompt_sent_at_once_waits_for_the_servers_starting(
+        tmp_path: Path, workspace: Path) -> None:
+    settings, record = scripted(
+        tmp_path, [call("mcp__raw__echo", {"text": "early"}), {"text": "ok"}],
+        {"raw": {"command": PY, "args": RAW}},
+        approval={"rules": [{"tool": "mcp__raw__echo", "action": "allow"}]})
+    async with agentls(workspace, tmp_path / "state", settings, User()) as s:
+        result = await s.chat("Right away")  # no wait for the server: the turn waits
+        assert result["messages"][2]["toolResult"]["output"] == "echo: early", result
+    assert "mcp__raw__echo" in recorded(record)[0]["tools"]
+
+
 # --------------------------------------------------------------------------- faults
 
 
