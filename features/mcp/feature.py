@@ -97,6 +97,8 @@ class McpFeature:
         """Apply the settings' (and the trusted workspace file's) servers, in
         the background; ask about a new workspace file once."""
         self._host = host
+        if self._manager is not None:  # apiKeyEnv may have changed
+            self._manager.hidden_env = provider_key_names(host.settings.api_key_env)
         self._workspace = read_workspace_file(host.workspace_root)
         self._workspace_state = self._trust_state()
         for problem in self._workspace.problems if self._workspace else []:

@@ -59,14 +59,6 @@ class AgentlsLanguageServer(LanguageServer):
             log.warning("Settings not read after %ss; going on with what is known", limit)
             self.settings_ready.set()
 
-    async def wait_features_started(self, limit: float = 5.0) -> None:
-        if self.features_started.is_set():
-            return
-        try:
-            await asyncio.wait_for(self.features_started.wait(), limit)
-        except TimeoutError:
-            log.warning("Features not started after %ss; answering without them", limit)
-
     def start_io(self, stdin: Any = None, stdout: Any = None) -> None:
         # Bounded reads: a Content-Length header alone must not be able to make
         # the process allocate (and die on) an arbitrary amount (protocol.py).

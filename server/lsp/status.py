@@ -16,10 +16,9 @@ def register(server: AgentlsLanguageServer) -> None:
     async def status(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
         from agentls.core.models import AgentlsError
 
-        # Asked right after initialize: answer once the settings are read and
-        # the features started (bounded), so `mcp` lists the servers starting.
+        # Asked right after initialize: answer once the client's settings
+        # are read (bounded), so `mcp` lists the servers the user configured.
         await ls.wait_settings()
-        await ls.wait_features_started()
 
         state = ls.state
         settings = state.settings
@@ -36,6 +35,11 @@ def register(server: AgentlsLanguageServer) -> None:
                     extra.update(reporter() or {})
                 except Exception:
                     log.exception("status of feature %s failed", getattr(feature, "name", "?"))
+        if not ls.features_started.is_set():
+            # Features start after the first inline completion (lifecycle):
+            # until then the configured MCP servers are about to start.
+            extra["mcp"] = [{"name": name, "state": "starting", "tools": [],
+                             "origin": "settings"} for name in settings.mcp_servers]
         extra.setdefault("mcp", [])
         return {
             **extra,
