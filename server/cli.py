@@ -79,6 +79,13 @@ def _configure_logging(log_file: Path | None, level: str) -> None:
 def serve(*, tcp: bool = False, host: str = "127.0.0.1", port: int = 2087) -> int:
     from agentls.lsp.server import create_server
 
+    # httpx's package __init__ imports its command-line client (httpx._main:
+    # click, pygments) whenever those happen to be installed, as they are next
+    # to llama-cpp-python's server; the language server never runs it. Marking
+    # it absent makes that import fail at once, as on a machine without them:
+    # -14 ms and -2.3 MiB at the first completion (bench/bench_startup.py).
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+
     server = create_server()
     if tcp:
         server.start_tcp(host, port)

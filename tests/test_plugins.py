@@ -11,7 +11,7 @@ import pytest
 
 from agentls.core.plugins import FeaturePlugin, ToolPlugin, plugin_call
 from agentls.core.provider import Provider, ProviderConfig
-from agentls.core.registry import PluginRegistry, UnknownPlugin, select_enabled
+from agentls.core.registry import PluginRegistry, UnknownPlugin, _Slot, select_enabled
 
 
 class Feature:
@@ -108,6 +108,41 @@ def test_collect_tags() -> None:
     reg.register("feature", "f", Feature("f", tags=["fim", "chat"]))
     reg.register("tool", "t", Feature("t", tags=["files"]))
     assert reg.collect_tags({}) == ["chat", "files", "fim"]
+
+
+def test_enabled_one_loads_the_others_only_when_their_tags_matter() -> None:
+    """The inline completion hot path asks for its feature alone: the other
+    plugins are loaded (for their tags) only when the asked one looks at tags."""
+    loaded: list[str] = []
+
+    class Entry:  # the part of importlib.metadata.EntryPoint the registry uses
+        def __init__(self, plugin: Any) -> None:
+            self.plugin = plugin
+
+        def load(self) -> Any:
+            loaded.append(self.plugin.name)
+            return self.plugin
+
+    class Plain:
+        name = "plain"
+        version = "1"
+
+    reg = PluginRegistry()
+    for kind, plugin in (("feature", Plain()), ("feature", Feature("needs-fim", required=["fim"])),
+                         ("feature", Feature("needs-chat", required=["chat"])),
+                         ("tool", Feature("tagger", tags=["fim"]))):
+        reg._slots[kind][plugin.name] = _Slot(plugin.name, entry_point=Entry(plugin))
+
+    assert reg.enabled_one("feature", "plain", {}).name == "plain"
+    assert loaded == ["plain"]  # no other plugin imported for its tags
+    assert reg.enabled_one("feature", "plain", {}, disabled=["plain"]) is None
+    assert reg.enabled_one("feature", "missing", {}) is None
+    # A plugin with tag requirements sees every plugin's tags, as enabled() does.
+    assert reg.enabled_one("feature", "needs-fim", {}).name == "needs-fim"
+    assert set(loaded) == {"plain", "needs-fim", "needs-chat", "tagger"}
+    assert reg.enabled_one("feature", "needs-chat", {}) is None
+    assert [p.name for p in reg.enabled("feature", {}, tags=reg.collect_tags({}))] == [
+        "needs-fim", "plain"]
 
 
 def test_ui_schema_flattening_with_legacy_signatures() -> None:

@@ -30,12 +30,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import platformdirs
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
 from agentls.core.models import AgentlsError, SessionStatus
 from agentls.core.session_types import Message, Session
+from agentls.core.state_dir import STATE_DIR_ENV, default_store_path
 
 __all__ = [
     "STATE_DIR_ENV",
@@ -48,17 +48,8 @@ __all__ = [
 
 log = logging.getLogger("agentls.session_store")
 
-STATE_DIR_ENV = "AGENTLS_STATE_DIR"
-DB_FILENAME = "sessions.sqlite3"
 TITLE_MAX_CHARS = 80
 DEFAULT_BUSY_TIMEOUT = 5.0  # seconds another process may hold the write lock
-
-
-def default_store_path(environ: Mapping[str, str] = os.environ) -> Path:
-    """Where the session database lives: $AGENTLS_STATE_DIR or the user state dir."""
-    override = environ.get(STATE_DIR_ENV, "").strip()
-    base = Path(override).expanduser() if override else Path(platformdirs.user_state_dir("agentls"))
-    return base / DB_FILENAME
 
 
 # --------------------------------------------------------------------------- errors

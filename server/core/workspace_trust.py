@@ -101,7 +101,7 @@ class TrustStore:
 
     @classmethod
     def default(cls, environ: Mapping[str, str] | None = None) -> TrustStore:
-        from .session_store import default_store_path
+        from .state_dir import default_store_path  # not the store: no sqlite3 here
 
         env = os.environ if environ is None else environ
         return cls(default_store_path(env).parent / TRUST_FILE)

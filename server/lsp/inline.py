@@ -55,15 +55,9 @@ class _InlineEndpoint:
         known = self._feature_for
         if known is not None and known[0] is loaded:
             return known[1]
-        found = next(
-            (
-                plugin
-                for plugin in state.features()
-                if getattr(plugin, "name", None) == FEATURE_NAME
-                and callable(getattr(plugin, "complete", None))
-            ),
-            None,
-        )
+        found = state.feature(FEATURE_NAME)
+        if found is not None and not callable(getattr(found, "complete", None)):
+            found = None
         self._feature_for = (loaded, found)
         return found
 

@@ -193,29 +193,38 @@ class BoundedReader:
         self.max_header_line_bytes = max_header_line_bytes
 
     def readline(self) -> bytes:
-        line = self._stream.readline(self.max_header_line_bytes)
-        # pygls only reads headers here. Bytes before a Content-Length header
-        # are the tail of a message sent without (or with a wrong) length: drop
-        # them, or the header they are glued to is missed, and so on for every
-        # message after it (bodies end without a newline).
-        start = line.find(b"Content-Length:")
-        if start > 0:
-            log.warning("Skipped %d bytes of unframed data before a header", start)
-            return line[start:]
-        return line
+        return resync_header(self._stream.readline(self.max_header_line_bytes))
 
     def read(self, size: int = -1) -> bytes:
         if 0 <= size <= self.max_message_bytes:
             return self._stream.read(size)
-        log.error("A message announced %s bytes, over the %d-byte limit; skipping it",
-                  size, self.max_message_bytes)
         remaining = size
         while remaining > 0:
             piece = self._stream.read(min(remaining, 1 << 20))
             if not piece:
                 return b""  # the client went away
             remaining -= len(piece)
-        return f"{_OVERSIZED}{size}".encode()  # fails to parse: answered with -32700
+        return oversized_marker(size)
+
+
+def resync_header(line: bytes) -> bytes:
+    """A header line as pygls should see it. pygls only reads headers with
+    readline. Bytes before a Content-Length header are the tail of a message
+    sent without (or with a wrong) length: drop them, or the header they are
+    glued to is missed, and so on for every message after it (bodies end
+    without a newline)."""
+    start = line.find(b"Content-Length:")
+    if start > 0:
+        log.warning("Skipped %d bytes of unframed data before a header", start)
+        return line[start:]
+    return line
+
+
+def oversized_marker(size: int) -> bytes:
+    """What the reader hands pygls instead of a body over the limit."""
+    log.error("A message announced %s bytes, over the %d-byte limit; skipping it",
+              size, MAX_MESSAGE_BYTES)
+    return f"{_OVERSIZED}{size}".encode()  # fails to parse: answered with -32700
 
 
 def _json_type(value: Any) -> str:

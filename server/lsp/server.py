@@ -12,15 +12,18 @@ import asyncio
 import importlib
 import logging
 import sys
+import threading
 from typing import Any, BinaryIO, cast
 
 from pygls.exceptions import FeatureNotificationError, JsonRpcException
+from pygls.io_ import StdoutWriter, run_async
 from pygls.lsp.server import LanguageServer
 
 from agentls import __version__
 
 from .protocol import AgentlsProtocol, BoundedReader
 from .state import ServerState
+from .stdio import PipeReader, can_read_as_pipe
 
 log = logging.getLogger("agentls.lsp")
 
@@ -60,9 +63,30 @@ class AgentlsLanguageServer(LanguageServer):
             self.settings_ready.set()
 
     def start_io(self, stdin: Any = None, stdout: Any = None) -> None:
-        # Bounded reads: a Content-Length header alone must not be able to make
-        # the process allocate (and die on) an arbitrary amount (protocol.py).
-        super().start_io(cast(BinaryIO, BoundedReader(stdin or sys.stdin.buffer)), stdout)
+        stdin = stdin or sys.stdin.buffer
+        stdout = stdout or sys.stdout.buffer
+        if not can_read_as_pipe(stdin, stdout):
+            # Bounded reads: a Content-Length header alone must not be able to
+            # make the process allocate (and die on) an arbitrary amount.
+            super().start_io(cast(BinaryIO, BoundedReader(stdin)), stdout)
+            return
+        # pygls' own _start_io_async with stdin read by the event loop (stdio.py).
+        self._stop_event = threading.Event()
+        self.protocol.set_writer(StdoutWriter(stdout))
+        try:
+            asyncio.run(self._serve_pipe(stdin))
+        except BrokenPipeError:
+            log.error("Connection to the client is lost! Shutting down the server.")
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.shutdown()  # type: ignore[no-untyped-call]
+
+    async def _serve_pipe(self, stdin: Any) -> None:
+        assert self._stop_event is not None
+        reader = await PipeReader.open(stdin)
+        await run_async(stop_event=self._stop_event, reader=reader, protocol=self.protocol,
+                        logger=log, error_handler=self.report_server_error)
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         # pygls' reader loop reports a body it could not parse here (source is

@@ -187,6 +187,13 @@ class ServerState:
             disabled=self.settings.features.disabled,
         )
 
+    def feature(self, name: str) -> Any | None:
+        """One enabled feature plugin by name (None when off or missing),
+        without loading the others unless its enablement needs their tags."""
+        return self.registry.enabled_one(
+            "feature", name, self.feature_config(), disabled=self.settings.features.disabled,
+        )
+
     def tools(self) -> list[Any]:
         """Enabled tool plugins (features.disabled applies to them too), and
         those the enabled features contribute (MCP servers' tools)."""

@@ -136,8 +136,11 @@ async def test_an_unknown_provider_is_an_invalid_value_on_every_change(tmp_path:
         assert "no installed provider plugin" in first and "openai" in first and "local" in first
         assert (await _status(client))["provider"]["id"] == "local"  # kept a valid one
         # Fixed, then broken again (another key): each new problem is shown.
+        # The broken settings name another provider than the fixed ones, so the
+        # status shows when the server has read the fix (otherwise the next
+        # break could overtake it and the server would see no change).
         for round_ in range(2):
-            client.set_configuration({"provider": "scripted", "approval": {"mode": "bogus"}},
+            client.set_configuration({"provider": "openai", "approval": {"mode": "bogus"}},
                                      section="agentls")
             client.workspace_did_change_configuration(
                 types.DidChangeConfigurationParams(settings=None))
@@ -146,11 +149,12 @@ async def test_an_unknown_provider_is_an_invalid_value_on_every_change(tmp_path:
             client.set_configuration({"provider": "scripted"}, section="agentls")
             client.workspace_did_change_configuration(
                 types.DidChangeConfigurationParams(settings=None))
-            await _wait_for(lambda: True, "settle")
-            for _ in range(100):
+            for _ in range(200):
                 if (await _status(client))["provider"]["id"] == "scripted":
                     break
                 await asyncio.sleep(0.05)
+            else:
+                raise AssertionError("the fixed settings were never read")
         assert sum("'bogus'" in m for m in errors()) == 2
     finally:
         await client.shutdown_session()

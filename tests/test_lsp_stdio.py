@@ -1,0 +1,91 @@
+"""stdin read through the event loop (agentls.lsp.stdio): the framing
+guarantees of BoundedReader, over a real OS pipe. The real server uses this
+reader in every subprocess test (pytest-lsp and the reliability harness
+start it with pipes); these cover the edges those cannot reach cheaply."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from agentls.lsp.stdio import PipeReader, can_read_as_pipe
+
+
+async def _reader_over(data: bytes, **limits: int) -> PipeReader:
+    read_fd, write_fd = os.pipe()
+    reader = await PipeReader.open(os.fdopen(read_fd, "rb", buffering=0))
+    for key, value in limits.items():
+        setattr(reader, key, value)
+    loop = asyncio.get_running_loop()
+
+    def feed() -> None:  # a thread: the pipe buffer (64 KiB) may fill before the reader drains it
+        with os.fdopen(write_fd, "wb") as pipe:
+            pipe.write(data)
+
+    loop.run_in_executor(None, feed)
+    return reader
+
+
+def _frame(body: bytes) -> bytes:
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+async def test_reads_framed_messages_and_ends_at_eof() -> None:
+    reader = await _reader_over(_frame(b'{"a": 1}') + _frame(b'{"b": 2}'))
+    assert await reader.readline() == b"Content-Length: 8\r\n"
+    assert await reader.readline() == b"\r\n"
+    assert await reader.readexactly(8) == b'{"a": 1}'
+    assert await reader.readline() == b"Content-Length: 8\r\n"
+    assert await reader.readline() == b"\r\n"
+    assert await reader.readexactly(8) == b'{"b": 2}'
+    assert await reader.readline() == b""  # end of input ends pygls' loop
+
+
+async def test_unframed_bytes_before_a_header_are_dropped() -> None:
+    reader = await _reader_over(b'tail of a bad message}' + _frame(b"{}"))
+    assert await reader.readline() == b"Content-Length: 2\r\n"
+
+
+async def test_a_long_line_is_read_whole_or_in_pieces_never_lost() -> None:
+    reader = await _reader_over(b"x" * 300 + b"\r\n", max_header_line_bytes=128)
+    pieces = []
+    while (line := await reader.readline()):
+        pieces.append(line)
+    assert b"".join(pieces) == b"x" * 300 + b"\r\n"
+
+
+async def test_a_body_over_the_limit_is_skipped_and_the_stream_stays_in_step() -> None:
+    big = b"y" * 5000
+    reader = await _reader_over(_frame(big) + _frame(b'{"ok": true}'), max_message_bytes=1000)
+    await reader.readline()
+    await reader.readline()
+    marker = await reader.readexactly(len(big))
+    assert marker.startswith(b"agentls-oversized:5000")  # answered with -32700 by the protocol
+    assert await reader.readline() == b"Content-Length: 12\r\n"
+    await reader.readline()
+    assert await reader.readexactly(12) == b'{"ok": true}'
+
+
+async def test_the_client_going_away_mid_body_returns_what_came() -> None:
+    reader = await _reader_over(b"Content-Length: 50\r\n\r\n{\"cut")
+    await reader.readline()
+    await reader.readline()
+    assert await reader.readexactly(50) == b'{"cut'
+
+
+def test_only_pipes_and_sockets_not_shared_with_stdout_are_read_by_the_loop(
+        tmp_path: Path) -> None:
+    read_fd, write_fd = os.pipe()
+    other_read, other_write = os.pipe()
+    regular = tmp_path / "input.bin"
+    regular.write_bytes(b"")
+    with os.fdopen(read_fd, "rb") as pipe_in, os.fdopen(write_fd, "wb") as pipe_out, \
+            os.fdopen(other_read, "rb"), os.fdopen(other_write, "wb") as stdout, \
+            regular.open("rb") as file_in:
+        assert can_read_as_pipe(pipe_in, stdout)
+        # The same pipe as stdin and stdout: O_NONBLOCK would reach stdout.
+        assert not can_read_as_pipe(pipe_in, pipe_out)
+        # A regular file cannot be watched by epoll: pygls' threaded reader.
+        assert not can_read_as_pipe(file_in, stdout)
+        assert not can_read_as_pipe(object(), stdout)
