@@ -114,8 +114,7 @@ async def tools_ready_once(workdir: Path) -> tuple[float, float]:
 
 
 async def client_alone_once() -> float:
-    from agentls.core.settings_schema import McpServerConfig
-    from agentls.features.mcp.config import McpServerSpec
+    from agentls.features.mcp.config import McpServerConfig, McpServerSpec
     from agentls.features.mcp.connection import McpConnection
 
     started = time.perf_counter()
@@ -131,8 +130,7 @@ async def client_alone_once() -> float:
 
 
 async def call_latencies(calls: int) -> tuple[list[float], list[float], list[float]]:
-    from agentls.core.settings_schema import McpServerConfig
-    from agentls.features.mcp.config import McpServerSpec
+    from agentls.features.mcp.config import McpServerConfig, McpServerSpec
     from agentls.features.mcp.manager import McpManager
     from agentls.features.mcp.tools import McpTools
 

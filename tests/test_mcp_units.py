@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from agentls.core.settings import load_settings
-from agentls.core.settings_schema import McpServerConfig
 from agentls.core.tools import ToolExecutor
 from agentls.features.mcp.config import (
+    McpServerConfig,
     child_environment,
     provider_key_names,
     read_workspace_file,

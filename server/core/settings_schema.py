@@ -21,7 +21,6 @@ from pydantic import (
     ConfigDict,
     Field,
     field_validator,
-    model_validator,
 )
 from pydantic.alias_generators import to_camel
 
@@ -33,7 +32,6 @@ __all__ = [
     "FeatureSettings",
     "InlineCompletionSettings",
     "LinterConfig",
-    "McpServerConfig",
     "RunCommandSettings",
     "SessionSettings",
     "default_settings",
@@ -105,58 +103,6 @@ class LinterConfig(_Model):
     languages: list[Annotated[str, Field(min_length=1)]] = Field(min_length=1)
     command: list[str] = Field(min_length=1)
     timeout_seconds: _Seconds = 10.0
-
-
-_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
-
-
-class McpServerConfig(_Model):
-    """One MCP server, in the shape Claude Desktop, Cursor and VS Code's
-    mcp.json use: `command` (+ args, env, cwd) for stdio, or `url` (+
-    headers) for streamable HTTP. Keys other clients add (autoApprove,
-    envFile, ...) are ignored, so a block copied from another tool loads;
-    approval comes from approval.rules, never from the server's block.
-    `${env:NAME}` in env and headers values is read from the environment
-    when the server starts (features/mcp/config.py)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    type: Literal["stdio", "http", "streamable-http", "streamableHttp"] | None = None
-    command: str | None = Field(None, min_length=1)
-    args: list[str] = Field(default_factory=list)
-    env: dict[Annotated[str, Field(pattern=_ENV_NAME)], str] = Field(default_factory=dict)
-    cwd: str | None = Field(None, min_length=1)
-    url: str | None = None
-    headers: dict[Annotated[str, Field(min_length=1)], str] = Field(default_factory=dict)
-    disabled: bool = False
-    # Longest wait for one tools/call (or prompt/resource read) and for start-up.
-    timeout_seconds: _Seconds = 60.0
-    startup_timeout_seconds: _Seconds = 30.0
-
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("url must be an http:// or https:// URL (streamable HTTP)")
-        return value
-
-    @model_validator(mode="after")
-    def _one_transport(self) -> McpServerConfig:
-        if (self.command is None) == (self.url is None):
-            raise ValueError("give either `command` (a stdio server) or `url` (a streamable "
-                             "HTTP server), not both or neither")
-        if self.type == "stdio" and self.command is None:
-            raise ValueError("type 'stdio' needs `command`")
-        if self.type not in (None, "stdio") and self.url is None:
-            raise ValueError(f"type {self.type!r} needs `url`")
-        return self
-
-    @property
-    def transport(self) -> Literal["stdio", "http"]:
-        return "stdio" if self.command is not None else "http"
 
 
 class InlineCompletionSettings(_Model):
@@ -269,7 +215,8 @@ class AgentlsSettings(_Model):
     features: FeatureSettings = Field(default_factory=FeatureSettings)
     run_command: RunCommandSettings = Field(default_factory=RunCommandSettings)
     # name -> server block. Each block is checked on its own when the servers
-    # start (McpServerConfig, features/mcp/config.py): one bad block is
+    # start (McpServerConfig in features/mcp/config.py, a model built only
+    # when MCP is used): one bad block is
     # reported for that server and the others still run.
     mcp_servers: dict[str, dict[str, Any]] = Field(
         default_factory=dict,

@@ -70,10 +70,12 @@ class _InlineEndpoint:
 
 
 def _warm(state: Any) -> None:
-    """The first answer is out: background start-up work may begin (state.warm_up)."""
+    """The first answer is on its way: background start-up work may begin
+    (state.warm_up) once it has been written, a moment later."""
     if state.inline_warm is None:
         state.inline_warm = asyncio.Event()
-    state.inline_warm.set()
+    if not state.inline_warm.is_set():
+        asyncio.get_running_loop().call_later(0.1, state.inline_warm.set)
 
 
 def register(server: AgentlsLanguageServer) -> None:
