@@ -98,6 +98,10 @@ RECHECK_PRIORITY = 1000  # after every other tool:pre handler
 APPROVAL_OPTIONS = ("Allow once", "Deny")
 
 COMMAND_TOOL = "run_command"
+# Tools that ask through the core's ApprovalGate themselves when the
+# verdict is "ask" (with Allow for session), like the file-changing tools'
+# edit applier: MCP servers' tools (features/mcp/tools.py).
+GATED_TOOL_PREFIXES = ("mcp__",)
 FILE_CHANGING_TOOLS = frozenset({"write_file", "edit_file", "delete_file", "rename_file"})
 READ_TOOLS = frozenset({"read_file", "list_files", "search_text"})
 # Path arguments a tool cannot do without (an empty or missing one is denied).
@@ -529,9 +533,9 @@ class Policy:
         if decision.action == "allow":
             return HookResult(action="modify",
                               data={**base, "approval": "allow", "policy_checked": checked})
-        if tool in FILE_CHANGING_TOOLS:
-            # The edit applier asks in the editor (message or annotation);
-            # "protected" travels with the edit and wins over session memory.
+        if tool in FILE_CHANGING_TOOLS or tool.startswith(GATED_TOOL_PREFIXES):
+            # The edit applier (or the MCP tool) asks in the editor;
+            # "protected" travels with the call and wins over session memory.
             verdict = "protected" if decision.action == "protected" else "ask"
             return HookResult(action="modify",
                               data={**base, "approval": verdict, "policy_checked": checked})

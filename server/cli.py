@@ -14,7 +14,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from agentls import __version__
 
@@ -158,6 +158,7 @@ def run_check(workspace: Path) -> int:
         provider = build_provider(settings, registry)
     except AgentlsError as exc:
         print(f"  error: {exc}", file=out)
+        _check_mcp(settings, workspace, out)
         return 1
     report = asyncio.run(probe_provider(provider))
     if report.ok:
@@ -167,6 +168,8 @@ def run_check(workspace: Path) -> int:
     else:
         failed = True
         print(f"  error [{report.error_code}]: {report.error}", file=out)
+    if _check_mcp(settings, workspace, out):
+        failed = True
     print("result: " + ("FAILED, fix the items above" if failed else "OK"), file=out)
     return 1 if failed else 0
 
@@ -201,6 +204,31 @@ def run_pull(models: list[str], *, recommended: bool) -> int:
         print(f"agentls pull needs the local model support: {exc}", file=sys.stderr)
         return 1
     return pull(models, recommended=recommended)
+
+
+def _check_mcp(settings: Any, workspace: Path, out: TextIO) -> bool:
+    """Start each MCP server once and print its tools or its error; True
+    when one failed."""
+    from agentls.core.workspace_trust import TrustStore
+    from agentls.features.mcp.check import check_servers
+
+    reports = asyncio.run(check_servers(settings, workspace, TrustStore.default()))
+    if not reports:
+        return False
+    print("mcp servers:", file=out)
+    failed = False
+    for report in reports:
+        where = " (.mcp.json)" if report.origin == "workspace" else ""
+        if report.state == "ready":
+            tools = ", ".join(report.tools) or "(no tools)"
+            print(f"  {report.name}{where}: ok, {len(report.tools)} tools: {tools}", file=out)
+            continue
+        failed = failed or report.state == "failed"
+        label = "error" if report.state == "failed" else "skipped"
+        print(f"  {report.name}{where}: {label}: {report.target}", file=out)
+        for line in (report.error or "").splitlines():
+            print(f"      {line}", file=out)
+    return failed
 
 
 def run_trust(workspace: Path, *, assume_yes: bool = False) -> int:

@@ -540,6 +540,8 @@ class _Turn:
                 "core": core,
                 "session_id": self.sid,
                 "trigger_source": "core",
+                # A long-running tool (an MCP call) reports how far it got.
+                "progress": lambda text: self.observer.on_progress(self.sid, text),
                 # Last, so nothing a caller or the model supplies can set it.
                 "approval": _approval_policy(pre),
             }

@@ -15,7 +15,13 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+)
 from pydantic.alias_generators import to_camel
 
 __all__ = [
@@ -250,6 +256,17 @@ class AgentlsSettings(_Model):
     )
     instructions: InstructionsSettings = Field(default_factory=InstructionsSettings)
     run_command: RunCommandSettings = Field(default_factory=RunCommandSettings)
+    # name -> server block. Each block is checked on its own when the servers
+    # start (McpServerConfig in features/mcp/config.py, a model built only
+    # when MCP is used): one bad block is
+    # reported for that server and the others still run.
+    mcp_servers: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        json_schema_extra=_accepts(
+            "an object of server name -> {command, args, env, cwd} for a stdio server or "
+            "{url, headers} for a streamable HTTP server"
+        ),
+    )
 
     @field_validator("base_url")
     @classmethod
@@ -260,6 +277,14 @@ class AgentlsSettings(_Model):
         if parts.scheme not in ("http", "https") or not parts.hostname or value != value.strip():
             raise ValueError("baseUrl must be an http:// or https:// URL")
         return value
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _json_blocks(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for name, block in value.items():
+            for key, item in block.items():
+                _check_json(item, f"mcpServers.{name}.{key}")
+        return copy.deepcopy(value)
 
     @field_validator("provider_options")
     @classmethod
@@ -283,6 +308,22 @@ class AgentlsSettings(_Model):
             return None
         value = (os.environ if environ is None else environ).get(name, "").strip()
         return value or None
+
+
+def _check_json(value: Any, where: str) -> None:
+    """Plain JSON values only (to_wire must round-trip them)."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValueError(f"{where}: object keys must be strings")
+            _check_json(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_json(item, f"{where}[{index}]")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{where}: numbers must be finite")
+    elif not isinstance(value, str | int | float | bool | None):
+        raise ValueError(f"{where}: {type(value).__name__} is not a JSON value")
 
 
 def _check_option_value(value: Any, where: str) -> None:

@@ -1,5 +1,10 @@
 """Tool catalog and execution over ToolPlugins.
 
+A plugin whose tools come and go while the server runs (MCP servers start
+in the background and announce `tools/list_changed`) defines
+`tools_version(state) -> int`; the executor re-reads its schemas whenever
+that number changes, so a turn always offers the tools available now.
+
 Tool plugins may describe their tools in OpenAI's function format, the flat
 {name, description, parameters} form, or Anthropic's {name, description,
 input_schema}; `normalize_tool_schema` brings them to the flat form
@@ -64,29 +69,69 @@ class ToolExecutor:
     """Maps tool names to the enabled plugins that provide them."""
 
     def __init__(self, plugins: Sequence[Any], config: dict[str, Any] | None = None) -> None:
-        self._tools: dict[str, _Bound] = {}
+        self._static: dict[str, _Bound] = {}
+        # (plugin, state, version seen) of plugins whose tools change at run time
+        self._dynamic: list[list[Any]] = []
+        self._dynamic_tools: dict[str, _Bound] = {}
         config = config or {}
         for plugin in plugins:
             try:
                 state = plugin_call(plugin, ToolPlugin, "init", config) or {}
-                schemas = plugin_call(plugin, ToolPlugin, "get_tool_schemas", state) or []
             except Exception:
                 log.exception("Tool plugin %s failed to initialise; skipped", plugin_name(plugin))
                 continue
-            for raw in schemas:
-                spec = normalize_tool_schema(raw) if isinstance(raw, dict) else None
-                if spec is None:
-                    log.error("Tool plugin %s gave an invalid schema: %r", plugin_name(plugin), raw)
-                    continue
-                if spec["name"] in self._tools:
-                    log.warning(
-                        "Tool %r is provided twice; keeping %s",
-                        spec["name"],
-                        plugin_name(self._tools[spec["name"]].plugin),
-                    )
-                    continue
-                descriptor = ToolDescriptor(plugin_name(plugin), spec["name"], spec)
-                self._tools[spec["name"]] = _Bound(plugin, state, descriptor)
+            if callable(getattr(plugin, "tools_version", None)):
+                self._dynamic.append([plugin, state, None])
+                continue
+            self._bind(plugin, state, self._static, self._static)
+        self._refresh()
+
+    def _bind(self, plugin: Any, state: dict[str, Any], into: dict[str, _Bound],
+              taken: dict[str, _Bound]) -> None:
+        try:
+            schemas = plugin_call(plugin, ToolPlugin, "get_tool_schemas", state) or []
+        except Exception:
+            log.exception("Tool plugin %s failed to list its tools; skipped", plugin_name(plugin))
+            return
+        for raw in schemas:
+            spec = normalize_tool_schema(raw) if isinstance(raw, dict) else None
+            if spec is None:
+                log.error("Tool plugin %s gave an invalid schema: %r", plugin_name(plugin), raw)
+                continue
+            holder = taken.get(spec["name"]) or into.get(spec["name"])
+            if holder is not None:
+                log.warning("Tool %r is provided twice; keeping %s", spec["name"],
+                            plugin_name(holder.plugin))
+                continue
+            descriptor = ToolDescriptor(plugin_name(plugin), spec["name"], spec)
+            into[spec["name"]] = _Bound(plugin, state, descriptor)
+
+    def _refresh(self) -> None:
+        """Re-read the schemas of dynamic plugins whose tools_version moved."""
+        changed = False
+        for entry in self._dynamic:
+            plugin, state, seen = entry
+            try:
+                version = plugin.tools_version(state)
+            except Exception:
+                log.exception("tools_version of %s failed", plugin_name(plugin))
+                continue
+            if version != seen:
+                entry[2] = version
+                changed = True
+        if not changed:
+            return
+        tools: dict[str, _Bound] = {}
+        for plugin, state, _ in self._dynamic:
+            self._bind(plugin, state, tools, self._static)
+        self._dynamic_tools = tools
+
+    @property
+    def _tools(self) -> dict[str, _Bound]:
+        if self._dynamic:
+            self._refresh()
+            return {**self._static, **self._dynamic_tools}
+        return self._static
 
     @property
     def descriptors(self) -> list[ToolDescriptor]:
@@ -121,9 +166,10 @@ class ToolExecutor:
             return ""
 
     async def execute(self, call: ToolCall, context: dict[str, Any] | None = None) -> ToolExecution:
-        bound = self._tools.get(call.tool)
+        tools = self._tools
+        bound = tools.get(call.tool)
         if bound is None:
-            known = ", ".join(sorted(self._tools)) or "none"
+            known = ", ".join(sorted(tools)) or "none"
             return _failed(
                 call, f"Unknown tool {call.tool!r}. Available tools: {known}.", "unknown_tool"
             )

@@ -9,6 +9,7 @@ are shown once with window/showMessage; the request still answers (no items).
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 from collections import OrderedDict
@@ -68,6 +69,15 @@ class _InlineEndpoint:
         return item_id
 
 
+def _warm(state: Any) -> None:
+    """The first answer is on its way: background start-up work may begin
+    (state.warm_up) once it has been written, a moment later."""
+    if state.inline_warm is None:
+        state.inline_warm = asyncio.Event()
+    if not state.inline_warm.is_set():
+        asyncio.get_running_loop().call_later(0.1, state.inline_warm.set)
+
+
 def register(server: AgentlsLanguageServer) -> None:
     endpoint = _InlineEndpoint()
 
@@ -108,6 +118,8 @@ def register(server: AgentlsLanguageServer) -> None:
         except Exception:  # a bug must cost one suggestion, not the editor's patience
             log.exception("Inline completion failed unexpectedly")
             return _EMPTY
+        finally:
+            _warm(state)
         if answer.prompt_chars:
             sent = state.prompt_counters
             sent.requests += 1

@@ -51,6 +51,12 @@ def register(server: AgentlsLanguageServer) -> None:
             ls.settings_ready.set()
         schedule_trust_question(ls)
         await inline_registration.sync(ls)
+        # Loading every feature plugin (and what they start) waits until the
+        # first inline completion was answered (at most 2 s): start-up work
+        # must not compete with the editor's first suggestion.
+        task = asyncio.ensure_future(_start_features_when_warm(ls))
+        ls.background_tasks.add(task)
+        task.add_done_callback(ls.background_tasks.discard)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def on_did_change_configuration(
@@ -66,10 +72,57 @@ def register(server: AgentlsLanguageServer) -> None:
         await close_retired_providers(ls)
         schedule_trust_question(ls)
         await inline_registration.sync(ls)
+        await start_features(ls)
 
     @server.feature(types.SHUTDOWN)
     async def on_shutdown(ls: AgentlsLanguageServer, params: Any) -> None:
         await ls.graceful_shutdown()
+        await stop_features(ls)
+
+
+async def _start_features_when_warm(ls: AgentlsLanguageServer) -> None:
+    await ls.state.warm_up()
+    await start_features(ls)
+
+
+async def start_features(ls: AgentlsLanguageServer) -> None:
+    """(Re)start long-running features with the current settings
+    (core/feature_host.py); stop those no longer enabled. Each start only
+    schedules its work, so this returns at once."""
+    try:
+        enabled = {id(f): f for f in ls.state.features() if callable(getattr(f, "start", None))}
+        host = ls.state.feature_host()
+    except Exception:
+        log.exception("Cannot list the features to start")
+        ls.features_started.set()
+        return
+    for key in [k for k in ls.started_features if k not in enabled]:
+        feature = ls.started_features.pop(key)
+        await _close_feature(feature)
+    for key, feature in enabled.items():
+        try:
+            await asyncio.wait_for(feature.start(host), 5)
+            ls.started_features[key] = feature
+        except Exception:
+            log.exception("Starting feature %s failed", getattr(feature, "name", feature))
+    ls.features_started.set()
+
+
+async def stop_features(ls: AgentlsLanguageServer) -> None:
+    """Stop what features started (MCP server processes), in parallel, bounded."""
+    features = list(ls.started_features.values())
+    ls.started_features.clear()
+    await asyncio.gather(*(_close_feature(f) for f in features))
+
+
+async def _close_feature(feature: Any) -> None:
+    closing = getattr(feature, "aclose", None)
+    if not callable(closing):
+        return
+    try:
+        await asyncio.wait_for(closing(), 15)
+    except Exception:
+        log.exception("Stopping feature %s failed", getattr(feature, "name", feature))
 
 
 async def refresh_configuration(ls: AgentlsLanguageServer) -> None:

@@ -94,6 +94,8 @@ class ServerState:
         self.orchestrator: Orchestrator | None = None
         self.turn_wiring: TurnWiring | None = None
         self._orchestrator_inputs: tuple[object, ...] = ()
+        # Set once the first inline completion was answered (lsp.inline).
+        self.inline_warm: Any = None
 
     # -- settings --------------------------------------------------------------
     @property
@@ -235,21 +237,63 @@ class ServerState:
         )
 
     def tools(self) -> list[Any]:
-        """Enabled tool plugins (features.disabled applies to them too)."""
+        """Enabled tool plugins (features.disabled applies to them too), and
+        those the enabled features contribute (MCP servers' tools)."""
         config = self.feature_config()
-        return self.registry.enabled(
+        return [*self.registry.enabled(
             "tool", config, tags=self.registry.collect_tags(config),
             disabled=self.settings.features.disabled,
+        ), *self.contributed("tool_plugins")]
+
+    def contributed(self, method: str) -> list[Any]:
+        """What enabled features offer through an optional `method()`
+        (core/feature_host.py: tool_plugins, hook_modules)."""
+        found: list[Any] = []
+        for feature in self.features():
+            offer = getattr(feature, method, None)
+            if not callable(offer):
+                continue
+            try:
+                found.extend(offer() or [])
+            except Exception:
+                log.exception("%s of feature %s failed; skipped", method,
+                              getattr(feature, "name", feature))
+        return found
+
+    async def warm_up(self, limit: float = 2.0) -> None:
+        """Until the first inline completion was answered, at most `limit` s."""
+        import asyncio
+
+        if self.inline_warm is None:
+            self.inline_warm = asyncio.Event()
+        try:
+            await asyncio.wait_for(self.inline_warm.wait(), limit)
+        except TimeoutError:
+            pass
+
+    def feature_host(self, wiring: Any = None) -> Any:
+        """What long-running features get at start (core/feature_host.py)."""
+        from agentls.core.feature_host import FeatureHost
+
+        wiring = wiring or self.turn_wiring
+        return FeatureHost(
+            settings=self.settings,
+            workspace_folders=list(self.workspace_folders),
+            approval=wiring.approval if wiring else None,
+            display=wiring.display if wiring else None,
+            trust_store=self.trust_store,
+            environ=self.environ,
         )
 
     # -- agent turns -----------------------------------------------------------------
     def hook_modules(self) -> list[Any]:
-        """Enabled hook modules (policy rules, linters, ...)."""
+        """Enabled hook modules (policy rules, linters, ...), and those the
+        enabled features contribute."""
         config = self.feature_config()
-        return self.registry.enabled(
+        return [*self.registry.enabled(
             "hook", config, tags=self.registry.collect_tags(config),
             disabled=self.settings.features.disabled,
-        )
+        ), *self.contributed("hook_modules")]
 
     def build_hooks(self) -> Any:
         """A HookRegistry with every enabled hook module registered against

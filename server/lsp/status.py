@@ -13,8 +13,12 @@ log = logging.getLogger("agentls.lsp.status")
 
 def register(server: AgentlsLanguageServer) -> None:
     @server.feature("agentls/status")
-    def status(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
+    async def status(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
         from agentls.core.models import AgentlsError
+
+        # Asked right after initialize: answer once the client's settings
+        # are read (bounded), so `mcp` lists the servers the user configured.
+        await ls.wait_settings()
 
         state = ls.state
         settings = state.settings
@@ -29,6 +33,20 @@ def register(server: AgentlsLanguageServer) -> None:
         except AgentlsError as exc:
             info = {"id": settings.provider, "display_name": settings.provider,
                     "error": str(exc)}
+        extra: dict[str, Any] = {}
+        for feature in ls.started_features.values():
+            reporter = getattr(feature, "status", None)
+            if callable(reporter):
+                try:
+                    extra.update(reporter() or {})
+                except Exception:
+                    log.exception("status of feature %s failed", getattr(feature, "name", "?"))
+        if not ls.features_started.is_set():
+            # Features start after the first inline completion (lifecycle):
+            # until then the configured MCP servers are about to start.
+            extra["mcp"] = [{"name": name, "state": "starting", "tools": [],
+                             "origin": "settings"} for name in settings.mcp_servers]
+        extra.setdefault("mcp", [])
         return {
             **extra,
             "provider": info,

@@ -19,7 +19,7 @@ import { Methods, type MessageDeltaParams, type MessageParams } from "./chat/pro
 import { discoverServer } from "./serverPath";
 import { showServerProgress } from "./serverProgress";
 import { needsRestart, toWireSettings, type Inspected } from "./settings";
-import type { DidChangeStatus, ServerState, StatusResult } from "./status";
+import { mcpStarting, type DidChangeStatus, type ServerState, type StatusResult } from "./status";
 
 const SECTION = "agentls";
 const ACCEPT_COMMAND = "agentls.inlineCompletionAccepted";
@@ -43,6 +43,7 @@ export class ServerConnection implements vscode.Disposable {
   private clientDisposables: vscode.Disposable[] = [];
   private starting: Promise<void> | undefined;
   private statusTimer: ReturnType<typeof setTimeout> | undefined;
+  private mcpTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(
     private readonly output: vscode.LogOutputChannel,
@@ -105,6 +106,14 @@ export class ServerConnection implements vscode.Disposable {
       this.output.warn(`agentls/status failed: ${String(error)}`);
     }
     this.statusEmitter.fire();
+    // MCP servers start in the background: ask again until none is starting,
+    // so a failure reaches the status bar without waiting for a turn.
+    if (mcpStarting(this.status) && !this.mcpTimer) {
+      this.mcpTimer = setTimeout(() => {
+        this.mcpTimer = undefined;
+        void this.refreshStatus();
+      }, 1000);
+    }
   }
 
   dispose(): void {

@@ -50,6 +50,7 @@ export const SERVER_KEYS = [
   "contextWindow",
   "instructions.files",
   "runCommand.passEnv",
+  "mcpServers",
 ] as const;
 
 export type ServerKey = (typeof SERVER_KEYS)[number];

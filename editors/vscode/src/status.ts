@@ -10,6 +10,21 @@ export interface StatusResult {
   completions?: { served?: number; shown?: number; accepted?: number };
   /** The workspace .agentls.toml's trust state: keys that can send data or run code wait for it. */
   workspaceTrust?: { file?: string; state?: string; pendingKeys?: string[] } | null;
+  /** MCP servers (PROTOCOL.md "MCP servers"). */
+  mcp?: McpServerStatus[];
+}
+
+export interface McpServerStatus {
+  name: string;
+  state: "starting" | "ready" | "failed" | "stopped";
+  tools?: string[];
+  error?: string;
+  pending?: boolean;
+}
+
+/** Whether an MCP server is still starting: the status is asked again until none is. */
+export function mcpStarting(status: StatusResult | undefined): boolean {
+  return (status?.mcp ?? []).some((s) => s.state === "starting");
 }
 
 /** Copilot's didChangeStatus: {busy?, kind?: Normal|Error|Warning|Inactive, message?}. */
@@ -42,8 +57,11 @@ export function statusView(
   const providerError = status?.provider?.error;
   const kindError = extra?.kind === "Error" || extra?.kind === "Warning";
   const pending = status?.workspaceTrust?.pendingKeys ?? [];
-  const icon = busy || extra?.busy ? "$(sync~spin)" : providerError || kindError || pending.length ? "$(warning)" : "$(sparkle)";
-  const text = provider ? `${icon} agentls: ${provider}${model ? ` · ${model}` : ""}` : `${icon} agentls`;
+  const mcpFailed = (status?.mcp ?? []).filter((s) => s.state === "failed");
+  const icon =
+    busy || extra?.busy ? "$(sync~spin)" : providerError || kindError || pending.length || mcpFailed.length ? "$(warning)" : "$(sparkle)";
+  const mcpText = mcpFailed.length ? ` · MCP: ${mcpFailed.length} failed` : "";
+  const text = provider ? `${icon} agentls: ${provider}${model ? ` · ${model}` : ""}${mcpText}` : `${icon} agentls${mcpText}`;
   const lines = [
     provider
       ? `agentls — provider ${status?.provider?.display_name ?? provider}${model ? `, model ${model}` : ""}`
@@ -57,6 +75,16 @@ export function statusView(
       `Ignored until trusted: ${pending.join(", ")} from ${status?.workspaceTrust?.file ?? ".agentls.toml"} (${why}; ` +
         "answer Trust when asked, or run `agentls trust` in the workspace)",
     );
+  }
+  for (const server of status?.mcp ?? []) {
+    const tools = server.tools?.length ?? 0;
+    if (server.state === "failed") {
+      lines.push(`MCP server ${server.name} failed: ${(server.error ?? "").split("\n").slice(0, 4).join(" ")}`);
+    } else if (server.state === "ready") {
+      lines.push(`MCP server ${server.name}: ${tools} tool(s)`);
+    } else {
+      lines.push(`MCP server ${server.name}: ${server.state}${server.error ? ` (${server.error})` : ""}`);
+    }
   }
   if (extra?.message) lines.push(extra.message);
   const c = status?.completions;

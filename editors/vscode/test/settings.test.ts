@@ -85,7 +85,7 @@ describe("package.json contributions", () => {
     const script =
       "import json; from agentls.core.settings import default_settings; print(json.dumps(default_settings().to_wire()))";
     const wire = JSON.parse(execFileSync(python!, ["-c", script], { encoding: "utf8" }));
-    const serverLeaves = leafPaths(wire, "", new Set(["providerOptions"]));
+    const serverLeaves = leafPaths(wire, "", new Set(["providerOptions", "mcpServers"]));
     assert.deepEqual([...serverLeaves].sort(), [...SERVER_KEYS].sort());
     // The documented defaults are the server's defaults.
     for (const key of SERVER_KEYS) {

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { relativeTime, sessionLabel } from "../src/sessionLabel";
-import { statusView } from "../src/status";
+import { mcpStarting, statusView } from "../src/status";
 
 describe("statusView", () => {
   const status = {
@@ -30,6 +30,18 @@ describe("statusView", () => {
     assert.match(v.tooltip, /Ignored until trusted: baseUrl, linters from \/ws\/.agentls.toml \(it is not trusted yet/);
     const trusted = statusView("running", { ...status, workspaceTrust: { state: "trusted", pendingKeys: [] } }, false);
     assert.doesNotMatch(trusted.tooltip, /Ignored until trusted/);
+  });
+  it("shows failed MCP servers with their error, and knows when one is still starting", () => {
+    const mcp = [
+      { name: "time", state: "ready" as const, tools: ["mcp__time__now"] },
+      { name: "broken", state: "failed" as const, tools: [], error: "exited\nstderr:\nno token" },
+    ];
+    const v = statusView("running", { ...status, mcp }, false);
+    assert.equal(v.text, "$(warning) agentls: scripted · scripted-1 · MCP: 1 failed");
+    assert.match(v.tooltip, /MCP server broken failed: exited stderr: no token/);
+    assert.match(v.tooltip, /MCP server time: 1 tool\(s\)/);
+    assert.equal(mcpStarting({ mcp }), false);
+    assert.equal(mcpStarting({ mcp: [{ name: "x", state: "starting" }] }), true);
   });
   it("shows just the name when the server reports no status", () => {
     assert.equal(statusView("running", undefined, false).text, "$(sparkle) agentls");

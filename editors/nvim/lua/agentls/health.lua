@@ -131,6 +131,20 @@ function M.check()
     elseif type(trust) == "table" and trust.state == "trusted" then
       health.ok(trust.file .. " is trusted (this content)")
     end
+    local servers = answer and answer.result and answer.result.mcp
+    for _, server in ipairs(type(servers) == "table" and servers or {}) do
+      local tools = type(server.tools) == "table" and #server.tools or 0
+      local error = type(server.error) == "string" and server.error or ""
+      if server.state == "ready" then
+        health.ok(("MCP server %s: ready, %d tool(s)"):format(server.name, tools))
+      elseif server.state == "failed" then
+        health.error(("MCP server %s failed: %s"):format(server.name, error), {
+          "Check its command/url in mcpServers (or .mcp.json); `agentls check` starts it once and prints its error",
+        })
+      else
+        health.info(("MCP server %s: %s %s"):format(server.name, server.state, error))
+      end
+    end
   end
 end
 

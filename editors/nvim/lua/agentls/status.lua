@@ -17,7 +17,10 @@ M.state = {
   error = nil,
   pending_trust = nil, -- workspace-file keys ignored until the user trusts the file
   work = {}, -- server-initiated progress token -> { title, percentage, message }
+  mcp = {}, -- agentls/status `mcp`: { name, state, tools, error? } per MCP server
 }
+
+local poll_scheduled = false
 
 local function redraw()
   vim.schedule(function()
@@ -42,7 +45,38 @@ function M.apply(result)
   for _, session in ipairs(result.sessions or {}) do
     s.sessions[session.session_id] = session
   end
+  s.mcp = type(result.mcp) == "table" and result.mcp or {}
   redraw()
+end
+
+--- MCP servers start in the background after attach: while one is still
+--- starting, ask again every second so a failure reaches the statusline.
+local function poll_while_starting(client)
+  local starting = false
+  for _, server in ipairs(M.state.mcp) do
+    if server.state == "starting" then
+      starting = true
+    end
+  end
+  if not starting or poll_scheduled then
+    return
+  end
+  poll_scheduled = true
+  vim.defer_fn(function()
+    poll_scheduled = false
+    M.refresh(client)
+  end, 1000)
+end
+
+--- The MCP servers that failed (names), for the statusline and checkhealth.
+function M.failed_mcp()
+  local names = {}
+  for _, server in ipairs(M.state.mcp) do
+    if server.state == "failed" then
+      table.insert(names, server.name)
+    end
+  end
+  return names
 end
 
 --- Asks the server for agentls/status and updates the statusline.
@@ -53,6 +87,7 @@ function M.refresh(client, done)
   client:request("agentls/status", vim.empty_dict(), function(err, result)
     if not err and type(result) == "table" then
       M.apply(result)
+      poll_while_starting(client)
     end
     if done then
       done(err, result)
@@ -155,6 +190,10 @@ function M.statusline()
   if s.pending_trust then
     table.insert(parts, ("untrusted .agentls.toml (%d key%s ignored)"):format(
       #s.pending_trust.keys, #s.pending_trust.keys == 1 and "" or "s"))
+  end
+  local failed = M.failed_mcp()
+  if #failed > 0 then
+    table.insert(parts, "MCP failed: " .. table.concat(failed, ", "))
   end
   local current = require("agentls.chat").current_session()
   local session = current and s.sessions[current]

@@ -1,0 +1,7 @@
+"""MCP client: Model Context Protocol servers' tools, prompts and resources
+inside the agent (docs/mcp.md). The SDK is imported only once a server is
+configured."""
+
+from .feature import McpFeature
+
+__all__ = ["McpFeature"]

@@ -1,0 +1,338 @@
+"""The MCP feature plugin (entry point `mcp`): owns the servers of one
+language server process and offers what they have.
+
+- Lifecycle (core/feature_host.py): `start(host)` after the settings are
+  read and after every change applies the configured servers in the
+  background (nothing waits for a server); `aclose()` stops them all.
+- Workspace `.mcp.json`: its servers start only after the user agreed to
+  this content of the file (one question per content, remembered in the
+  user's trust store with kind "mcp"; "Don't allow" is remembered too).
+- Tools: `tool_plugins()` gives McpTools (features/mcp/tools.py).
+- Prompts: `agentls/templates` entries and `/` completions named
+  `mcp__<server>__<prompt>`, their arguments as `{{name}}` placeholders.
+- Resources: `@mcp:<server>:<uri>` mentions with completion; the hook
+  module attaches their content to the prompt when it is sent.
+- Status: `agentls/status` gets `mcp: [{name, state, tools, error?}]`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from typing import Any
+
+from agentls.core.hook_modules import HookContext
+from agentls.core.hooks import HookRegistry
+from agentls.core.models import HookResult
+
+from .config import (
+    WORKSPACE_FILE,
+    WorkspaceServers,
+    os_environ,
+    provider_key_names,
+    read_workspace_file,
+    server_specs,
+)
+
+__all__ = ["ALLOW", "DONT_ALLOW", "McpFeature", "McpHooks", "find_resource_mentions"]
+
+log = logging.getLogger("agentls.mcp")
+
+ALLOW = "Allow"
+DONT_ALLOW = "Don't allow"
+TRUST_KIND = "mcp"
+MENTION_PREFIX = "@mcp:"
+RESOURCE_MAX_CHARS = 20_000
+MAX_RESOURCE_MENTIONS = 10
+TURN_WAITS_FOR_STARTING_SECONDS = 15.0
+
+_SLASH = re.compile(r"(?:^|(?<=\s))/([\w.-]*)\Z")
+_MENTION = re.compile(r"(?<!\S)@mcp:([A-Za-z0-9_.-]+):(\S+)")
+_TYPING = re.compile(r"(?<!\S)@mcp:(\S*)\Z")
+_TYPING_PREFIX = re.compile(r"(?<!\S)@(m|mc|mcp)?\Z")
+
+
+def find_resource_mentions(text: str) -> list[tuple[str, str]]:
+    return [(m.group(1), m.group(2)) for m in _MENTION.finditer(text)]
+
+
+class McpFeature:
+    name = "mcp"
+    version = "0.1.0"
+    priority = 60
+
+    def __init__(self) -> None:
+        self._manager: Any = None
+        self._host: Any = None
+        self._workspace: WorkspaceServers | None = None
+        self._workspace_state = "none"  # none | pending | allowed | refused
+        self._asked: set[str] = set()
+        self._apply_lock: asyncio.Lock | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._specs: list[Any] = []  # the servers wanted now (applied in the background)
+        self._invalid: list[tuple[str, str]] = []  # (name, problem) of invalid blocks
+        self._told: set[str] = set()
+        self.started = asyncio.Event()  # start(host) ran at least once
+
+    # -- lifecycle -------------------------------------------------------------
+    @property
+    def manager(self) -> Any:
+        if self._manager is None:
+            from agentls import __version__
+
+            from .manager import McpManager
+
+            environ = self._host.environ if self._host and self._host.environ is not None \
+                else os_environ()
+            settings = self._host.settings if self._host else None
+            self._manager = McpManager(
+                environ=environ,
+                hidden_env=provider_key_names(settings.api_key_env if settings else None),
+                client_version=__version__)
+        return self._manager
+
+    async def start(self, host: Any) -> None:
+        """Apply the settings' (and the trusted workspace file's) servers, in
+        the background; ask about a new workspace file once."""
+        self._host = host
+        if self._manager is not None:  # apiKeyEnv may have changed
+            self._manager.hidden_env = provider_key_names(host.settings.api_key_env)
+        self._workspace = read_workspace_file(host.workspace_root)
+        self._workspace_state = self._trust_state()
+        for problem in self._workspace.problems if self._workspace else []:
+            log.warning("%s", problem)
+        if self._workspace_state == "pending":
+            self._ask_about_workspace()
+        self._specs = self._wanted()
+        self._spawn(self._apply())
+        self.started.set()
+
+    def _wanted(self) -> list[Any]:
+        specs, invalid = server_specs(self._host.settings.mcp_servers, self._workspace,
+                                      workspace_trusted=self._workspace_state == "allowed")
+        self._invalid = invalid
+        for _, problem in invalid:
+            if problem not in self._told:
+                self._told.add(problem)
+                log.warning("%s", problem)
+                if self._host.display is not None:
+                    self._spawn(self._host.display.show_message(
+                        f"agentls settings: {problem}", "error"))
+        return specs
+
+    def _trust_state(self) -> str:
+        ws = self._workspace
+        if ws is None or not ws.servers:
+            return "none"
+        store = self._host.trust_store if self._host else None
+        decision = store.decision(ws.file, ws.digest, TRUST_KIND) if store else None
+        return {"trusted": "allowed", "refused": "refused"}.get(decision or "", "pending")
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _apply(self) -> None:
+        if self._apply_lock is None:
+            self._apply_lock = asyncio.Lock()
+        async with self._apply_lock:
+            specs = self._specs = self._wanted()
+            if not specs and self._manager is None:
+                return  # nothing configured: do not even import the SDK
+            try:
+                await self.manager.apply(specs)
+            except Exception:
+                log.exception("Applying the MCP server settings failed")
+
+    def _ask_about_workspace(self) -> None:
+        ws = self._workspace
+        host = self._host
+        if ws is None or host is None or host.approval is None or ws.digest in self._asked:
+            return
+        self._asked.add(ws.digest)
+        self._spawn(self._ask(ws))
+
+    async def _ask(self, ws: WorkspaceServers) -> None:
+        from agentls.core.approval import ApprovalOption, ApprovalRequest
+
+        lines = [f"{ws.file} wants agentls to start these MCP servers:", ""]
+        lines += [f"    {s.name}: {s.describe()}" for s in ws.servers[:12]]
+        if len(ws.servers) > 12:
+            lines.append(f"    ... and {len(ws.servers) - 12} more")
+        lines += ["", "They run as programs on this computer (or connect to those URLs) with "
+                  "your permissions. A file that came with a repository should not start "
+                  "programs by itself. Allow this content of the file?"]
+        options = (ApprovalOption("allow", ALLOW, allows=True),
+                   ApprovalOption("refuse", DONT_ALLOW, allows=False))
+        request = ApprovalRequest(prompt="\n".join(lines), options=options, timeout=3600.0)
+        try:
+            chosen = await asyncio.wait_for(self._host.approval.request_approval(request),
+                                            request.timeout)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("Asking about %s failed: %s", ws.file, exc)
+            return
+        if chosen not in ("allow", "refuse"):
+            log.info("Question about %s dismissed; its servers stay off", ws.file)
+            return
+        decision = "trusted" if chosen == "allow" else "refused"
+        store = self._host.trust_store
+        try:
+            if store is not None:
+                store.record(ws.file, ws.digest, decision, TRUST_KIND)
+        except OSError as exc:
+            log.warning("Cannot remember the answer for %s: %s", ws.file, exc)
+        if self._workspace is ws:
+            self._workspace_state = "allowed" if decision == "trusted" else "refused"
+            await self._apply()
+
+    async def aclose(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._manager is not None:
+            await self._manager.aclose()
+
+    # -- contributions ---------------------------------------------------------
+    def tool_plugins(self) -> list[Any]:
+        from .tools import McpTools
+
+        return [McpTools(self.manager)]
+
+    def hook_modules(self) -> list[Any]:
+        return [McpHooks(self)]
+
+    def status(self) -> dict[str, Any]:
+        entries = self._manager.status() if self._manager is not None else []
+        # Wanted but not applied yet (the background apply has not run): starting.
+        known = {e["name"] for e in entries}
+        entries += [{"name": s.name, "state": "starting", "tools": [], "origin": s.origin,
+                     "transport": s.config.transport}
+                    for s in self._specs if s.name not in known]
+        entries += [{"name": name, "state": "failed", "tools": [], "origin": "settings",
+                     "error": problem} for name, problem in self._invalid]
+        ws = self._workspace
+        if ws is not None and self._workspace_state in ("pending", "refused"):
+            running = {e["name"] for e in entries}
+            why = ("waiting for you to allow " if self._workspace_state == "pending"
+                   else "you did not allow ") + f"{ws.file}"
+            entries += [{"name": s.name, "state": "stopped", "tools": [],
+                         "origin": "workspace", "pending": True, "error": f"not started: {why}"}
+                        for s in ws.servers if s.name not in running]
+        return {"mcp": entries}
+
+    # -- templates and completions --------------------------------------------
+    def list_templates(self, config: dict[str, Any]) -> list[dict[str, Any]]:
+        if self._manager is None:
+            return []
+        found = []
+        for exposed, (server, raw) in sorted(self._manager.prompts.items()):
+            text = self._manager.prompt_text(exposed) or ""
+            description = str(raw.get("description") or f"MCP prompt {raw['name']}")
+            found.append({"name": exposed, "description": f"{description} (MCP {server})",
+                          "template": text, "source": "mcp"})
+        return found
+
+    def get_completions(self, config: dict[str, Any], text: str) -> list[dict[str, Any]]:
+        if self._manager is None:
+            return []
+        line_start = text.rfind("\n") + 1
+        slash = _SLASH.search(text[line_start:])
+        if slash is not None:
+            partial = slash.group(1).lower()
+            return [{"replacement": f"/{t['name']}", "start": line_start + slash.start(),
+                     "display": f"/{t['name']}", "display_meta": t["description"],
+                     "kind": "snippet", "type": "mcp_prompt", "name": t["name"],
+                     "documentation": t["template"]}
+                    for t in self.list_templates(config) if t["name"].lower().startswith(partial)]
+        resources = self._manager.resources()
+        if not resources:
+            return []
+        typing = _TYPING.search(text)
+        if typing is None:
+            prefix = _TYPING_PREFIX.search(text)
+            if prefix is None:
+                return []
+            return [{"replacement": MENTION_PREFIX, "start": prefix.start(),
+                     "display": MENTION_PREFIX, "display_meta": "mention an MCP resource"}]
+        query = typing.group(1).lower()
+        items = []
+        for server, resource in resources:
+            mention = f"{MENTION_PREFIX}{server}:{resource['uri']}"
+            label = str(resource.get("name") or resource["uri"])
+            if query and query not in mention.lower()[len(MENTION_PREFIX):] \
+                    and query not in label.lower():
+                continue
+            items.append({"replacement": mention, "start": typing.start(), "display": label,
+                          "display_meta": f"MCP {server}: {resource['uri']}",
+                          "kind": "reference", "type": "mcp_resource"})
+        return items[:50]
+
+    def apply_completion(self, config: dict[str, Any], text: str,
+                         completion: dict[str, Any]) -> str:
+        if completion.get("type") == "mcp_prompt" and self._manager is not None:
+            return self._manager.prompt_text(str(completion.get("name"))) or ""
+        return str(completion.get("replacement") or "")
+
+
+class McpHooks:
+    """prompt:submit: wait (bounded) for servers still starting, and attach
+    the content of `@mcp:<server>:<uri>` mentions."""
+
+    name = "mcp-resources"
+    version = "0.1.0"
+
+    def __init__(self, feature: McpFeature) -> None:
+        self.feature = feature
+
+    def register(self, hooks: HookRegistry, context: HookContext) -> None:
+        async def attach(event: str, data: dict[str, Any]) -> HookResult:
+            prompt = data.get("prompt")
+            if not self.feature.started.is_set() and context.settings.mcp_servers:
+                # A prompt sent in the first seconds, before the server
+                # started its features (lsp/lifecycle.py): wait for that.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.feature.started.wait(), 5)
+            manager = self.feature._manager
+            if not isinstance(prompt, str) or manager is None:
+                return HookResult()
+            if any(c.state == "starting" for c in manager.connections.values()):
+                # A prompt sent right after the editor started: let the
+                # servers finish starting (bounded) so their tools are offered.
+                await manager.wait_settled(TURN_WAITS_FOR_STARTING_SECONDS)
+            mentions = list(dict.fromkeys(find_resource_mentions(prompt)))
+            if not mentions:
+                return HookResult()
+            blocks = []
+            for server, uri in mentions[:MAX_RESOURCE_MENTIONS]:
+                blocks.append(await _resource_block(manager, server, uri))
+            return HookResult(action="modify",
+                              data={**data, "prompt": prompt + "\n\n" + "\n".join(blocks)})
+
+        hooks.register("prompt:submit", attach, priority=10, name="mcp-resources")
+
+
+async def _resource_block(manager: Any, server: str, uri: str) -> str:
+    from .connection import McpCallError
+    from .results import render_content
+
+    conn = manager.connections.get(server)
+    if conn is None:
+        return f'<resource server="{server}" uri="{uri}" error="no MCP server named {server}"/>'
+    try:
+        result = await conn.read_resource(uri)
+    except McpCallError as exc:
+        return f'<resource server="{server}" uri="{uri}" error="{exc}"/>'
+    parts = render_content([{"type": "resource", "resource": c}
+                            for c in result.get("contents") or [] if isinstance(c, dict)])
+    text = "\n".join(parts)
+    if len(text) > RESOURCE_MAX_CHARS:
+        text = text[:RESOURCE_MAX_CHARS] + "\n[... cut by agentls]"
+    return f'<mcp_resource server="{server}" uri="{uri}">\n{text}\n</mcp_resource>'
+
+
+# Re-exported for the docs and the CLI.
+WORKSPACE_FILE_NAME = WORKSPACE_FILE

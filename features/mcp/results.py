@@ -1,0 +1,85 @@
+"""A `tools/call` result (wire form: a dict with content, structuredContent,
+isError) as the text the model reads.
+
+- text blocks as they are;
+- structuredContent as JSON, unless a text block already carries the same
+  data (servers usually send both);
+- embedded resources: their text, or a note for binary content;
+- resource links: a line naming the URI;
+- images and audio: a short note with the MIME type and size (the model
+  can ask for something else; providers here take text tool results);
+- isError: the text is the server's error message.
+
+The text is bounded (`MAX_RESULT_CHARS`): a server flooding a reply cannot
+flood the session; the orchestrator caps it again per session settings.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["MAX_RESULT_CHARS", "render_content", "render_result"]
+
+MAX_RESULT_CHARS = 200_000
+
+
+def _note_binary(kind: str, block: dict[str, Any]) -> str:
+    mime = block.get("mimeType") or "unknown type"
+    data = block.get("data") or block.get("blob") or ""
+    size = len(data) * 3 // 4 if isinstance(data, str) else 0
+    return f"[{kind} {mime}, about {size} bytes, not shown to the model]"
+
+
+def render_content(blocks: Any) -> list[str]:
+    parts: list[str] = []
+    for block in blocks if isinstance(blocks, list) else []:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(str(block.get("text", "")))
+        elif kind in ("image", "audio"):
+            parts.append(_note_binary(kind, block))
+        elif kind == "resource":
+            resource = block.get("resource") or {}
+            uri = resource.get("uri", "?")
+            if isinstance(resource.get("text"), str):
+                parts.append(f'<resource uri="{uri}">\n{resource["text"]}\n</resource>')
+            else:
+                parts.append(f'<resource uri="{uri}"/> ' + _note_binary("binary", resource))
+        elif kind == "resource_link":
+            name = block.get("name") or block.get("uri")
+            parts.append(f"[resource link: {name} <{block.get('uri')}>]")
+        elif kind is not None:
+            parts.append(f"[{kind} content not shown]")
+    return parts
+
+
+def render_result(raw: dict[str, Any]) -> tuple[bool, str]:
+    """(success, text)."""
+    parts = render_content(raw.get("content"))
+    structured = raw.get("structuredContent")
+    if structured is not None:
+        try:
+            dumped = json.dumps(structured, ensure_ascii=False, indent=2)
+        except (TypeError, ValueError):
+            dumped = str(structured)
+        already = any(_same_json(p, structured) for p in parts)
+        if not already:
+            parts.append(dumped)
+    text = "\n".join(parts)
+    if len(text) > MAX_RESULT_CHARS:
+        text = (text[:MAX_RESULT_CHARS]
+                + f"\n[... {len(text) - MAX_RESULT_CHARS} more characters cut by agentls]")
+    failed = bool(raw.get("isError"))
+    if failed and not text.strip():
+        text = "The MCP server reported an error without a message."
+    return not failed, text
+
+
+def _same_json(text: str, value: Any) -> bool:
+    try:
+        return bool(json.loads(text) == value)
+    except (TypeError, ValueError):
+        return False
