@@ -33,7 +33,6 @@ def register(server: AgentlsLanguageServer) -> None:
         except AgentlsError as exc:
             info = {"id": settings.provider, "display_name": settings.provider,
                     "error": str(exc)}
-        extra: dict[str, Any] = {}
         for feature in ls.started_features.values():
             reporter = getattr(feature, "status", None)
             if callable(reporter):
