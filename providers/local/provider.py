@@ -98,13 +98,14 @@ class LocalProvider(BaseProvider):
         self._processes: dict[_ChildSpec, _ModelProcess] = {}
         self._progress: ProgressSink = NullProgress()
         self._model_facts: dict[_ChildSpec, ModelFacts | None] = {}
+        # The chat model's own tokenizer per GGUF, for the context budget.
+        self._counters: dict[str, LazyCounter] = {}
 
     def attach_progress(self, sink: ProgressSink) -> None:
         """Where downloads and slow model loads are shown (the editor's
         work-done progress, the terminal's bar); set by the composition root."""
         self._progress = sink
         self.choice.progress = sink
-        self._counters: dict[str, LazyCounter] = {}
 
     def __repr__(self) -> str:
         return f"LocalProvider(model={self.default_model!r})"
