@@ -1,56 +1,30 @@
-"""The agent turn loop (ARCHITECTURE.md, "Agent turn").
-
-prompt:submit -> provider stream (deltas to the observer) -> tool calls ->
-tool:pre (deny / ask_user / modify) -> tool execution -> tool:post
-(inject_context, stored or ephemeral) -> next iteration -> until the model
-stops, `session.maxIterations` is reached, or the turn is cancelled (pending
-tool calls then get a synthetic cancelled result, so the session stays valid
-for every provider).
-
-Every message is persisted the moment it is final, so a crash loses nothing
-already said.
+"""The agent turn loop's owner (ARCHITECTURE.md, "Agent turn"): runs turns
+for any number of sessions, one at a time per session, keeps their statuses,
+cancels them, and compacts a session on request. One turn's loop lives in
+turn.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
-from . import events
-from .approval import (
-    ApprovalChannel,
-    ApprovalGate,
-    ApprovalRequest,
-    DisplayChannel,
-    MessageLevel,
-    options_from_labels,
-)
+from .approval import ApprovalChannel, ApprovalGate, DisplayChannel
 from .checkpoint_store import CheckpointStore
-from .checkpoints import TurnCheckpoints
-from .context import ContextHost, ContextManager, ContextOverflow, RequestPlan
+from .context import ContextManager
 from .hooks import HookRegistry
-from .injections import InjectionBudget, InjectionLimits, InjectionRefused
-from .models import (
-    AgentlsError,
-    HookResult,
-    ModelError,
-    ModelResponse,
-    SessionStatus,
-    ToolCall,
-    ToolResult,
-    Usage,
-)
+from .injections import InjectionLimits
+from .models import AgentlsError, SessionStatus
 from .observer import TurnObserver
-from .provider import CompletionOptions, Provider, ToolCallAccumulator
-from .session_types import Message, ProviderRequestCancelled, Session
-from .size_caps import DEFAULT_MAX_TOOL_RESULT_CHARS, cap_text, cap_tool_result
-from .stream_guard import StreamGuard, StreamStop
+from .provider import Provider
+from .session_types import Message, Session
+from .size_caps import DEFAULT_MAX_TOOL_RESULT_CHARS
 from .system_prompt import default_system_prompt
 from .tools import ToolExecutor
+from .turn import Turn, TurnResult, TurnStatus
 
 __all__ = [
     "MessageSink",
@@ -61,10 +35,6 @@ __all__ = [
     "TurnResult",
     "TurnStatus",
 ]
-
-log = logging.getLogger("agentls.orchestrator")
-
-TurnStatus = Literal["completed", "failed", "cancelled"]
 
 
 class TurnInProgress(AgentlsError):
@@ -85,32 +55,6 @@ class TurnLimits:
     injection: InjectionLimits = field(default_factory=InjectionLimits)
     # Tool results over this many characters keep head and tail (size_caps).
     max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS
-
-
-@dataclass(frozen=True)
-class TurnResult:
-    session: Session
-    status: TurnStatus
-    messages: list[Message]
-    usage: Usage
-    error: dict[str, str] | None = None
-    session_status: SessionStatus | None = None
-
-    @property
-    def session_id(self) -> str:
-        return self.session.session_id
-
-    def to_wire(self) -> dict[str, Any]:
-        """The `agentls/chat` result (PROTOCOL.md)."""
-        wire: dict[str, Any] = {
-            "sessionId": self.session_id,
-            "status": self.status,
-            "messages": [m.to_dict() for m in self.messages],
-            "usage": self.usage.model_dump(),
-        }
-        if self.error is not None:
-            wire["error"] = dict(self.error)
-        return wire
 
 
 @dataclass
@@ -219,7 +163,7 @@ class Orchestrator:
         task = asyncio.current_task()
         running = _Running(task)
         self._running[sid] = running
-        turn = _Turn(self, session, observer or TurnObserver(), dict(context or {}))
+        turn = Turn(self, session, observer or TurnObserver(), dict(context or {}))
         try:
             return await turn.run(prompt)
         except asyncio.CancelledError:
@@ -254,7 +198,7 @@ class Orchestrator:
         self._running[sid] = _Running(asyncio.current_task())
         try:
             await self._session_status(sid)
-            turn = _Turn(self, session, observer or TurnObserver(), {})
+            turn = Turn(self, session, observer or TurnObserver(), {})
             model = self.model or getattr(self.provider, "default_model", "") or ""
             return await self.context.compact(
                 turn.context_host(), provider=self.provider, model=model,
@@ -263,7 +207,7 @@ class Orchestrator:
         finally:
             self._running.pop(sid, None)
 
-    # -- used by _Turn -------------------------------------------------------
+    # -- used by Turn -------------------------------------------------------
     async def _session_status(self, sid: str) -> SessionStatus:
         status = self._statuses.get(sid)
         if status is None:
@@ -282,569 +226,3 @@ class Orchestrator:
         status = self._statuses[sid].model_copy(update=updates)
         self._statuses[sid] = status
         return status
-
-
-class _Turn:
-    """State of one running turn."""
-
-    def __init__(
-        self,
-        core: Orchestrator,
-        session: Session,
-        observer: TurnObserver,
-        context: dict[str, Any],
-    ) -> None:
-        self.core = core
-        self.session = session
-        self.sid = session.session_id
-        self.observer = observer
-        self.context = context
-        self.budget = InjectionBudget(core.limits.injection)
-        self.messages: list[Message] = []  # this turn's final messages
-        self.usage = Usage()
-        self.pending_injections: list[Message] = []  # stored before the next model call
-        self.ephemeral: list[Message] = []  # the next model call only
-        self.tool_post_appends: list[str] = []  # append_to_last_tool_result texts
-        self.partial_text = ""  # streamed text of the call in progress
-        self.partial_reasoning = ""
-        self.unanswered: list[ToolCall] = []  # tool calls still without a result
-        self.refused_notices: list[str] = []  # injections over a limit, told to the user
-        self.stream_stop: StreamStop | None = None  # why the last stream was cut short
-        self.finished = False
-        self.checkpoints: TurnCheckpoints | None = None  # set once the prompt is stored
-        self.turn_start = len(session.messages)  # index of this turn's prompt
-        self.plan: RequestPlan | None = None  # what the last model call was sent
-
-    # -- the loop ------------------------------------------------------------
-    async def run(self, prompt: str | Message) -> TurnResult:
-        core = self.core
-        status = await core._session_status(self.sid)
-        core._set_status(self.sid, status="running", ended_at=None)
-        is_new = not self.session.messages and status.total_messages == 0
-        await self.emit(events.SESSION_START if is_new else events.SESSION_RESUME, {})
-
-        user_message = prompt if isinstance(prompt, Message) else Message("user", prompt)
-        outcome = await self.hook(events.PROMPT_SUBMIT, {"prompt": user_message.content})
-        if not outcome.allowed:
-            return await self.finish("failed", {"code": "denied", "message": outcome.reason})
-        new_prompt = outcome.data.get("prompt") if outcome.data else None
-        if isinstance(new_prompt, str) and new_prompt != user_message.content:
-            user_message = Message(
-                "user", new_prompt, user_message.metadata, user_message.multipart_content
-            )
-        await self.close_interrupted_tool_calls()
-        instructions = core.context.prompt_instructions()
-        if instructions:  # shown with the prompt in the chat views
-            user_message = user_message.with_metadata(instructions=instructions)
-        self.turn_start = len(self.session.messages)
-        await self.persist(user_message)
-        self.checkpoints = TurnCheckpoints.for_prompt(core.checkpoints, self.sid,
-                                                      self.session.messages)
-
-        for iteration in range(1, core.limits.max_iterations + 1):
-            await self.flush_injections()
-            try:
-                response = await self.call_model_retrying(iteration)
-            except ModelError as exc:
-                await self.emit(
-                    events.PROVIDER_ERROR,
-                    {"error": str(exc), "code": exc.code, "iteration": iteration},
-                )
-                await self.persist_partial({"error": exc.code or "model_error"})
-                return await self.finish(
-                    "failed", {"code": exc.code or "model_error", "message": str(exc)}
-                )
-            except ProviderRequestCancelled:
-                raise asyncio.CancelledError from None
-            self.usage = self.usage + response.usage
-            await self.emit(
-                events.PROVIDER_RESPONSE,
-                {
-                    "iteration": iteration,
-                    "finish_reason": response.finish_reason,
-                    "usage": response.usage.model_dump(),
-                    "tool_calls": len(response.tool_calls),
-                },
-            )
-            await self.persist(self.assistant_message(response))
-            if not response.tool_calls:
-                return await self.finish("completed", None)
-            self.unanswered = list(response.tool_calls)
-            while self.unanswered:
-                await self.run_tool(self.unanswered[0])
-                self.unanswered.pop(0)
-
-        limit = core.limits.max_iterations
-        return await self.finish(
-            "failed",
-            {
-                "code": "max_iterations",
-                "message": f"Stopped after {limit} model calls (session.maxIterations = {limit}). "
-                "Ask the agent to continue, or raise the limit.",
-            },
-        )
-
-    async def call_model_retrying(self, iteration: int) -> ModelResponse:
-        """call_model; a provider context_length error compacts and retries once."""
-        try:
-            return await self.call_model(iteration)
-        except ModelError as exc:
-            if (exc.code != "context_length" or isinstance(exc, ContextOverflow)
-                    or self.partial_text or self.plan is None):
-                raise
-            core = self.core
-            model = core.model or getattr(core.provider, "default_model", "") or ""
-            core.context.learn(model, exc, self.sid, self.plan.budget.window)
-            await self.emit(events.PROVIDER_ERROR,
-                            {"error": str(exc), "code": exc.code, "iteration": iteration,
-                             "retrying": True})
-        try:
-            return await self.call_model(iteration, force_compact=True)
-        except ModelError as exc:
-            if exc.code == "context_length" and not isinstance(exc, ContextOverflow):
-                raise ModelError(
-                    f"{exc} The request was compacted and retried once and still did not fit. "
-                    "Start a new session, or set contextWindow to the model's real window.",
-                    model=exc.model, code=exc.code,
-                ) from exc
-            raise
-
-    def context_host(self) -> ContextHost:
-        async def veto(event: str, data: dict[str, Any]) -> str | None:
-            outcome = await self.hook(event, data)
-            return None if outcome.allowed else outcome.reason
-
-        async def progress(text: str) -> None:
-            await self.observer.on_progress(self.sid, text)
-
-        return ContextHost(self.sid, lambda: self.session.messages, veto, self.emit,
-                           self.persist, progress)
-
-    async def call_model(self, iteration: int, *, force_compact: bool = False) -> ModelResponse:
-        core = self.core
-        model = core.model or getattr(core.provider, "default_model", "") or ""
-        self.plan = await core.context.prepare(
-            self.context_host(), provider=core.provider, model=model,
-            system=core.system_prompt(), ephemeral=self.ephemeral, tools=core.tools.specs,
-            turn_start=self.turn_start, output_cap=core.output_cap or core.max_tokens,
-            force_compact=force_compact,
-        )
-        messages = self.plan.messages
-        sent_ephemeral = list(self.ephemeral)
-        await self.emit(
-            events.PROVIDER_REQUEST,
-            {"iteration": iteration, "model": model, "message_count": len(messages)},
-        )
-        await self.observer.on_progress(self.sid, "Calling model")
-        options = CompletionOptions(
-            model=core.model, max_tokens=core.max_tokens, request_id=f"{self.sid}:{iteration}"
-        )
-        index = len(self.session.messages)
-        self.partial_text = ""
-        self.partial_reasoning = ""
-        calls = ToolCallAccumulator()
-        usage = Usage()
-        finish = None
-        want_delta_hooks = core.hooks.has_handlers(events.CONTENT_BLOCK_DELTA)
-        guard = StreamGuard(core.output_cap or core.max_tokens)
-        stop: StreamStop | None = None
-        stream = core.provider.stream(messages, core.tools.specs or None, options=options)
-        async for chunk in stream:
-            if chunk.delta:
-                self.partial_text += chunk.delta
-                await self.observer.on_delta(self.sid, index, chunk.delta, "text")
-                if want_delta_hooks:
-                    await self.emit(events.CONTENT_BLOCK_DELTA, {"delta": chunk.delta})
-            if chunk.reasoning:
-                self.partial_reasoning += chunk.reasoning
-                await self.observer.on_delta(self.sid, index, chunk.reasoning, "thinking")
-            calls.add(chunk)
-            if chunk.usage.total_tokens or chunk.usage.input_tokens or chunk.usage.output_tokens:
-                usage = chunk.usage
-            if finish is None and chunk.finish_reason is None:  # the model has not ended it
-                stop = guard.feed(
-                    chunk.delta + chunk.reasoning,
-                    other_chars=sum(len(d.arguments) for d in chunk.tool_call_deltas),
-                    reported_output_tokens=chunk.usage.output_tokens,
-                )
-                if stop is not None:
-                    break
-            if chunk.finish_reason is not None:
-                finish = chunk.finish_reason
-        # Sent: kept until now for a context_length retry.
-        self.ephemeral = [m for m in self.ephemeral if all(m is not e for e in sent_ephemeral)]
-        if usage.input_tokens:
-            core.context.calibrate(self.sid, usage.input_tokens,
-                                   core.context.counter(core.provider, model).name)
-        if stop is not None:
-            # Closing the generator cancels the provider's HTTP call.
-            await _close_stream(stream)
-            finish = stop.finish_reason
-            self.stream_stop = stop
-            await self.notify(stop.message, "warning")
-        # A reply cut short may end inside a tool call's arguments: run none.
-        tool_calls = calls.tool_calls(model=model) if stop is None else []
-        if self.partial_reasoning:
-            await self.emit(events.THINKING_FINAL, {"text": self.partial_reasoning})
-        return ModelResponse(
-            model=model,
-            content=self.partial_text,
-            tool_calls=tool_calls,
-            usage=usage,
-            finish_reason=finish or ("tool_calls" if tool_calls else "stop"),
-            reasoning_content=self.partial_reasoning,
-        )
-
-    def assistant_message(self, response: ModelResponse) -> Message:
-        metadata: dict[str, Any] = {
-            "finish_reason": response.finish_reason,
-            "model": response.model,
-            "usage": response.usage.model_dump(),
-            "timestamp": _now(),
-        }
-        if response.tool_calls:
-            metadata["tool_calls"] = [tc.model_dump() for tc in response.tool_calls]
-            previews = {tc.id: self.core.tools.preview(tc) for tc in response.tool_calls}
-            if any(previews.values()):
-                metadata["tool_call_previews"] = previews
-        if response.reasoning_content:
-            metadata["reasoning"] = response.reasoning_content
-        if self.plan is not None and self.plan.instruction_files:
-            metadata["instructions"] = list(self.plan.instruction_files)
-        if self.stream_stop is not None:
-            metadata["stopped"] = {
-                "reason": self.stream_stop.reason, "message": self.stream_stop.message
-            }
-            self.stream_stop = None
-        self.partial_text = ""
-        self.partial_reasoning = ""
-        return Message("assistant", response.content, metadata)
-
-    async def run_tool(self, call: ToolCall) -> None:
-        core = self.core
-        await self.observer.on_progress(self.sid, f"Running {call.tool}")
-        pre = await self.hook(
-            events.TOOL_PRE,
-            {"tool_name": call.tool, "tool_input": dict(call.arguments), "tool_call_id": call.id},
-        )
-        if not pre.allowed:
-            result = ToolResult(success=False, error={"message": pre.reason, "code": "denied"})
-            content = f"Error: {pre.reason}"
-        else:
-            new_input = pre.data.get("tool_input") if pre.data else None
-            if isinstance(new_input, dict):
-                call = call.model_copy(update={"arguments": new_input})
-            tool_context = {
-                **core.tool_context,
-                **self.context,
-                "core": core,
-                "session_id": self.sid,
-                "trigger_source": "core",
-                # A long-running tool (an MCP call) reports how far it got.
-                "progress": lambda text: self.observer.on_progress(self.sid, text),
-                # Last, so nothing a caller or the model supplies can set it.
-                "approval": _approval_policy(pre),
-            }
-            if self.checkpoints is not None:  # file edits store the files first
-                tool_context = self.checkpoints.wrap(tool_context)
-            execution = await core.tools.execute(call, tool_context)
-            result, content = execution.result, execution.content
-            if not result.success:
-                await self.emit(
-                    events.TOOL_ERROR,
-                    {"tool_name": call.tool, "tool_input": call.arguments, "error": result.error},
-                )
-            self.tool_post_appends = []
-            await self.hook(
-                events.TOOL_POST,
-                {
-                    "tool_name": call.tool,
-                    "tool_input": call.arguments,
-                    "tool_call_id": call.id,
-                    "result": result.model_dump(),
-                },
-            )
-            if self.tool_post_appends:
-                content = "\n\n".join([content, *self.tool_post_appends])
-                self.tool_post_appends = []
-        status = core._statuses[self.sid]
-        core._set_status(
-            self.sid,
-            tool_invocations=status.tool_invocations + 1,
-            tool_successes=status.tool_successes + (1 if result.success else 0),
-            tool_failures=status.tool_failures + (0 if result.success else 1),
-        )
-        limit = core.limits.max_tool_result_chars
-        await self.persist(
-            _tool_message(
-                call,
-                result.model_copy(update=cap_tool_result(result.model_dump(), limit)),
-                cap_text(content, limit),
-            )
-        )
-
-    # -- hooks -----------------------------------------------------------------
-    async def emit(self, event: str, data: dict[str, Any]) -> HookResult:
-        if not self.core.hooks.has_handlers(event):
-            return HookResult()
-        return await self.core.hooks.emit(
-            event, {**data, "session_id": self.sid, "timestamp": _now()}
-        )
-
-    async def hook(self, event: str, data: dict[str, Any]) -> _Outcome:
-        """Emit `event` and act on the merged result: show user_message, queue
-        injections, ask the user for ask_user. Returns whether to go on."""
-        hooks = self.core.hooks
-        if not hooks.has_handlers(event):
-            return _Outcome(True, data=data)
-        payload = {**data, "session_id": self.sid, "timestamp": _now()}
-        emission = await hooks.emit_with_sources(event, payload)
-        result = emission.result
-        if result.user_message:
-            await self.notify(result.user_message, result.user_message_level)
-        if result.action == "deny":
-            source = ", ".join(emission.sources) or "a hook"
-            return _Outcome(False, reason=result.reason or f"Denied by {source} on {event}.")
-        if result.action == "ask_user":
-            return await self.ask(event, result, data)
-        if result.action == "inject_context" and result.context_injection:
-            self.queue_injection(result, ", ".join(emission.sources) or "hook", event,
-                                 parts=emission.injections)
-        if result.action in ("modify", "inject_context") and result.data is not None:
-            return _Outcome(True, data=result.data)
-        return _Outcome(True, data=data)
-
-    async def ask(self, event: str, result: HookResult, data: dict[str, Any]) -> _Outcome:
-        tool_name = data.get("tool_name")
-        request = ApprovalRequest(
-            prompt=result.approval_prompt or result.reason or f"Allow {tool_name or event}?",
-            options=options_from_labels(result.approval_options or ()),
-            timeout=result.approval_timeout,
-            default=result.approval_default,
-            session_id=self.sid,
-            tool_name=tool_name,
-            tool_input=dict(data.get("tool_input") or {}),
-            reason=result.reason,
-        )
-        await self.emit(
-            events.APPROVAL_REQUIRED, {"tool_name": tool_name, "prompt": request.prompt}
-        )
-        decision = await self.core.gate.ask(request)
-        if decision.allowed:
-            await self.emit(
-                events.APPROVAL_GRANTED, {"tool_name": tool_name, "choice": decision.choice}
-            )
-            return _Outcome(True, data=data, choice=decision.choice)
-        await self.emit(
-            events.APPROVAL_DENIED,
-            {"tool_name": tool_name, "choice": decision.choice, "reason": decision.reason},
-        )
-        return _Outcome(False, reason=decision.reason)
-
-    def queue_injection(
-        self, result: HookResult, hook_name: str, event: str,
-        parts: list[tuple[str, str]] | None = None,
-    ) -> None:
-        # Each handler's injection is admitted on its own (the size limit is per
-        # injection): one hook flooding the context must not take the other
-        # hooks' injections on the same event down with it, as it did when the
-        # merged text was checked as a whole.
-        admitted = []
-        for name, part in parts or [(hook_name, result.context_injection or "")]:
-            try:
-                self.budget.admit(part, hook_name=name, event=event)
-            except InjectionRefused as exc:
-                log.warning("%s", exc)
-                self.refused_notices.append(str(exc))
-                continue
-            admitted.append((name, part))
-        if not admitted:
-            return
-        text = "\n\n".join(part for _, part in admitted)
-        hook_name = ", ".join(name for name, _ in admitted)
-        metadata: dict[str, Any] = {"source": "hook", "hook_name": hook_name, "event": event}
-        if result.suppress_output:
-            # The agent still sees it; transcripts shown to the user hide it.
-            metadata["suppress_output"] = True
-        if result.append_to_last_tool_result and event == events.TOOL_POST:
-            self.tool_post_appends.append(text)
-        elif result.ephemeral:
-            self.ephemeral.append(
-                Message(result.context_injection_role, text, {**metadata, "ephemeral": True})
-            )
-        else:
-            # Stored injections wait for the next model call, so they never
-            # split an assistant tool_calls message from its tool results.
-            self.pending_injections.append(Message(result.context_injection_role, text, metadata))
-
-    async def flush_injections(self) -> None:
-        for notice in self.refused_notices:
-            await self.notify(notice, "warning")
-        self.refused_notices.clear()
-        pending, self.pending_injections = self.pending_injections, []
-        for message in pending:
-            await self.persist(message)
-
-    async def notify(self, text: str, level: MessageLevel) -> None:
-        display = self.core.display
-        if display is None:
-            log.info("[%s] %s", level, text)
-            return
-        try:
-            await display.show_message(text, level)
-        except Exception:
-            log.exception("Display channel failed")
-
-    # -- persistence -------------------------------------------------------------
-    async def persist(self, message: Message) -> None:
-        index = len(self.session.messages)
-        self.session = self.session.with_message(message)
-        self.messages.append(message)
-        status = self.core._statuses[self.sid]
-        self.core._set_status(self.sid, total_messages=status.total_messages + 1)
-        sink = self.core.sink
-        if sink is not None:
-            # Shielded: a cancellation must not abandon a half-written message.
-            await asyncio.shield(asyncio.to_thread(sink.append_message, self.sid, message))
-        await self.observer.on_message(self.sid, index, message)
-
-    async def persist_partial(self, extra: dict[str, Any]) -> None:
-        """Keep text the user already saw stream in, marked incomplete."""
-        if self.partial_text:
-            metadata = {"incomplete": True, "timestamp": _now(), **extra}
-            text, self.partial_text = self.partial_text, ""
-            await self.persist(Message("assistant", text, metadata))
-
-    async def close_interrupted_tool_calls(self) -> None:
-        """Give tool calls that a dead server left unanswered a failed result.
-
-        When the process is killed while a tool runs or an approval is
-        pending, the session ends with an assistant message whose tool calls
-        have no result, and OpenAI and Anthropic reject every later request
-        of that session. Like a cancellation (finish_cancelled), each such
-        call gets a synthetic result, stored before anything new."""
-        messages = self.session.messages
-        answered: set[Any] = set()
-        for message in reversed(messages):
-            if message.role == "tool":
-                answered.add((message.metadata or {}).get("tool_call_id"))
-                continue
-            calls = (message.metadata or {}).get("tool_calls") if message.role == "assistant" \
-                else None
-            if not calls:
-                return  # only the trailing tool round can be cut short
-            for raw in calls:
-                try:
-                    call = ToolCall.model_validate(raw)
-                except ValueError:  # not ours to repair
-                    continue
-                if call.id in answered:
-                    continue
-                result = ToolResult(success=False, error={
-                    "message": "The agent stopped (the language server exited) before this "
-                    "tool call finished; it may not have run.",
-                    "code": "interrupted",
-                })
-                await self.persist(_tool_message(call, result, "Error: interrupted before "
-                                                 "this tool call finished; it may not have run."))
-            return
-
-    async def finish_cancelled(self) -> TurnResult:
-        if self.finished:
-            return self._result("cancelled", None)
-        await self.emit(events.CANCEL_REQUESTED, {})
-        await self.persist_partial({"cancelled": True})
-        for call in self.unanswered:
-            result = ToolResult(
-                success=False,
-                error={
-                    "message": "Cancelled by the user before this tool call finished.",
-                    "code": "cancelled",
-                },
-            )
-            await self.persist(_tool_message(call, result, "Error: cancelled by the user."))
-        self.unanswered = []
-        await self.emit(events.CANCEL_COMPLETED, {})
-        return await self.finish(
-            "cancelled", {"code": "cancelled", "message": "The turn was cancelled."}
-        )
-
-    async def finish(self, status: TurnStatus, error: dict[str, str] | None) -> TurnResult:
-        core = self.core
-        current = core._statuses[self.sid]
-        core._set_status(
-            self.sid,
-            status=status,
-            ended_at=datetime.now(UTC),
-            total_input_tokens=current.total_input_tokens + self.usage.input_tokens,
-            total_output_tokens=current.total_output_tokens + self.usage.output_tokens,
-        )
-        self.finished = True
-        if core.sink is not None:
-            try:
-                await asyncio.shield(
-                    asyncio.to_thread(core.sink.update_status, self.sid, core._statuses[self.sid])
-                )
-            except Exception:
-                log.exception("Could not save the status of session %s", self.sid)
-        if status == "completed":
-            await self.emit(events.PROMPT_COMPLETE, {"usage": self.usage.model_dump()})
-        await self.emit(
-            events.ORCHESTRATOR_COMPLETE, {"status": status, "usage": self.usage.model_dump()}
-        )
-        return self._result(status, error)
-
-    def _result(self, status: TurnStatus, error: dict[str, str] | None) -> TurnResult:
-        return TurnResult(
-            self.session,
-            status,
-            list(self.messages),
-            self.usage,
-            error,
-            self.core._statuses.get(self.sid),
-        )
-
-
-@dataclass
-class _Outcome:
-    allowed: bool
-    reason: str = ""
-    data: dict[str, Any] | None = None
-    choice: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-def _approval_policy(pre: _Outcome) -> str:
-    """The policy's verdict the tools are told: "allow" when a rule allowed
-    the call or the user approved it through ask_user, "protected" when the
-    call must be asked every time, else "ask". Only tool:pre hooks set it;
-    the model's own arguments can never reach it."""
-    verdict = pre.data.get("approval") if pre.data else None
-    if verdict == "protected":
-        return "protected"  # another hook's yes does not answer the protected question
-    if pre.choice is not None or verdict == "allow":
-        return "allow"
-    return "ask"
-
-
-def _tool_message(call: ToolCall, result: ToolResult, content: str) -> Message:
-    return Message(
-        "tool",
-        content,
-        {"tool_call_id": call.id, "tool_name": call.tool, "timestamp": _now()},
-        tool_result=result.model_dump(),
-    )
-
-
-async def _close_stream(stream: Any) -> None:
-    aclose = getattr(stream, "aclose", None)
-    if aclose is None:
-        return
-    try:
-        await aclose()
-    except Exception:  # the stream is abandoned either way
-        log.debug("Closing a stopped model stream failed", exc_info=True)
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
