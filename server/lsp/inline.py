@@ -10,9 +10,7 @@ are shown once with window/showMessage; the request still answers (no items).
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
-from collections import OrderedDict
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -21,13 +19,13 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
 from .convert import to_plain
+from .served import ServedIds
 
 if TYPE_CHECKING:
-    from agentls.features.inline_completion import InlineCompletionFeature, OpenDocument
+    from agentls.features.inline_completion import OpenDocument
     from agentls.features.inline_completion.notices import UserNotice
 
     from .server import AgentlsLanguageServer
-    from .state import ServerState
 
 log = logging.getLogger("agentls.lsp.inline")
 
@@ -36,37 +34,15 @@ ACCEPT_COMMAND = "agentls.inlineCompletionAccepted"
 DID_SHOW = "textDocument/didShowCompletion"
 DID_PARTIALLY_ACCEPT = "textDocument/didPartiallyAcceptCompletion"
 _EMPTY: dict[str, Any] = {"items": []}
-_REMEMBERED_ITEMS = 512
 
 
 class _InlineEndpoint:
-    """Per-server state of the handlers: the feature for the current
-    settings, the ids of items served, the notices shown."""
+    """Per-server state of the handlers: the ids of items served, the
+    notices shown."""
 
     def __init__(self) -> None:
-        self._feature_for: tuple[object, InlineCompletionFeature | None] | None = None
-        self.items: OrderedDict[str, bool] = OrderedDict()  # id -> accepted
-        self._ids = itertools.count(1)
+        self.items = ServedIds()
         self.told: set[str] = set()
-
-    def feature(self, state: ServerState) -> InlineCompletionFeature | None:
-        """The enabled feature plugin, looked up once per settings load."""
-        loaded = state.loaded
-        known = self._feature_for
-        if known is not None and known[0] is loaded:
-            return known[1]
-        found = state.feature(FEATURE_NAME)
-        if found is not None and not callable(getattr(found, "complete", None)):
-            found = None
-        self._feature_for = (loaded, found)
-        return found
-
-    def new_item_id(self) -> str:
-        item_id = str(next(self._ids))
-        self.items[item_id] = False
-        if len(self.items) > _REMEMBERED_ITEMS:
-            self.items.popitem(last=False)
-        return item_id
 
 
 def _warm(state: Any) -> None:
@@ -91,7 +67,7 @@ def register(server: AgentlsLanguageServer) -> None:
         state = ls.state
         if not ls.settings_ready.is_set():  # only the first requests after start-up wait
             await ls.wait_settings()
-        feature = endpoint.feature(state)
+        feature = state.feature(FEATURE_NAME, "complete")
         if feature is None:
             return _EMPTY
         uri = params.text_document.uri
@@ -143,7 +119,7 @@ def register(server: AgentlsLanguageServer) -> None:
                     "command": {
                         "title": "Accept completion",
                         "command": ACCEPT_COMMAND,
-                        "arguments": [endpoint.new_item_id()],
+                        "arguments": [endpoint.items.new()],
                     },
                 }
                 for item in answer.items
@@ -166,9 +142,7 @@ def register(server: AgentlsLanguageServer) -> None:
             raise JsonRpcInvalidParams(
                 f"{ACCEPT_COMMAND} takes one argument, the item id from the completion's command"
             )
-        item_id = str(arguments[0])
-        if endpoint.items.get(item_id) is False:  # counted once per served item
-            endpoint.items[item_id] = True
+        if endpoint.items.accept(str(arguments[0])):  # counted once per served item
             ls.state.counters.accepted += 1
 
 

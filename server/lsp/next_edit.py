@@ -11,9 +11,7 @@ path does not load it), and its edits become ranges.
 
 from __future__ import annotations
 
-import itertools
 import logging
-from collections import OrderedDict
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -24,9 +22,9 @@ from pygls.exceptions import JsonRpcInvalidParams
 from agentls.core.edit_history import EditHistory, TextChange
 
 from .convert import to_plain
+from .served import ServedIds
 
 if TYPE_CHECKING:
-    from agentls.core.next_edit import NextEditSuggester
 
     from .server import AgentlsLanguageServer
     from .state import ServerState
@@ -37,7 +35,6 @@ METHOD = "textDocument/copilotInlineEdit"
 DID_FOCUS = "textDocument/didFocus"
 ACCEPT_COMMAND = "agentls.nextEditAccepted"
 FEATURE_NAME = "next-edit"
-_REMEMBERED_EDITS = 512
 
 
 def document_key(uri: str) -> str:
@@ -47,28 +44,8 @@ def document_key(uri: str) -> str:
 
 class _NextEditEndpoint:
     def __init__(self) -> None:
-        self._feature_for: tuple[object, NextEditSuggester | None] | None = None
         self.texts: dict[str, str] = {}  # the text each open document had last
-        self.served: OrderedDict[str, bool] = OrderedDict()  # edit id -> accepted
-        self._ids = itertools.count(1)
-
-    def feature(self, state: ServerState) -> NextEditSuggester | None:
-        loaded = state.loaded
-        known = self._feature_for
-        if known is not None and known[0] is loaded:
-            return known[1]
-        found = state.feature(FEATURE_NAME)
-        if found is not None and not callable(getattr(found, "suggest", None)):
-            found = None
-        self._feature_for = (loaded, found)
-        return found
-
-    def new_edit_id(self) -> str:
-        edit_id = f"ne-{next(self._ids)}"
-        self.served[edit_id] = False
-        if len(self.served) > _REMEMBERED_EDITS:
-            self.served.popitem(last=False)
-        return edit_id
+        self.served = ServedIds(prefix="ne-")
 
 
 def register(server: AgentlsLanguageServer) -> None:
@@ -120,7 +97,7 @@ def register(server: AgentlsLanguageServer) -> None:
         if not ls.settings_ready.is_set():
             await ls.wait_settings()
         state = ls.state
-        feature = endpoint.feature(state)
+        feature = state.feature(FEATURE_NAME, "suggest")
         if feature is None:
             return {"edits": []}
         key = document_key(uri)
@@ -163,7 +140,7 @@ def register(server: AgentlsLanguageServer) -> None:
 
         edits = []
         for edit in answer.edits:
-            edit_id = endpoint.new_edit_id()
+            edit_id = endpoint.served.new()
             edits.append({
                 "range": {"start": at(edit.start), "end": at(edit.end)},
                 "text": edit.text,
@@ -178,9 +155,7 @@ def register(server: AgentlsLanguageServer) -> None:
         if not arguments or not isinstance(arguments[0], str | int):
             raise JsonRpcInvalidParams(
                 f"{ACCEPT_COMMAND} takes one argument, the edit id from the edit's command")
-        edit_id = str(arguments[0])
-        if endpoint.served.get(edit_id) is False:  # counted once per served edit
-            endpoint.served[edit_id] = True
+        if endpoint.served.accept(str(arguments[0])):  # counted once per served edit
             ls.state.next_edit_counters.accepted += 1
 
 

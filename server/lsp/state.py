@@ -76,6 +76,8 @@ class ServerState:
         # The user's workspace-trust decisions (user state dir, never the workspace).
         self._trust_store: TrustStore | None = None
         self._loaded: LoadedSettings | None = None
+        # feature(): the plugins found by name, for the settings load they were found under.
+        self._features_for: tuple[object, dict[str, Any]] = (None, {})
         self.counters = CompletionCounters()
         self.next_edit_counters = NextEditCounters()
         self.prompt_counters = PromptCounters()
@@ -229,12 +231,21 @@ class ServerState:
             disabled=self.settings.features.disabled,
         )
 
-    def feature(self, name: str) -> Any | None:
-        """One enabled feature plugin by name (None when off or missing),
-        without loading the others unless its enablement needs their tags."""
-        return self.registry.enabled_one(
-            "feature", name, self.feature_config(), disabled=self.settings.features.disabled,
-        )
+    def feature(self, name: str, method: str) -> Any | None:
+        """One enabled feature plugin by name that has `method` (None when
+        off, missing or without it), without loading the others unless its
+        enablement needs their tags. Looked up once per settings load: the
+        per-keystroke handlers ask on every request."""
+        loaded = self.loaded
+        if self._features_for[0] is not loaded:
+            self._features_for = (loaded, {})
+        known = self._features_for[1]
+        if name not in known:
+            found = self.registry.enabled_one(
+                "feature", name, self.feature_config(), disabled=self.settings.features.disabled,
+            )
+            known[name] = found if callable(getattr(found, method, None)) else None
+        return known[name]
 
     def tools(self) -> list[Any]:
         """Enabled tool plugins (features.disabled applies to them too), and
