@@ -56,10 +56,10 @@ def _sse_body(text: str) -> bytes:
     )
 
 
-async def _serve_backend() -> None:
-    """An HTTP/1.1 keep-alive server that answers POST .../completions at
-    once; GET /stats returns {calls, durations_us}. Prints its port."""
-    body = _sse_body(COMPLETION)
+async def serve_backend(body: bytes) -> None:
+    """An HTTP/1.1 keep-alive server that answers every POST at once with
+    `body` (an SSE stream); GET /stats returns {calls, durations_us}. Prints
+    its port. bench_next_edit.py serves its chat answer with it too."""
     head = (
         b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
         b"Content-Length: %d\r\n\r\n" % len(body)
@@ -433,6 +433,6 @@ if __name__ == "__main__":
     parser.add_argument("--backend", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.backend:
-        asyncio.run(_serve_backend())
+        asyncio.run(serve_backend(_sse_body(COMPLETION)))
     else:
         asyncio.run(main(args.requests, args.bursts, args.profile, args.tcp))

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_inline import Client, backend_stats, cpu_seconds
+from bench_inline import Client, backend_stats, cpu_seconds, serve_backend
 
 FUNCTION = "def scale(x, factor):\n    value = x * factor\n    return value\n\n"
 CALL = "print(scale(2, factor=3))\n"
@@ -53,45 +53,6 @@ def _sse_chat(text: str) -> bytes:
     ]
     return b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + (
         b"data: [DONE]\n\n")
-
-
-async def _serve_backend(answer: str) -> None:
-    body = _sse_chat(answer)
-    head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-            b"Content-Length: %d\r\n\r\n" % len(body))
-    calls = 0
-    durations: list[float] = []
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal calls
-        try:
-            while True:
-                request_head = await reader.readuntil(b"\r\n\r\n")
-                started = time.perf_counter()
-                length = 0
-                for line in request_head.split(b"\r\n"):
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":")[1])
-                if length:
-                    await reader.readexactly(length)
-                if request_head.startswith(b"GET /stats"):
-                    stats = json.dumps({"calls": calls, "durations_us": durations}).encode()
-                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                                 b"Content-Length: %d\r\n\r\n" % len(stats) + stats)
-                else:
-                    calls += 1
-                    writer.write(head + body)
-                    durations.append((time.perf_counter() - started) * 1e6)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    print(server.sockets[0].getsockname()[1], flush=True)
-    async with server:
-        await server.serve_forever()
 
 
 def pct(values: list[float], q: float) -> float:
@@ -226,7 +187,7 @@ def main() -> None:
     parser.add_argument("--backend", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.backend:
-        asyncio.run(_serve_backend(Path(args.backend).read_text()))
+        asyncio.run(serve_backend(_sse_chat(Path(args.backend).read_text())))
         return
     asyncio.run(run(args.requests))
 

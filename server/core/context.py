@@ -163,31 +163,32 @@ class ContextOverflow(ModelError):
     """Even the current turn alone cannot be made to fit (code context_length)."""
 
 
+_WINDOW_PATTERNS = (
+    r"maximum context length is (\d[\d,]*)",
+    r"context (?:size|window|length) (?:is |of )?\(?(\d[\d,]*) tokens",
+    r"> (\d[\d,]*) maximum",
+    r"exceeds? (?:the )?(?:available )?context (?:size|window|length) \((\d[\d,]*)",
+)
+_USED_PATTERNS = (
+    r"resulted in (\d[\d,]*) tokens",
+    r"\((\d[\d,]*) in the messages",
+    r"prompt is too long: (\d[\d,]*) tokens",
+    r"requested (\d[\d,]*) tokens",
+)
+
+
 def learned_window(error: str) -> tuple[int | None, int | None]:
     """(the window, the tokens the request had) as a context-length error
     states them, where it does (OpenAI, vLLM, llama.cpp, Anthropic, Ollama)."""
-    limit = used = None
-    for pattern in (
-        r"maximum context length is (\d[\d,]*)",
-        r"context (?:size|window|length) (?:is |of )?\(?(\d[\d,]*) tokens",
-        r"> (\d[\d,]*) maximum",
-        r"exceeds? (?:the )?(?:available )?context (?:size|window|length) \((\d[\d,]*)",
-    ):
-        match = re.search(pattern, error, re.IGNORECASE)
+    return _first_number(_WINDOW_PATTERNS, error), _first_number(_USED_PATTERNS, error)
+
+
+def _first_number(patterns: tuple[str, ...], text: str) -> int | None:
+    for pattern in patterns:
+        match = re.search(pattern, text, re.IGNORECASE)
         if match:
-            limit = int(match.group(1).replace(",", ""))
-            break
-    for pattern in (
-        r"resulted in (\d[\d,]*) tokens",
-        r"\((\d[\d,]*) in the messages",
-        r"prompt is too long: (\d[\d,]*) tokens",
-        r"requested (\d[\d,]*) tokens",
-    ):
-        match = re.search(pattern, error, re.IGNORECASE)
-        if match:
-            used = int(match.group(1).replace(",", ""))
-            break
-    return limit, used
+            return int(match.group(1).replace(",", ""))
+    return None
 
 
 class ContextManager:
