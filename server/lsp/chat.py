@@ -31,7 +31,7 @@ from .channels import (
     TurnWiring,
     open_document_lookup,
 )
-from .convert import to_plain
+from .convert import params_object, session_id_param
 from .edits import (
     LspDocumentLookup,
     LspEditApplier,
@@ -78,19 +78,19 @@ def register(server: AgentlsLanguageServer) -> None:
 
     @server.feature("agentls/chat")
     async def chat(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
-        return await service.chat(_params(params))
+        return await service.chat(params_object(params))
 
     @server.feature("agentls/sessions")
     async def sessions(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
-        return await service.sessions(_params(params))
+        return await service.sessions(params_object(params))
 
     @server.feature("agentls/session")
     async def session(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
-        return await service.session(_params(params))
+        return await service.session(params_object(params))
 
     @server.feature("agentls/deleteSession")
     async def delete_session(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
-        return await service.delete_session(_params(params))
+        return await service.delete_session(params_object(params))
 
     @server.feature("agentls/uiSchema")
     def ui_schema(ls: AgentlsLanguageServer, params: Any = None) -> list[dict[str, Any]]:
@@ -122,15 +122,6 @@ def register(server: AgentlsLanguageServer) -> None:
         created = await asyncio.to_thread(service.store().create_session)
         end_session_approvals(ls)  # starting over: "Allow for session" answers end
         return {"sessionId": created.session_id}
-
-
-def _params(params: Any) -> dict[str, Any]:
-    plain = to_plain(params)
-    if plain is None:
-        return {}
-    if not isinstance(plain, dict):
-        raise JsonRpcInvalidParams("Params must be an object.")
-    return plain
 
 
 class ChatService:
@@ -476,13 +467,13 @@ class ChatService:
         return {"sessions": [s.to_wire() for s in summaries]}
 
     async def session(self, params: dict[str, Any]) -> dict[str, Any]:
-        sid = _session_id(params, "agentls/session")
+        sid = session_id_param(params, "agentls/session")
         return (await self._load(self.store(), sid)).to_dict()
 
     async def delete_session(self, params: dict[str, Any]) -> dict[str, Any]:
         from agentls.core.session_store import SessionStoreError
 
-        sid = _session_id(params, "agentls/deleteSession")
+        sid = session_id_param(params, "agentls/deleteSession")
         task = self.tasks.get(sid)
         if task is not None and self._cancel_one(sid):
             await asyncio.wait([task], timeout=SHUTDOWN_WAIT_SECONDS)
@@ -495,13 +486,6 @@ class ChatService:
         if not deleted:
             raise JsonRpcInvalidParams(f"Unknown sessionId {sid!r}: no such session is stored.")
         return {"sessionId": sid, "deleted": True}
-
-
-def _session_id(params: dict[str, Any], method: str) -> str:
-    sid = params.get("sessionId")
-    if not isinstance(sid, str) or not sid:
-        raise JsonRpcInvalidParams(f"{method} needs a string `sessionId`.")
-    return sid
 
 
 def _range(value: Any) -> types.Range | None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 
-from .convert import to_plain
+from .convert import params_object, session_id_param
 
 if TYPE_CHECKING:
     from agentls.core.checkpoint_store import CheckpointStore
@@ -34,7 +34,7 @@ def register(server: AgentlsLanguageServer) -> None:
 
     @server.feature("agentls/checkpoints")
     async def checkpoints(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
-        session_id = _session_id(_params(params), "agentls/checkpoints")
+        session_id = session_id_param(params_object(params), "agentls/checkpoints")
         store = _checkpoint_store(ls)
         found = await _call(store.list_checkpoints, session_id)
         shown = _shower(ls)
@@ -48,8 +48,8 @@ def register(server: AgentlsLanguageServer) -> None:
     @server.feature("agentls/restoreCheckpoint")
     async def restore_checkpoint(ls: AgentlsLanguageServer, params: Any = None
                                  ) -> dict[str, Any]:
-        args = _params(params)
-        session_id = _session_id(args, "agentls/restoreCheckpoint")
+        args = params_object(params)
+        session_id = session_id_param(args, "agentls/restoreCheckpoint")
         turn = args.get("turn")
         if isinstance(turn, bool) or not isinstance(turn, int) or turn < 1:
             raise JsonRpcInvalidParams("agentls/restoreCheckpoint needs `turn`, a turn number "
@@ -92,23 +92,6 @@ async def _restore(ls: AgentlsLanguageServer, session_id: str, turn: int, force:
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _params(params: Any) -> dict[str, Any]:
-    plain = to_plain(params)
-    if plain is None:
-        return {}
-    if not isinstance(plain, dict):
-        raise JsonRpcInvalidParams("Params must be an object.")
-    return plain
-
-
-def _session_id(params: dict[str, Any], method: str) -> str:
-    session_id = params.get("sessionId")
-    if not isinstance(session_id, str) or not session_id:
-        raise JsonRpcInvalidParams(f"{method} needs `sessionId`, a non-empty string "
-                                   "(from agentls/sessions or an agentls/chat result).")
-    return session_id
 
 
 def _checkpoint_store(ls: AgentlsLanguageServer) -> CheckpointStore:

@@ -13,7 +13,7 @@ from typing import Any
 from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 
 from .channels import LspTurnObserver
-from .convert import to_plain
+from .convert import session_id_param, to_plain
 from .server import AgentlsLanguageServer
 
 __all__ = ["register"]
@@ -30,9 +30,7 @@ async def compact_session(ls: AgentlsLanguageServer, params: Any) -> dict[str, A
     from agentls.core.orchestrator import TurnInProgress
     from agentls.core.session_store import SessionNotFound, SessionStoreError
 
-    sid = params.get("sessionId") if isinstance(params, dict) else None
-    if not isinstance(sid, str) or not sid:
-        raise JsonRpcInvalidParams("agentls/compact needs a string `sessionId`.")
+    sid = session_id_param(params, "agentls/compact")
     await ls.wait_settings()
     state = ls.state
     try:

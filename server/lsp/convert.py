@@ -26,3 +26,27 @@ def to_plain(value: Any) -> Any:
 
         return converters.get_converter().unstructure(value)
     return value
+
+
+def params_object(params: Any) -> dict[str, Any]:
+    """A custom request's params as a dict ({} when omitted); -32602 when
+    they are not an object."""
+    from pygls.exceptions import JsonRpcInvalidParams
+
+    plain = to_plain(params)
+    if plain is None:
+        return {}
+    if not isinstance(plain, dict):
+        raise JsonRpcInvalidParams("Params must be an object.")
+    return plain
+
+
+def session_id_param(params: Any, method: str) -> str:
+    """The `sessionId` of an agentls/* request; -32602 naming the method."""
+    from pygls.exceptions import JsonRpcInvalidParams
+
+    session_id = params.get("sessionId") if isinstance(params, dict) else None
+    if not isinstance(session_id, str) or not session_id:
+        raise JsonRpcInvalidParams(f"{method} needs `sessionId`, a non-empty string "
+                                   "(from agentls/sessions or an agentls/chat result).")
+    return session_id
