@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import sys
 from collections.abc import Sequence
@@ -106,6 +107,11 @@ def serve(*, tcp: bool = False, host: str = "127.0.0.1", port: int = 2087) -> in
     sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
     server = create_server()
+    # Everything alive now (pygls, lsprotocol's ~560 classes, our modules)
+    # lives as long as the process. Moving it out of the collector's sight
+    # spares every later full collection from walking it again: one such
+    # pass costs 25-35 ms here, and one falls before the first completion.
+    gc.freeze()
     if tcp:
         server.start_tcp(host, port)
     else:

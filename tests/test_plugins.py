@@ -287,3 +287,41 @@ async def test_agent_core_provider_plugin_entry_point_runs_a_turn(third_party: P
     assert result.status == "completed"
     assert result.messages[-1].content == "Echo: ping"
     await provider.aclose()
+
+
+_PYDANTIC_PLUGINS = """
+import sys
+from agentls.core.registry import PluginRegistry
+PluginRegistry.discover()
+from pydantic import BaseModel
+from pydantic.plugin._loader import get_plugins
+class Probe(BaseModel):
+    value: int = 0
+Probe(value=1)
+print(sorted(type(plugin).__name__ for plugin in get_plugins()))
+"""
+
+
+@pytest.mark.parametrize("installed", [False, True])
+def test_discovery_keeps_pydantic_plugins_working(tmp_path: Path, installed: bool) -> None:
+    """discover() answers pydantic's own plugin scan only when no pydantic
+    plugin is installed; an installed one is still found and loaded."""
+    import subprocess
+
+    if installed:
+        (tmp_path / "probe_pydantic_plugin.py").write_text(textwrap.dedent("""
+            class ProbePlugin:
+                def new_schema_validator(self, schema, schema_type, schema_type_path,
+                                         schema_kind, config, plugin_settings):
+                    return None, None, None
+            plugin = ProbePlugin()
+        """))
+        dist = tmp_path / "probe_pydantic_plugin-1.0.dist-info"
+        dist.mkdir()
+        (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: probe-pydantic-plugin\n"
+                                       "Version: 1.0\n")
+        (dist / "entry_points.txt").write_text("[pydantic]\nprobe = probe_pydantic_plugin:plugin\n")
+    env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", _PYDANTIC_PLUGINS], capture_output=True,
+                         text=True, env=env, timeout=60, check=True).stdout
+    assert out.strip() == ("['ProbePlugin']" if installed else "[]")

@@ -32,6 +32,12 @@ __all__ = [
 ]
 
 
+# Every model here builds its validator on first use, not at import: the
+# first inline completion needs two of them and importing the others'
+# schemas cost ~30 ms of start-up (bench/bench_startup.py).
+_DEFERRED = ConfigDict(defer_build=True)
+
+
 # --------------------------------------------------------------------------- 000
 
 
@@ -43,7 +49,7 @@ class ToolCall(BaseModel):
     serialised.
     """
 
-    model_config = ConfigDict(populate_by_name=True)
+    model_config = ConfigDict(populate_by_name=True, defer_build=True)
 
     tool: str = Field(validation_alias=AliasChoices("tool", "name"))
     arguments: dict[str, Any] = Field(default_factory=dict)
@@ -57,6 +63,8 @@ class ToolCall(BaseModel):
 class ToolResult(BaseModel):
     """Result returned by tool execution."""
 
+    model_config = _DEFERRED
+
     success: bool = True
     output: Any | None = None
     error: dict[str, Any] | None = None
@@ -64,6 +72,8 @@ class ToolResult(BaseModel):
 
 class ConfigField(BaseModel):
     """One configuration field a provider needs for setup (API key, base URL, ...)."""
+
+    model_config = _DEFERRED
 
     id: str
     display_name: str
@@ -80,6 +90,8 @@ class ConfigField(BaseModel):
 class ProviderInfo(BaseModel):
     """Metadata about a loaded provider."""
 
+    model_config = _DEFERRED
+
     id: str
     display_name: str
     credential_env_vars: list[str] = Field(default_factory=list)
@@ -92,6 +104,8 @@ class ModelInfo(BaseModel):
     """Metadata about an AI model (Amplifier's; autogen's TypedDict of the same
     name lives in `agentls.core.autogen_types`)."""
 
+    model_config = _DEFERRED
+
     id: str
     display_name: str
     context_window: int
@@ -102,6 +116,8 @@ class ModelInfo(BaseModel):
 
 class ModuleInfo(BaseModel):
     """Metadata about a loaded module (plugin)."""
+
+    model_config = _DEFERRED
 
     id: str
     name: str
@@ -117,6 +133,8 @@ HookAction = Literal["continue", "deny", "modify", "inject_context", "ask_user"]
 
 class HookResult(BaseModel):
     """What a hook handler asks the kernel to do (seed 002)."""
+
+    model_config = _DEFERRED
 
     action: HookAction = "continue"
     data: dict[str, Any] | None = None
@@ -144,6 +162,8 @@ class HookResult(BaseModel):
 
 class SessionStatus(BaseModel):
     """Session status, counters, token usage and cost."""
+
+    model_config = _DEFERRED
 
     session_id: str
     started_at: datetime
@@ -216,7 +236,7 @@ FinishReason = Literal["stop", "tool_calls", "length", "content_filter"]
 class Usage(BaseModel):
     """Token usage statistics."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -233,7 +253,7 @@ class Usage(BaseModel):
 class ModelResponse(BaseModel):
     """Response from a non-streaming completion call."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     id: str = ""
     model: str = ""
@@ -247,7 +267,7 @@ class ModelResponse(BaseModel):
 class ToolCallDelta(BaseModel):
     """An incremental fragment of a streamed tool call."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     index: int = 0
     id: str | None = None
@@ -262,7 +282,7 @@ class StreamChunk(BaseModel):
     Anthropic `thinking_delta`); it is an agentls addition to orbiter's type.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     delta: str = ""
     tool_call_deltas: list[ToolCallDelta] = Field(default_factory=list)

@@ -26,7 +26,8 @@ __all__ = [
 
 MessageRole = Literal["system", "user", "assistant", "tool"]
 
-_CONFIG = ConfigDict(arbitrary_types_allowed=True)
+# Validators are built on first use, not at import (start-up time).
+_CONFIG = ConfigDict(arbitrary_types_allowed=True, defer_build=True)
 
 
 @dataclass(frozen=True, config=_CONFIG)

@@ -144,6 +144,9 @@ class ServerState:
             self.init_options = dict(init_options)
         if workspace_config is not None:
             self.workspace_config = dict(workspace_config)
+        # The registry's entry-point scan first: it also answers pydantic's
+        # plugin scan, which importing the settings schema would start.
+        provider_names = self.registry.names("provider")
         from agentls.core.settings import load_settings
 
         previous = self._loaded
@@ -155,7 +158,7 @@ class ServerState:
             environ=self.environ,
             workspace_root=self.workspace_root,
             trust_store=self.trust_store,
-            provider_names=self.registry.names("provider"),
+            provider_names=provider_names,
         )
         after = {k: self._loaded.settings.to_wire().get(k) for k in _PROVIDER_KEYS}
         if before is not None and before != after:
