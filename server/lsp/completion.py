@@ -16,6 +16,7 @@ list before any plugin is consulted.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -130,6 +131,7 @@ def document_completions(
     cursor = min(document.offset_at_position(position), len(source))
     before, after = source[:cursor], source[cursor:]
     line_start = before.rfind("\n") + 1
+    snippets = _client_takes_snippets(ls)
     items = []
     for index, entry in enumerate(feature_completions(ls, before, after)):
         replacement = entry.get("replacement")
@@ -141,18 +143,57 @@ def document_completions(
         # (pygls maps an offset at the very end of a document to the next line)
         start_position = position if start == cursor else document.client_position_at_offset(start)
         edit_range = types.Range(start=start_position, end=position)
-        items.append(_to_item(entry, replacement, edit_range, index))
+        items.append(_to_item(entry, replacement, edit_range, index, snippets=snippets))
     # Plugins filter by what is typed (and may cap their lists): ask again as it changes.
     return types.CompletionList(is_incomplete=True, items=items)
 
 
+def _client_takes_snippets(ls: AgentlsLanguageServer) -> bool:
+    # Not set before initialize (an in-process server in tests).
+    capabilities = getattr(ls.protocol, "client_capabilities", None)
+    document = capabilities.text_document if capabilities else None
+    completion = document.completion if document else None
+    item = completion.completion_item if completion else None
+    return bool(item and item.snippet_support)
+
+
+_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+
+
+def as_snippet(text: str) -> str:
+    """Plain text as an LSP snippet that expands to the same text, with each
+    `{{name}}` placeholder a tab stop holding its name (the same name, the
+    same stop)."""
+    stops: dict[str, int] = {}
+    parts: list[str] = []
+    position = 0
+    for match in _PLACEHOLDER.finditer(text):
+        parts.append(_escaped(text[position:match.start()]))
+        name = match.group(1)
+        number = stops.setdefault(name, len(stops) + 1)
+        parts.append(f"${{{number}:{name}}}")
+        position = match.end()
+    parts.append(_escaped(text[position:]))
+    return "".join(parts)
+
+
+def _escaped(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("$", "\\$").replace("}", "\\}")
+
+
 def _to_item(
-    entry: Mapping[str, Any], replacement: str, edit_range: types.Range, index: int
+    entry: Mapping[str, Any], replacement: str, edit_range: types.Range, index: int,
+    *, snippets: bool = False,
 ) -> types.CompletionItem:
+    """One CompletionItem. To a client that takes snippets the text goes as a
+    snippet: editors insert only the first word of a plain-text item whose
+    text has spaces (Neovim's vim.lsp.completion does), but expand a
+    snippet whole, and a template's placeholders become tab stops."""
     label = entry.get("display") or replacement
     detail = entry.get("display_meta")
     documentation = entry.get("documentation")
     kind = entry.get("kind")
+    text = str(entry.get("applied") or replacement)
     return types.CompletionItem(
         label=str(label),
         kind=_KINDS.get(kind.lower(), types.CompletionItemKind.Text)
@@ -163,9 +204,10 @@ def _to_item(
         if documentation else None,
         filter_text=replacement,
         sort_text=f"{index:05d}",
-        insert_text_format=types.InsertTextFormat.PlainText,
+        insert_text_format=types.InsertTextFormat.Snippet if snippets
+        else types.InsertTextFormat.PlainText,
         text_edit=types.TextEdit(range=edit_range,
-                                 new_text=str(entry.get("applied") or replacement)),
+                                 new_text=as_snippet(text) if snippets else text),
         data={"plugin": entry.get("plugin")},
     )
 

@@ -86,8 +86,12 @@ def test_an_mcp_prompt_completes_as_a_slash_template(editor: Callable[..., Edito
         "local words = {} for _, it in ipairs(info.items or {}) do table.insert(words, it.word) "
         "end return info.pum_visible == 1 and #words > 0 and words end)()",
         message="the completion menu", timeout=15)
-    assert items == ["Summarize"], items  # Neovim shows the expansion's first word
+    assert items == ["/mcp__raw__summarize"], items  # a snippet item shows its label
     edit = ed.lua("local it = vim.fn.complete_info({ 'items' }).items[1] "
                   "local item = vim.tbl_get(it, 'user_data', 'nvim', 'lsp', 'completion_item') "
                   "return item and item.textEdit and item.textEdit.newText")
-    assert edit == "Summarize {{topic}} in three bullet points."
+    assert edit == "Summarize ${1:topic} in three bullet points."
+    # accepted, the whole prompt is inserted, its placeholder a tab stop
+    ed.keys("<C-n><C-y>")
+    ed.wait_for(f"vim.api.nvim_buf_get_lines({CHAT}.get().buf, -2, -1, false)[1] == "
+                "'Summarize topic in three bullet points.'", message="the expansion")
