@@ -157,6 +157,23 @@ def test_download_reports_progress_verifies_and_is_remembered(
     assert hub.cached_path(hub.parse_hf_reference(f"hf:{REPO}:Q8_0"), hf_env) is None
 
 
+def test_a_xet_backed_file_downloads_over_http_with_progress(
+    tmp_path: Path, gguf: Path, hf_env: Path, monkeypatch: pytest.MonkeyPatch, small_chunks: None
+) -> None:
+    """Xet storage (hf_xet) reports through two progress bars and cannot be
+    stopped from a progress callback, so downloads take the Hub's HTTP path,
+    the one whose progress, resume and cancel are tested here."""
+    seen: list[tuple[int, int | None]] = []
+    with FakeHub(xet=True) as fake:
+        fake.add(REPO, FILE, gguf)
+        serve(monkeypatch, fake)
+        path = download(tmp_path, f"hf:{REPO}", on_progress=lambda d, t: seen.append((d, t)))
+        assert path.read_bytes() == gguf.read_bytes()
+        assert seen[-1] == (gguf.stat().st_size, gguf.stat().st_size)
+        assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+        assert not any("xet" in r.path for r in fake.requests)  # no Xet token asked for
+
+
 def test_a_cut_connection_resumes_with_a_range_request(
     tmp_path: Path, gguf: Path, hf_env: Path, monkeypatch: pytest.MonkeyPatch, small_chunks: None
 ) -> None:

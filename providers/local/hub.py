@@ -207,6 +207,14 @@ def _hub() -> Any:
             f"{INSTALL_HUB} (it comes with agentls[local])",
             code="not_found",
         ) from None
+    # Files in Xet storage would otherwise go through hf_xet, which reports
+    # on two progress bars at once and cannot be stopped from a progress
+    # callback; the Hub serves them over plain HTTP too, the path whose
+    # progress, resume and cancel are tested (HF_HUB_DISABLE_XET, set here
+    # because huggingface_hub reads the variable once, at import).
+    from huggingface_hub import constants
+
+    constants.HF_HUB_DISABLE_XET = True
     return huggingface_hub
 
 

@@ -71,6 +71,9 @@ class FakeHub:
     wrong_sha256: bool = False
     delay: float = 0.0
     hard_timeout: float = 120.0
+    # Announce every file as Xet-backed (the headers the Hub sends for Xet
+    # storage); this fake serves no Xet endpoint, so only HTTP works.
+    xet: bool = False
     requests: list[HubRequest] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -218,6 +221,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("ETag", f'"{sha}"')
         self.send_header("X-Linked-Etag", f'"{sha}"')
         self.send_header("X-Linked-Size", str(entry.size))
+        if self.fake.xet:
+            self.send_header("X-Xet-Hash", sha)
+            self.send_header("X-Xet-Refresh-Route",
+                             f"/api/models/{repo_id}/xet-read-token/{COMMIT}")
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("Content-Type", "application/octet-stream")
         if start:
