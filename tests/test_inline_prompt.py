@@ -7,11 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentls.features.inline_completion.document import (
-    PositionOutOfRange,
-    cursor_context,
-    offset_at,
-)
+from agentls.core.positions import PositionOutOfRange, offset_at
+from agentls.features.inline_completion.document import cursor_context
 from agentls.features.inline_completion.neighbours import (
     NeighbourIndex,
     OpenDocument,

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from agentls.core.edit_history import Hunk
 from agentls.core.next_edit import SuggestedEdit
+from agentls.core.positions import position_at
 from agentls.features.next_edit.prompt import (
     BASE_EXAMPLE,
     REGION_END,
@@ -20,7 +21,7 @@ from agentls.features.next_edit.prompt import (
     describe_change,
     render_edits,
 )
-from agentls.features.next_edit.region import CURSOR_MARKER, editable_region, position_at
+from agentls.features.next_edit.region import CURSOR_MARKER, editable_region
 from agentls.features.next_edit.rewrite import extract_rewrite, minimal_edits
 from agentls.features.next_edit.suppress import apply_edits, worth_showing
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["CURSOR_MARKER", "EditableRegion", "editable_region", "line_of", "position_at"]
+__all__ = ["CURSOR_MARKER", "EditableRegion", "editable_region", "line_of"]
 
 CURSOR_MARKER = "<|user_cursor|>"
 LINES_BEFORE = 6
@@ -86,15 +86,3 @@ def line_of(text: str, offset: int) -> int:
     return text.count("\n", 0, offset)
 
 
-def position_at(text: str, offset: int, encoding: str = "utf-16") -> tuple[int, int]:
-    """The LSP (line, character) of a code-point offset, `character` in
-    code units of `encoding`."""
-    offset = max(0, min(offset, len(text)))
-    line = text.count("\n", 0, offset)
-    start = text.rfind("\n", 0, offset) + 1
-    segment = text[start:offset]
-    if segment.isascii() or encoding == "utf-32":
-        return line, len(segment)
-    if encoding == "utf-8":
-        return line, len(segment.encode("utf-8"))
-    return line, len(segment.encode("utf-16-le")) // 2

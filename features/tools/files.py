@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from agentls.core.edits import ApprovalPolicy, DocumentSnapshot, EditRequest
+from agentls.core.positions import code_units
 
 from .single_tool import SingleTool
 from .workspace import NoWorkspace, OutsideWorkspace, Workspace, WorkspacePathError
@@ -78,16 +79,6 @@ _BREAK = re.compile(r"\r\n|\r|\n")
 # --------------------------------------------------------------------------- positions
 
 
-def code_units(text: str, encoding: str = "utf-16") -> int:
-    """Length of `text` in the code units of an LSP position encoding."""
-    if text.isascii():
-        return len(text)
-    kind = str(encoding).lower()
-    if kind == "utf-8":
-        return len(text.encode("utf-8", "surrogatepass"))
-    if kind == "utf-32":
-        return len(text)
-    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
 
 
 class PositionMap:

@@ -18,6 +18,8 @@ from urllib.parse import unquote
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
+from agentls.core.positions import PositionOutOfRange, offset_at
+
 from .convert import to_plain
 from .served import ServedIds
 
@@ -62,7 +64,6 @@ def register(server: AgentlsLanguageServer) -> None:
         ls: AgentlsLanguageServer, params: types.InlineCompletionParams
     ) -> dict[str, Any]:
         from agentls.features.inline_completion import InlineRequest
-        from agentls.features.inline_completion.document import PositionOutOfRange, offset_at
 
         state = ls.state
         if not ls.settings_ready.is_set():  # only the first requests after start-up wait

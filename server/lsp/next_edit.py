@@ -20,6 +20,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
 from agentls.core.edit_history import EditHistory, TextChange
+from agentls.core.positions import PositionOutOfRange, offset_at, position_at
 
 from .convert import to_plain
 from .served import ServedIds
@@ -106,7 +107,6 @@ def register(server: AgentlsLanguageServer) -> None:
             return {"edits": []}  # unknown document, or the client is ahead/behind
         text = document.source
         encoding = _encoding(ls)
-        from agentls.features.inline_completion.document import PositionOutOfRange, offset_at
 
         try:
             offset = offset_at(text, line, character, encoding)
@@ -132,7 +132,6 @@ def register(server: AgentlsLanguageServer) -> None:
                 log.debug("No next edit: %s", answer.why_none)
             return {"edits": []}
         state.next_edit_counters.served += 1
-        from agentls.features.next_edit.region import position_at
 
         def at(offset: int) -> dict[str, int]:
             line_no, char = position_at(text, offset, encoding)
@@ -202,7 +201,6 @@ def _text_of(ls: AgentlsLanguageServer, uri: str) -> str | None:
 def _changes(before: str, content_changes: Any, encoding: str) -> Iterator[TextChange]:
     """The didChange content changes as code-point TextChanges, each in the
     text the previous ones produced."""
-    from agentls.features.inline_completion.document import offset_at
 
     text = before
     count = len(content_changes)
