@@ -302,3 +302,17 @@ async def test_continuation_endpoint_is_used_for_base_models(
     answer = await InlineCompletionFeature().complete(request(), lambda: provider, settings())
     assert [c["kind"] for c in provider.calls] == [kind]
     assert answer.items == ("3.14 * r * r",)
+
+
+def test_next_edit_notices_speak_of_next_edits() -> None:
+    from agentls.features.inline_completion.notices import NEXT_EDIT, notice_for
+
+    notice = notice_for(ModelError("cannot reach", code="connection"), wording=NEXT_EDIT)
+    assert notice is not None and notice.key == "next-edit:connection"
+    assert notice.message.startswith("agentls next edit suggestions: cannot reach")
+    assert "nextEdit.enabled" in notice.message and "inlineCompletion" not in notice.message
+    missing = notice_for(ModelError("no such model", code="not_found"), fim=True,
+                         wording=NEXT_EDIT)
+    assert missing is not None and "nextEdit.model" in missing.message
+    inline = notice_for(ModelError("cannot reach", code="connection"))
+    assert inline is not None and "inlineCompletion.enabled" in inline.message

@@ -1,4 +1,5 @@
-"""What to tell the user when inline completion cannot work.
+"""What to tell the user when inline completion (or next edit suggestions)
+cannot work.
 
 Only errors the user can act on become notices (a wrong baseUrl, a bad key,
 a missing model, a prompt too long for the model); the editor shows each
@@ -13,24 +14,41 @@ from typing import Literal
 
 from agentls.core.models import AgentlsError, ModelError
 
-__all__ = ["UserNotice", "notice_for"]
+__all__ = ["INLINE", "NEXT_EDIT", "UserNotice", "notice_for"]
 
-_PREFIX = "agentls inline completion"
-_OFF = "(Set inlineCompletion.enabled to false to turn inline completion off.)"
+@dataclass(frozen=True, slots=True)
+class _Wording:
+    key: str  # the notice key's prefix
+    title: str  # what the user knows the feature as
+    settings: str  # its settings section
 
-_ADVICE = {
-    "connection": "No suggestions until the model server answers. " + _OFF,
-    "auth": "No suggestions until the key is accepted. " + _OFF,
-    "not_found": "Set inlineCompletion.model (or model) to a model the server offers.",
-    "context_length": "Lower inlineCompletion.maxPrefixChars and "
-    "inlineCompletion.maxSuffixChars so the prompt fits the model.",
-    "bad_request": "",
-    "invalid_response": "",
-}
-_FIM_ADVICE = (
-    "If this model has no fill-in-the-middle support, set providerOptions.fim to false "
-    "(or choose a FIM model with inlineCompletion.model)."
-)
+
+INLINE = _Wording("inline-completion", "inline completion", "inlineCompletion")
+# Next edit suggestions (features/next_edit) fail the same ways and say so in
+# their own words and settings.
+NEXT_EDIT = _Wording("next-edit", "next edit suggestions", "nextEdit")
+
+
+def _advice(code: str, wording: _Wording) -> str | None:
+    section = wording.settings
+    off = f"(Set {section}.enabled to false to turn {wording.title} off.)"
+    advice = {
+        "connection": "No suggestions until the model server answers. " + off,
+        "auth": "No suggestions until the key is accepted. " + off,
+        "not_found": f"Set {section}.model (or model) to a model the server offers.",
+        "context_length": "Lower inlineCompletion.maxPrefixChars and "
+        "inlineCompletion.maxSuffixChars so the prompt fits the model."
+        if wording is INLINE else "The prompt does not fit this model: choose a model "
+        f"with a larger context window in {section}.model.",
+        "bad_request": "",
+        "invalid_response": "",
+    }
+    return advice.get(code)
+
+
+def _fim_advice(wording: _Wording) -> str:
+    return ("If this model has no fill-in-the-middle support, set providerOptions.fim to "
+            f"false (or choose a FIM model with {wording.settings}.model).")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,18 +58,21 @@ class UserNotice:
     severity: Literal["error", "warning"]
 
 
-def notice_for(exc: BaseException, *, fim: bool = False) -> UserNotice | None:
+def notice_for(
+    exc: BaseException, *, fim: bool = False, wording: _Wording = INLINE
+) -> UserNotice | None:
     """The notice for a failed completion, or None when it is not for the user."""
+    prefix = f"agentls {wording.title}"
     if isinstance(exc, ModelError):
         code = exc.code or "model_error"
-        if code not in _ADVICE:
+        advice = _advice(code, wording)
+        if advice is None:
             return None
-        advice = _ADVICE[code]
         if fim and code in ("bad_request", "not_found", "invalid_response"):
-            advice = f"{advice} {_FIM_ADVICE}".strip()
+            advice = f"{advice} {_fim_advice(wording)}".strip()
         severity: Literal["error", "warning"] = "warning" if code == "connection" else "error"
-        message = f"{_PREFIX}: {exc.message}"
-        return UserNotice(f"inline-completion:{code}", f"{message} {advice}".strip(), severity)
+        message = f"{prefix}: {exc.message}"
+        return UserNotice(f"{wording.key}:{code}", f"{message} {advice}".strip(), severity)
     if isinstance(exc, AgentlsError):  # the provider cannot even be built
-        return UserNotice("inline-completion:provider", f"{_PREFIX}: {exc}", "error")
+        return UserNotice(f"{wording.key}:provider", f"{prefix}: {exc}", "error")
     return None

@@ -73,7 +73,7 @@ class NextEditFeature:
         from agentls.core.next_edit import NextEditAnswer
 
         from ..inline_completion.neighbours import display_path
-        from ..inline_completion.notices import notice_for
+        from ..inline_completion.notices import NEXT_EDIT, notice_for
         from .prompt import before_edit, build_prompt, describe_change, render_edits
         from .region import editable_region
         from .rewrite import extract_rewrite, minimal_edits
@@ -139,7 +139,8 @@ class NextEditFeature:
             return NextEditAnswer(superseded=True, why_none="superseded")
         except (ModelError, AgentlsError) as exc:
             log.warning("Next edit suggestion failed: %s", exc)
-            return NextEditAnswer(notice=notice_for(exc, fim=completion_model),
+            return NextEditAnswer(notice=notice_for(exc, fim=completion_model,
+                                                    wording=NEXT_EDIT),
                                   why_none=str(exc))
         finally:
             self.scheduler.finish(ticket)
