@@ -131,7 +131,10 @@ def document_completions(
     cursor = min(document.offset_at_position(position), len(source))
     before, after = source[:cursor], source[cursor:]
     line_start = before.rfind("\n") + 1
-    snippets = _client_takes_snippets(ls)
+    takes = _item_capabilities(ls)
+    snippets = bool(takes and takes.snippet_support)
+    # Markdown documentation only to a client that says it renders it.
+    markdown = bool(takes and types.MarkupKind.Markdown in (takes.documentation_format or ()))
     items = []
     for index, entry in enumerate(feature_completions(ls, before, after)):
         replacement = entry.get("replacement")
@@ -143,18 +146,18 @@ def document_completions(
         # (pygls maps an offset at the very end of a document to the next line)
         start_position = position if start == cursor else document.client_position_at_offset(start)
         edit_range = types.Range(start=start_position, end=position)
-        items.append(_to_item(entry, replacement, edit_range, index, snippets=snippets))
+        items.append(_to_item(entry, replacement, edit_range, index, snippets=snippets,
+                               markdown=markdown))
     # Plugins filter by what is typed (and may cap their lists): ask again as it changes.
     return types.CompletionList(is_incomplete=True, items=items)
 
 
-def _client_takes_snippets(ls: AgentlsLanguageServer) -> bool:
+def _item_capabilities(ls: AgentlsLanguageServer) -> types.ClientCompletionItemOptions | None:
     # Not set before initialize (an in-process server in tests).
     capabilities = getattr(ls.protocol, "client_capabilities", None)
     document = capabilities.text_document if capabilities else None
     completion = document.completion if document else None
-    item = completion.completion_item if completion else None
-    return bool(item and item.snippet_support)
+    return completion.completion_item if completion else None
 
 
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
@@ -183,7 +186,7 @@ def _escaped(text: str) -> str:
 
 def _to_item(
     entry: Mapping[str, Any], replacement: str, edit_range: types.Range, index: int,
-    *, snippets: bool = False,
+    *, snippets: bool = False, markdown: bool = False,
 ) -> types.CompletionItem:
     """One CompletionItem. To a client that takes snippets the text goes as a
     snippet: editors insert only the first word of a plain-text item whose
@@ -199,8 +202,9 @@ def _to_item(
         kind=_KINDS.get(kind.lower(), types.CompletionItemKind.Text)
         if isinstance(kind, str) else types.CompletionItemKind.Text,
         detail=str(detail) if detail else None,
-        documentation=types.MarkupContent(kind=types.MarkupKind.Markdown,
-                                          value=str(documentation))
+        documentation=(types.MarkupContent(kind=types.MarkupKind.Markdown,
+                                           value=str(documentation))
+                       if markdown else str(documentation))
         if documentation else None,
         filter_text=replacement,
         sort_text=f"{index:05d}",

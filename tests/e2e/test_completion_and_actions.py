@@ -127,6 +127,9 @@ async def test_slash_completion_in_a_chat_document(client: LanguageClient) -> No
     assert edit.range.end == _end(text)
     assert edit.new_text.startswith("Explain what this code does")
     assert explain.filter_text == "/explain"
+    # a client that does not say it renders Markdown gets plain documentation
+    assert isinstance(explain.documentation, str) and explain.documentation
+    assert explain.insert_text_format == types.InsertTextFormat.PlainText
 
     # a workspace template is offered too
     text2 = "/re"

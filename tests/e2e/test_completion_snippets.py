@@ -21,7 +21,8 @@ from tests.e2e.test_completion_and_actions import _complete, _open, bounded
 
 SNIPPET_CLIENT = types.ClientCapabilities(text_document=types.TextDocumentClientCapabilities(
     completion=types.CompletionClientCapabilities(
-        completion_item=types.ClientCompletionItemOptions(snippet_support=True))))
+        completion_item=types.ClientCompletionItemOptions(
+            snippet_support=True, documentation_format=[types.MarkupKind.Markdown]))))
 
 
 @pytest_lsp.fixture(
@@ -51,6 +52,8 @@ async def test_a_template_goes_as_a_snippet_with_tab_stops(client: LanguageClien
     assert [item.label for item in items] == ["/price"]
     item = items[0]
     assert item.insert_text_format == types.InsertTextFormat.Snippet
+    assert isinstance(item.documentation, types.MarkupContent)  # it renders Markdown
+    assert item.documentation.kind == types.MarkupKind.Markdown
     assert isinstance(item.text_edit, types.TextEdit)
     assert item.text_edit.new_text == (
         "Check ${1:path}: prices like \\$5 {in braces\\} and a \\\\ stay as written;"
