@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from .fim import FimTokens, fim_tokens
+from .tool_format import NATIVE_FORMATS, ToolFormat, detect_tool_format
 
 __all__ = ["GgufError", "ModelFacts", "model_facts", "read_metadata"]
 
@@ -126,6 +127,14 @@ class ModelFacts:
     head_dim: int | None
     chat_template: str | None
     fim: FimTokens | None
+    bos_token: str = ""  # the strings a chat template renders as bos_token / eos_token
+    eos_token: str = ""
+    add_bos: bool = False  # llama.cpp adds BOS itself to a raw completion prompt
+
+    @property
+    def tool_format(self) -> ToolFormat:
+        """The tool-call format the chat template speaks (tool_format.py)."""
+        return detect_tool_format(self.chat_template)
 
     def kv_cache_bytes(self, n_ctx: int) -> int | None:
         """K and V, f16, for every layer: llama.cpp's default cache type."""
@@ -138,7 +147,10 @@ class ModelFacts:
         if self.fim is not None:
             found.append("fim")
         if self.chat_template:
-            found += ["chat", "tools"]
+            # "tools": native tool calls in the template's own format;
+            # "tools:grammar": none, so tool calls go through the JSON-schema
+            # grammar (one call per reply, and small models misjudge when).
+            found += ["chat", "tools" if self.tool_format in NATIVE_FORMATS else "tools:grammar"]
         return found
 
 
@@ -169,6 +181,14 @@ def model_facts(path: Path) -> ModelFacts:
         embedding // heads if embedding and heads else None
     )
     template = meta.get("tokenizer.chat_template")
+    tokens = meta.get("tokenizer.ggml.tokens")
+
+    def token(key: str) -> str:
+        index = meta.get(key)
+        if isinstance(tokens, list) and isinstance(index, int) and 0 <= index < len(tokens):
+            return str(tokens[index])
+        return ""
+
     facts = ModelFacts(
         architecture=arch if isinstance(arch, str) else None,
         name=meta.get("general.name") if isinstance(meta.get("general.name"), str) else None,
@@ -178,6 +198,9 @@ def model_facts(path: Path) -> ModelFacts:
         head_dim=head_dim,
         chat_template=template if isinstance(template, str) and template.strip() else None,
         fim=fim_tokens(meta),
+        bos_token=token("tokenizer.ggml.bos_token_id"),
+        eos_token=token("tokenizer.ggml.eos_token_id"),
+        add_bos=bool(meta.get("tokenizer.ggml.add_bos_token", False)),
     )
     _FACTS[key] = facts
     return facts

@@ -3,7 +3,11 @@ each with the capabilities its GGUF shows (FIM tokens, a chat template for
 chat and tools), and the recommended models to download (recommended.py).
 
 A model without a chat template is listed without "chat" and "tools", so
-an editor (or the user) sees before asking that it cannot drive the agent.
+an editor (or the user) sees before asking that it cannot drive the agent;
+one whose template has no tool-call format (or whose template is replaced
+by providerOptions.chat_format) gets "tools:grammar" instead of "tools":
+its tool calls go through the JSON-schema grammar. `defaults.tool_format`
+names the format ("hermes", "mistral", "llama3", or "grammar").
 """
 
 from __future__ import annotations
@@ -35,8 +39,17 @@ async def list_local_models(provider: LocalProvider) -> list[ModelInfo]:
         facts = await provider._facts(spec)
         capabilities = ["streaming", *(facts.capabilities() if facts else ["completion"])]
         if spec.chat_format and "chat" not in capabilities:
-            capabilities.append("chat")  # a llama.cpp chat format stands in for the template
+            # A llama.cpp chat format stands in for the template; tools then
+            # go through the grammar whatever the template could do.
+            capabilities = [c for c in capabilities if c != "tools"]
+            capabilities += ["chat", "tools:grammar"]
+        elif spec.chat_format and "tools" in capabilities:
+            capabilities[capabilities.index("tools")] = "tools:grammar"
         if facts is not None:
+            if "tools" in capabilities:
+                defaults["tool_format"] = facts.tool_format
+            elif "tools:grammar" in capabilities:
+                defaults["tool_format"] = "grammar"
             defaults["trained_context"] = facts.context_length
             defaults["kv_cache_bytes"] = facts.kv_cache_bytes(spec.n_ctx)
             defaults["fim_tokens"] = facts.fim.family if facts.fim else None
@@ -89,6 +102,7 @@ async def list_local_models(provider: LocalProvider) -> list[ModelInfo]:
                 "min_memory_bytes": recommended.min_memory,
                 "trained_context": recommended.context_window,
                 "download": f"agentls pull {recommended.ref}",
+                "tool_format": "hermes" if recommended.tools else None,
             },
         ))
     return models

@@ -302,6 +302,23 @@ class _ModelProcess:
         if log is not None:
             log.unlink(missing_ok=True)
 
+    def worker_command(self, gguf: Path) -> list[str]:
+        """The child's command line (worker.py). Tests override it with a
+        stand-in that reports a loopback fake's port, which exercises this
+        supervision with an HTTP fake in place of llama.cpp."""
+        spec = self.spec
+        command = [
+            sys.executable, "-m", "agentls.providers.local", "serve",
+            "--model", str(gguf),
+            "--alias", spec.alias,
+            "--n-ctx", str(spec.n_ctx),
+            "--n-threads", str(spec.n_threads),
+            "--parent-pid", str(os.getpid()),
+        ]
+        if spec.chat_format:
+            command += ["--chat-format", spec.chat_format]
+        return command
+
     def _model_file(self) -> Path:
         spec = self.spec
         if spec.path is None:
@@ -318,24 +335,7 @@ class _ModelProcess:
         self.gguf = gguf
         safe = re.sub(r"[^\w.-]+", "_", spec.alias)  # hf:owner/repo has a slash
         fd, log_name = tempfile.mkstemp(prefix=f"agentls-local-{safe}-", suffix=".log")
-        command = [
-            sys.executable,
-            "-m",
-            "agentls.providers.local",
-            "serve",
-            "--model",
-            str(gguf),
-            "--alias",
-            spec.alias,
-            "--n-ctx",
-            str(spec.n_ctx),
-            "--n-threads",
-            str(spec.n_threads),
-            "--parent-pid",
-            str(os.getpid()),
-        ]
-        if spec.chat_format:
-            command += ["--chat-format", spec.chat_format]
+        command = self.worker_command(gguf)
         try:
             proc = _spawn(command, stderr=fd)
         except OSError as exc:

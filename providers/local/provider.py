@@ -15,9 +15,11 @@ Limits, honestly:
   packaged models do not, and llama-cpp-python's `suffix` on
   /v1/completions is not FIM, so for them stream_fim() continues the prefix
   and get_info() reports "completion", not "fim".
-- Tool calls: a JSON-schema grammar constrains the reply to one tool call or
-  one text answer, so at most one tool call per reply (tool_grammar.py); a
-  GGUF without a chat template is refused for chat and tools.
+- Tool calls: in the GGUF's own format when its chat template has one
+  (Hermes/Qwen, Mistral, Llama 3: tool_format.py, chat_tools.py), several
+  per reply; else a JSON-schema grammar constrains the reply to one tool
+  call or one text answer (tool_grammar.py), and the user is told once per
+  session. A GGUF without a chat template is refused for chat and tools.
 - One request at a time per model (the server queues the rest).
 """
 
@@ -32,7 +34,6 @@ from typing import Any
 
 from agentls.core.models import (
     ConfigField,
-    FinishReason,
     ModelError,
     ModelInfo,
     ProviderInfo,
@@ -56,6 +57,7 @@ from .catalog import (
     locate_model_file,
     runtime_error,
 )
+from .chat_tools import decode_grammar, decode_native, grammar_notice, native_request
 from .choice import LAST_SERVED, ModelChoice, _int_option
 from .downloads import DOWNLOADS
 from .fim import build_fim_prompt
@@ -63,7 +65,8 @@ from .gguf_meta import GgufError, ModelFacts, model_facts
 from .listing import list_local_models
 from .process import _ChildSpec, _describe_exit, _LoopbackOpenAI, _ModelProcess, rss_bytes
 from .recommended import RECOMMENDED_CHAT
-from .tool_grammar import ToolReplyDecoder, to_local_messages, tool_reply_schema
+from .tool_format import NATIVE_FORMATS
+from .tool_grammar import to_local_messages, tool_reply_schema
 
 logger = logging.getLogger("agentls.providers.local")
 
@@ -79,9 +82,14 @@ class LocalProvider(BaseProvider):
 
     name = "local"
 
-    def __init__(self, config: ProviderConfig) -> None:
+    def __init__(
+        self, config: ProviderConfig, *, process_factory: type[_ModelProcess] = _ModelProcess
+    ) -> None:
         super().__init__(config)
         self.choice = ModelChoice(config)
+        # What runs a model's child: tests pass a _ModelProcess whose
+        # worker_command() stands in a loopback fake for llama.cpp's server.
+        self._process_factory = process_factory
         # Read-only views of the options, for this module and listing.py.
         self._model_path = self.choice.model_path
         self._completion_model_path = self.choice.completion_model_path
@@ -149,7 +157,7 @@ class LocalProvider(BaseProvider):
     def _process(self, spec: _ChildSpec) -> _ModelProcess:
         process = self._processes.get(spec)
         if process is None:
-            process = _ModelProcess(
+            process = self._process_factory(
                 spec,
                 cache_dir=self._cache_dir,
                 startup_timeout=self._startup_timeout,
@@ -203,6 +211,7 @@ class LocalProvider(BaseProvider):
                 "starts": process.starts,
                 "capabilities": facts.capabilities() if facts else None,
                 "fimTokens": facts.fim.family if facts and facts.fim else None,
+                "toolFormat": facts.tool_format if facts and not spec.chat_format else None,
             })
         return {
             "localModels": models,
@@ -326,39 +335,38 @@ class LocalProvider(BaseProvider):
                 model=spec.alias,
                 code="bad_request",
             )
-        local_messages = to_local_messages(messages, tool_list)
-        extra = dict(options.extra)
-        if tool_list:
-            extra.setdefault(
-                "response_format", {"type": "json_object", "schema": tool_reply_schema(tool_list)}
-            )
+        temperature = DEFAULT_TEMPERATURE if options.temperature is None else options.temperature
         inner = dataclasses.replace(
             options,
             model=spec.alias,
             max_tokens=options.max_tokens or DEFAULT_CHAT_MAX_TOKENS,
-            temperature=DEFAULT_TEMPERATURE if options.temperature is None else options.temperature,
+            temperature=temperature,
             request_id=None,
-            extra=extra,
         )
+        names = [tool["name"] for tool in tool_list]
+        # The GGUF's own tool-call format, unless chat_format overrides its template.
+        tool_format = facts.tool_format if facts is not None and not spec.chat_format else "none"
+        if tool_list and facts is not None and tool_format in NATIVE_FORMATS:
+            request = native_request(facts, spec.alias, messages, tool_list, inner)
+            chunks = self._guarded(process, lambda client: client.stream_fim(request))
+            async for chunk in decode_native(chunks, tool_format, model=spec.alias,
+                                             tool_names=names):
+                yield chunk
+            return
+        local_messages = to_local_messages(messages, tool_list)
+        if tool_list:
+            yield StreamChunk(notice=grammar_notice(spec.alias))
+            extra = {"response_format": {"type": "json_object",
+                                         "schema": tool_reply_schema(tool_list)},
+                     **options.extra}
+            inner = dataclasses.replace(inner, extra=extra)
         chunks = self._guarded(process, lambda client: client.stream(local_messages, options=inner))
         if not tool_list:
             async for chunk in chunks:
                 yield chunk
             return
-        decoder = ToolReplyDecoder((tool["name"] for tool in tool_list), model=spec.alias)
-        finish: FinishReason | None = None
-        closing: list[StreamChunk] = []
-        async for chunk in chunks:
-            for out in decoder.feed(chunk.delta):
-                yield out
-            if chunk.finish_reason is not None:
-                finish = chunk.finish_reason
-            if chunk.usage.total_tokens or chunk.usage.output_tokens:
-                closing.append(StreamChunk(usage=chunk.usage))
-        for out in decoder.finish(finish):
-            yield out
-        for out in closing:
-            yield out
+        async for chunk in decode_grammar(chunks, model=spec.alias, tool_names=names):
+            yield chunk
 
     async def _stream_fim(self, request: FimRequest) -> AsyncIterator[StreamChunk]:
         """Fill in the middle with the model's own FIM tokens when its GGUF

@@ -280,6 +280,8 @@ class StreamChunk(BaseModel):
 
     `reasoning` carries chain-of-thought deltas (OpenAI `reasoning_content`,
     Anthropic `thinking_delta`); it is an agentls addition to orbiter's type.
+    `notice` too: something the provider wants the user to know about this
+    model (not model output; the turn shows each one once per session).
     """
 
     model_config = ConfigDict(frozen=True, defer_build=True)
@@ -289,3 +291,4 @@ class StreamChunk(BaseModel):
     finish_reason: FinishReason | None = None
     usage: Usage = Field(default_factory=Usage)
     reasoning: str = ""
+    notice: str = ""

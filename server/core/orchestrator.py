@@ -110,6 +110,7 @@ class Orchestrator:
         self.context = ContextManager()
         self._running: dict[str, _Running] = {}
         self._statuses: dict[str, SessionStatus] = {}
+        self._notices_told: set[tuple[str, str]] = set()  # (session, provider notice)
 
     @property
     def approval(self) -> ApprovalChannel | None:
@@ -118,6 +119,14 @@ class Orchestrator:
     @approval.setter
     def approval(self, channel: ApprovalChannel | None) -> None:
         self.gate.channel = channel
+
+    def first_notice(self, session_id: str, notice: str) -> bool:
+        """True the first time a provider notice comes up in a session."""
+        key = (session_id, notice)
+        if key in self._notices_told:
+            return False
+        self._notices_told.add(key)
+        return True
 
     # -- public ---------------------------------------------------------------
     def system_prompt(self) -> str:

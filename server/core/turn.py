@@ -245,6 +245,8 @@ class Turn:
         stop: StreamStop | None = None
         stream = core.provider.stream(messages, core.tools.specs or None, options=options)
         async for chunk in stream:
+            if chunk.notice and core.first_notice(self.sid, chunk.notice):
+                await self.notify(chunk.notice, "warning")
             if chunk.delta:
                 self.partial_text += chunk.delta
                 await self.observer.on_delta(self.sid, index, chunk.delta, "text")
