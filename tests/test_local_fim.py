@@ -110,7 +110,7 @@ def test_declared_fim_ids_give_the_family_prompt(tmp_path: Path) -> None:
     assert prompt == ("<|fim_prefix|>def add(a, b):\n    <|fim_suffix|>\n\nprint(add(1, 2))\n"
                       "<|fim_middle|>")
     assert "<|endoftext|>" in facts.fim.stops
-    assert facts.capabilities() == ["completion", "fim", "chat", "tools"]
+    assert facts.capabilities() == ["completion", "fim", "chat", "tools:grammar"]
     # 2 (K, V) x 24 layers x n_ctx x 2 kv heads x 64 dims x 2 bytes (f16)
     assert facts.kv_cache_bytes(4096) == 2 * 24 * 4096 * 2 * 64 * 2
 
@@ -177,7 +177,7 @@ def test_packaged_smollm2_metadata() -> None:
     facts = model_facts(path)
     assert facts.architecture == "llama" and facts.context_length == 8192
     assert facts.fim is None and facts.chat_template and "<|im_start|>" in facts.chat_template
-    assert facts.capabilities() == ["completion", "chat", "tools"]
+    assert facts.capabilities() == ["completion", "chat", "tools:grammar"]  # no tool format
 
 
 # --------------------------------------------------------------------------- recommendations

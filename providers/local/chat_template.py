@@ -126,13 +126,13 @@ def render_prompt(
 
     try:
         compiled = _compile(template)
-        return compiled.render(
+        return str(compiled.render(
             messages=messages,
             tools=tools or None,
             bos_token=bos_token,
             eos_token=eos_token,
             add_generation_prompt=True,
-        )
+        ))
     except (jinja2.TemplateError, ValueError, TypeError) as exc:
         raise ModelError(
             f"local: {model}'s chat template could not render this conversation with tools "

@@ -105,7 +105,7 @@ def _calls_in(text: str) -> list[tuple[str, str]]:
             break
         try:
             value, index = decoder.raw_decode(text, index)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             raise ToolCallSyntaxError(f"not valid JSON ({exc.msg})") from exc
         for item in value if isinstance(value, list) else [value]:
             calls.append(_call_from(item))
@@ -154,16 +154,19 @@ class NativeToolCallParser:
                 stripped = self._pending.lstrip()
                 if not stripped:
                     return out
+                if self._marker.startswith(stripped) and stripped != self._marker:
+                    return out  # may be the marker itself ("[TOOL_CALLS]" begins with "[")
                 self._started = True
                 opening = _BARE_OPENING.get(self.format)
-                if opening is not None and stripped.startswith(opening):
+                if (opening is not None and stripped.startswith(opening)
+                        and not stripped.startswith(self._marker)):
                     self._begin_call(self._pending, bare=True)
                     self._pending = ""
                     continue
             at = self._pending.find(self._marker)
             if at >= 0:
                 before = self._pending[:at]
-                if before:
+                if before.strip() or (before and not self._calls):  # not the gap between calls
                     out.append(StreamChunk(delta=before))
                 self._begin_call(self._pending[at + len(self._marker):], bare=False)
                 self._pending = ""
