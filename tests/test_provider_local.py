@@ -520,9 +520,12 @@ async def test_list_models_and_aclose_leaves_no_child() -> None:
     installed = {m.id: m for m in models if not m.defaults.get("recommended")}
     assert set(installed) == {GEMMA3, SMOLLM2}
     # From the GGUFs: Gemma base has no chat template (chat only through
-    # llama.cpp's gemma format, no tools); SmolLM2-Instruct has one.
+    # llama.cpp's gemma format, no tools); SmolLM2-Instruct has one, with no
+    # tool-call format: its tool calls go through the grammar.
     assert "tools" not in installed[GEMMA3].capabilities
-    assert {"chat", "tools"} <= set(installed[SMOLLM2].capabilities)
+    assert {"chat", "tools:grammar"} <= set(installed[SMOLLM2].capabilities)
+    assert "tools" not in installed[SMOLLM2].capabilities
+    assert installed[SMOLLM2].defaults["tool_format"] == "grammar"
     recommended = [m for m in models if m.defaults.get("recommended")]
     assert {m.defaults["purpose"] for m in recommended} == {"chat", "completion"}
     assert all(m.id.startswith("hf:") and m.defaults["download"].startswith("agentls pull ")
