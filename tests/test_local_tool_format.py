@@ -7,6 +7,7 @@ with the markers and structure of each family, not copies of the models'."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -510,3 +511,31 @@ async def test_listing_reports_native_tools(backend: FakeBackend, tmp_path: Path
     assert "tools" in listed.capabilities and listed.defaults["tool_format"] == "hermes"
     assert status["localModels"][0]["toolFormat"] == "hermes"
     assert "tools" in status["localModels"][0]["capabilities"]
+
+
+# --------------------------------------------------------------------------- real llama.cpp
+
+
+@needs_smollm2
+async def test_native_path_against_the_real_child() -> None:
+    """The native path's prompt (a template rendered here, special tokens in
+    it) through the real child's raw completion endpoint: llama.cpp parses
+    the chat tokens and stops at the end of the turn. SmolLM2's own template
+    has no tools, so a Hermes-style one stands in for it; a 135M model is
+    not expected to call the tool, only to answer through this path."""
+    if catalog.runtime_error() is not None:
+        pytest.skip("llama-cpp-python[server] is not installed")
+    provider = LocalProvider(ProviderConfig(name="local", model="smollm2-135m"))
+    try:
+        spec = provider._spec(None, "chat")
+        facts = await provider._facts(spec)
+        assert facts is not None
+        provider._model_facts[spec] = dataclasses.replace(facts, chat_template=HERMES)
+        out = await collect(provider.stream([Message("user", "Say hello.")], TOOLS,
+                                            options=CompletionOptions(max_tokens=64)))
+    finally:
+        await provider.aclose()
+    text = text_of(out)
+    assert text.strip() and "<|im_" not in text
+    assert out[-1].finish_reason in ("stop", "tool_calls")  # ended by the turn's end token
+    assert not any(c.notice for c in out)
