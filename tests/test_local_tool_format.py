@@ -537,5 +537,6 @@ async def test_native_path_against_the_real_child() -> None:
         await provider.aclose()
     text = text_of(out)
     assert text.strip() and "<|im_" not in text
-    assert out[-1].finish_reason in ("stop", "tool_calls")  # ended by the turn's end token
+    finishes = [c.finish_reason for c in out if c.finish_reason]
+    assert finishes in (["stop"], ["tool_calls"])  # ended by the turn's end token
     assert not any(c.notice for c in out)
