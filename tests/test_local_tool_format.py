@@ -540,3 +540,22 @@ async def test_native_path_against_the_real_child() -> None:
     finishes = [c.finish_reason for c in out if c.finish_reason]
     assert finishes in (["stop"], ["tool_calls"])  # ended by the turn's end token
     assert not any(c.notice for c in out)
+
+
+def test_llama3_gets_one_call_per_assistant_message_and_mistral_keeps_turns_alternating() -> None:
+    messages = [
+        Message("user", "Read a and b"),
+        Message("assistant", "", metadata={"tool_calls": [
+            {"tool": "read_file", "arguments": {"path": "a"}, "id": "c1"},
+            {"tool": "read_file", "arguments": {"path": "b"}, "id": "c2"}]}),
+        Message("tool", "A", metadata={"tool_call_id": "c1"}),
+        Message("tool", "B", metadata={"tool_call_id": "c2"}),
+        Message("user", "lint: b has an error"),  # context a hook injected after the results
+    ]
+    llama = template_messages(messages, "llama3")
+    assert [len(m.get("tool_calls") or []) for m in llama] == [0, 1, 1, 0, 0, 0]
+    assert [m["role"] for m in llama] == ["user", "assistant", "assistant", "tool", "tool", "user"]
+    mistral = template_messages(messages, "mistral")
+    assert [m["role"] for m in mistral] == ["user", "assistant", "tool", "tool"]
+    assert mistral[-1]["content"] == "B\n\nlint: b has an error"
+    assert mistral[-1]["name"] == "read_file"

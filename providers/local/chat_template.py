@@ -88,9 +88,21 @@ def template_messages(messages: Iterable[Message], tool_format: ToolFormat) -> l
                     "type": "function",
                     "function": {"name": name, "arguments": _arguments(call.get("arguments"))},
                 })
-            out.append({"role": "assistant", "content": text or None, "tool_calls": calls})
+            if tool_format == "llama3":
+                # Llama 3's templates take one call per assistant message.
+                out.append({"role": "assistant", "content": text or None,
+                            "tool_calls": calls[:1]})
+                out += [{"role": "assistant", "content": None, "tool_calls": [call]}
+                        for call in calls[1:]]
+            else:
+                out.append({"role": "assistant", "content": text or None, "tool_calls": calls})
         elif out and out[-1]["role"] == message.role == "user":
             out[-1]["content"] += "\n\n" + text  # injected context right after the prompt
+        elif tool_format == "mistral" and message.role == "user" and out and \
+                out[-1]["role"] == "tool":
+            # Mistral's templates want user and assistant turns to alternate,
+            # tool results aside: context injected after a result joins it.
+            out[-1]["content"] += "\n\n" + text
         else:
             out.append({"role": message.role, "content": text})
     if any(system):
