@@ -66,10 +66,11 @@ def native_request(
 
 
 async def decode_native(
-    chunks: AsyncIterator[StreamChunk], tool_format: ToolFormat, *, model: str,
-    tool_names: Iterable[str],
+    chunks: AsyncIterator[StreamChunk], tool_format: ToolFormat, *, model: str
 ) -> AsyncIterator[StreamChunk]:
-    parser = NativeToolCallParser(tool_format, model=model, tool_names=tool_names)
+    """Unknown tool names pass through: the turn answers them with an error
+    result the model can correct."""
+    parser = NativeToolCallParser(tool_format, model=model)
     async for out in _decode(chunks, parser.feed, parser.finish):
         yield out
 

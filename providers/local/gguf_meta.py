@@ -142,6 +142,15 @@ class ModelFacts:
             return None
         return 2 * self.n_layer * n_ctx * self.n_head_kv * self.head_dim * 2
 
+    def tool_calling(self, chat_format: str | None = None) -> str | None:
+        """How this model calls tools: its native format, "grammar" (it can
+        chat, through its template or a llama.cpp chat_format, but has no
+        native format, or chat_format replaces the template), or None (it
+        cannot chat)."""
+        if self.chat_template and not chat_format and self.tool_format in NATIVE_FORMATS:
+            return self.tool_format
+        return "grammar" if self.chat_template or chat_format else None
+
     def capabilities(self) -> list[str]:
         found = ["completion"]
         if self.fim is not None:

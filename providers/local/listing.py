@@ -46,10 +46,7 @@ async def list_local_models(provider: LocalProvider) -> list[ModelInfo]:
         elif spec.chat_format and "tools" in capabilities:
             capabilities[capabilities.index("tools")] = "tools:grammar"
         if facts is not None:
-            if "tools" in capabilities:
-                defaults["tool_format"] = facts.tool_format
-            elif "tools:grammar" in capabilities:
-                defaults["tool_format"] = "grammar"
+            defaults["tool_format"] = facts.tool_calling(spec.chat_format)
             defaults["trained_context"] = facts.context_length
             defaults["kv_cache_bytes"] = facts.kv_cache_bytes(spec.n_ctx)
             defaults["fim_tokens"] = facts.fim.family if facts.fim else None

@@ -211,7 +211,7 @@ class LocalProvider(BaseProvider):
                 "starts": process.starts,
                 "capabilities": facts.capabilities() if facts else None,
                 "fimTokens": facts.fim.family if facts and facts.fim else None,
-                "toolFormat": facts.tool_format if facts and not spec.chat_format else None,
+                "toolFormat": facts.tool_calling(spec.chat_format) if facts else None,
             })
         return {
             "localModels": models,
@@ -349,8 +349,7 @@ class LocalProvider(BaseProvider):
         if tool_list and facts is not None and tool_format in NATIVE_FORMATS:
             request = native_request(facts, spec.alias, messages, tool_list, inner)
             chunks = self._guarded(process, lambda client: client.stream_fim(request))
-            async for chunk in decode_native(chunks, tool_format, model=spec.alias,
-                                             tool_names=names):
+            async for chunk in decode_native(chunks, tool_format, model=spec.alias):
                 yield chunk
             return
         local_messages = to_local_messages(messages, tool_list)

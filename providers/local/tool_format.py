@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Iterable
 from typing import Any, Literal
 
 from agentls.core.models import FinishReason, ModelError, StreamChunk, ToolCallDelta
@@ -123,13 +122,11 @@ class NativeToolCallParser:
     quotes it, never a crash; a bare JSON reply that is not a call is text.
     """
 
-    def __init__(self, tool_format: ToolFormat, *, model: str = "",
-                 tool_names: Iterable[str] = ()) -> None:
+    def __init__(self, tool_format: ToolFormat, *, model: str = "") -> None:
         if tool_format not in NATIVE_FORMATS:
             raise ValueError(f"no native tool-call parser for {tool_format!r}")
         self.format = tool_format
         self.model = model
-        self.tool_names = set(tool_names)
         self._marker = _MARKERS[tool_format]
         self._pending = ""  # text not yet passed on (may begin a marker)
         self._call = ""  # the call being buffered

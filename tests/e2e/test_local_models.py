@@ -280,7 +280,7 @@ def test_a_chat_model_without_native_tool_calls_is_listed_so_and_the_user_is_tol
     (entry,) = [m for m in listed if m["id"] == "smollm2-135m"]
     assert "tools:grammar" in entry["capabilities"] and "tools" not in entry["capabilities"]
     assert entry["defaults"]["tool_format"] == "grammar"
-    assert status_entry["toolFormat"] == "none"
+    assert status_entry["toolFormat"] == "grammar"
     assert len(notices) == 1, notices  # two turns in one session: told once
     assert notices[0]["type"] == 2  # Warning
     assert "agentls pull --recommended" in notices[0]["message"]
