@@ -171,6 +171,8 @@ def run_check(workspace: Path) -> int:
         names = ", ".join(m.id for m in report.models[:8]) or "(the provider lists no models)"
         print(f"  ok: {report.info.display_name if report.info else settings.provider} "
               f"answered; models: {names}", file=out)
+        if settings.provider == "local":
+            _print_local_tool_calling(getattr(provider, "default_model", None), report.models, out)
     else:
         failed = True
         print(f"  error [{report.error_code}]: {report.error}", file=out)
@@ -200,6 +202,18 @@ def _print_local_downloads(settings: Any, out: Any) -> None:
         else:
             print(f"  model {name}: not downloaded yet; run `agentls pull {name}` (or the "
                   "editor downloads it, with progress, when it starts)", file=out)
+
+
+def _print_local_tool_calling(chat_model: str | None, models: list[Any], out: Any) -> None:
+    """Whether the chat model calls tools natively (docs/local-model.md)."""
+    entry = next((m for m in models if m.id == chat_model), None)
+    tool_format = entry.defaults.get("tool_format") if entry is not None else None
+    if tool_format == "grammar":
+        print(f"  tools: {chat_model} has no native tool calling; its tool calls go through a "
+              "JSON grammar (one per reply, often misjudged by a small model). For a local "
+              "agent that edits code: `agentls pull --recommended`", file=out)
+    elif tool_format:
+        print(f"  tools: {chat_model} calls tools natively ({tool_format} format)", file=out)
 
 
 def run_pull(models: list[str], *, recommended: bool) -> int:

@@ -95,3 +95,8 @@ def test_check_says_whether_the_configured_model_is_downloaded(tmp_path: Path, g
         after = check()
     assert f"model hf:{REPO}: not downloaded yet; run `agentls pull hf:{REPO}`" in before
     assert f"model hf:{REPO}: downloaded (" in after
+    from agentls.providers.local import smollm2_path
+
+    if smollm2_path() is not None:  # the packaged chat model: no native tool calling
+        assert "tools: smollm2-135m has no native tool calling" in after
+        assert "agentls pull --recommended" in after
