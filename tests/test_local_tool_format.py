@@ -559,3 +559,20 @@ def test_llama3_gets_one_call_per_assistant_message_and_mistral_keeps_turns_alte
     assert [m["role"] for m in mistral] == ["user", "assistant", "tool", "tool"]
     assert mistral[-1]["content"] == "B\n\nlint: b has an error"
     assert mistral[-1]["name"] == "read_file"
+
+
+def test_hermes_call_in_a_json_fence_or_bare_counts_only_for_offered_tools() -> None:
+    """Qwen2.5-Coder sometimes writes the call in a ```json fence instead of
+    <tool_call> tags: read as a call when it calls an offered tool."""
+    fenced = '```json\n{"name": "read_file", "arguments": {"path": "a.py"}}\n```'
+    parser = NativeToolCallParser("hermes", model="m", tool_names=["read_file"])
+    out = run(parser, [fenced[:2], fenced[2:9], fenced[9:]])
+    assert calls_of(out) == [(0, "read_file", {"path": "a.py"})] and text_of(out) == ""
+    parser = NativeToolCallParser("hermes", model="m", tool_names=["read_file"])
+    example = '{"name": "Ada", "arguments": {"x": 1}}'  # JSON the user asked for
+    out = run(parser, [example])
+    assert text_of(out) == example and not calls_of(out)
+    parser = NativeToolCallParser("hermes", model="m", tool_names=["read_file"])
+    code = "```python\nprint(1)\n```"
+    assert text_of(parser.feed(code[:3])) == ""  # could still be ```json: held
+    assert text_of(parser.feed(code[3:])) == code  # it is not: streamed

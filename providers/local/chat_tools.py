@@ -66,11 +66,13 @@ def native_request(
 
 
 async def decode_native(
-    chunks: AsyncIterator[StreamChunk], tool_format: ToolFormat, *, model: str
+    chunks: AsyncIterator[StreamChunk], tool_format: ToolFormat, *, model: str,
+    tool_names: Iterable[str],
 ) -> AsyncIterator[StreamChunk]:
-    """Unknown tool names pass through: the turn answers them with an error
-    result the model can correct."""
-    parser = NativeToolCallParser(tool_format, model=model)
+    """An unknown tool name after a marker passes through: the turn answers
+    it with an error result the model can correct. JSON without a marker
+    counts as a call only to an offered tool (else it is an answer)."""
+    parser = NativeToolCallParser(tool_format, model=model, tool_names=tool_names)
     async for out in _decode(chunks, parser.feed, parser.finish):
         yield out
 

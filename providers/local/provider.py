@@ -349,7 +349,8 @@ class LocalProvider(BaseProvider):
         if tool_list and facts is not None and tool_format in NATIVE_FORMATS:
             request = native_request(facts, spec.alias, messages, tool_list, inner)
             chunks = self._guarded(process, lambda client: client.stream_fim(request))
-            async for chunk in decode_native(chunks, tool_format, model=spec.alias):
+            async for chunk in decode_native(chunks, tool_format, model=spec.alias,
+                                             tool_names=names):
                 yield chunk
             return
         local_messages = to_local_messages(messages, tool_list)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from agentls.core.models import FinishReason, ModelError, StreamChunk, ToolCallDelta
@@ -60,8 +61,15 @@ _MARKERS: dict[ToolFormat, str] = {
     "llama3": "<|python_tag|>",
 }
 _HERMES_END = "</tool_call>"
-# The JSON that opens a reply of calls when the marker token was not printed.
-_BARE_OPENING: dict[ToolFormat, str] = {"mistral": "[", "llama3": "{"}
+# How a reply of calls opens without its marker: the marker token was not
+# printed (Mistral, Llama), or the model put the call in a JSON fence or
+# bare instead of <tool_call> tags (Qwen2.5-Coder is known to). Such a reply
+# counts as calls only if it parses as calls to offered tools; else it is text.
+_BARE_OPENINGS: dict[ToolFormat, tuple[str, ...]] = {
+    "mistral": ("[",),
+    "llama3": ("{", "```json"),
+    "hermes": ("{", "```json"),
+}
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
 
 
@@ -122,11 +130,13 @@ class NativeToolCallParser:
     quotes it, never a crash; a bare JSON reply that is not a call is text.
     """
 
-    def __init__(self, tool_format: ToolFormat, *, model: str = "") -> None:
+    def __init__(self, tool_format: ToolFormat, *, model: str = "",
+                 tool_names: Iterable[str] = ()) -> None:
         if tool_format not in NATIVE_FORMATS:
             raise ValueError(f"no native tool-call parser for {tool_format!r}")
         self.format = tool_format
         self.model = model
+        self.tool_names = set(tool_names)  # what a reply without a marker must call
         self._marker = _MARKERS[tool_format]
         self._pending = ""  # text not yet passed on (may begin a marker)
         self._call = ""  # the call being buffered
@@ -151,11 +161,12 @@ class NativeToolCallParser:
                 stripped = self._pending.lstrip()
                 if not stripped:
                     return out
-                if self._marker.startswith(stripped) and stripped != self._marker:
-                    return out  # may be the marker itself ("[TOOL_CALLS]" begins with "[")
+                openings = _BARE_OPENINGS[self.format]
+                if any(len(stripped) < len(text) and text.startswith(stripped)
+                       for text in (self._marker, *openings)):
+                    return out  # may still become the marker or an opening ("[TOOL_CALLS]")
                 self._started = True
-                opening = _BARE_OPENING.get(self.format)
-                if (opening is not None and stripped.startswith(opening)
+                if (any(stripped.startswith(opening) for opening in openings)
                         and not stripped.startswith(self._marker)):
                     self._begin_call(self._pending, bare=True)
                     self._pending = ""
@@ -236,6 +247,8 @@ class NativeToolCallParser:
                 model=self.model,
                 code="invalid_response",
             ) from None
+        if bare and self.tool_names and any(name not in self.tool_names for name, _ in calls):
+            return [StreamChunk(delta=body)]  # JSON that looks like a call, to no tool we offered
         deltas = []
         for name, arguments in calls:
             deltas.append(ToolCallDelta(
