@@ -409,6 +409,7 @@ async def test_hermes_model_end_to_end(backend: FakeBackend, tmp_path: Path) -> 
     assert prompt.endswith("<|im_start|>assistant\n")
     assert body.get("suffix") is None and "<|im_end|>" in body["stop"]  # None: not sent
     assert "response_format" not in body  # no grammar: the model writes its own format
+    assert body["max_tokens"] == 2048  # room for a write_file call with a whole file
     assert not backend.requests_to("/v1/chat/completions")
 
 
@@ -493,6 +494,7 @@ async def test_grammar_model_turns_tell_the_user_once_per_session(
     assert "agentls pull --recommended" in warnings[0] and "hf:" in warnings[0]
     sent = backend.requests_to("/v1/chat/completions")[0].json
     assert sent["response_format"]["type"] == "json_object"  # the fallback grammar
+    assert sent["max_tokens"] == 512  # a tiny model's default, as before
     assert not any(m.get("role") == "tool" for m in sent["messages"])
     listed = models[str(gguf)]
     assert "tools:grammar" in listed.capabilities and "tools" not in listed.capabilities

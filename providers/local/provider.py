@@ -71,6 +71,9 @@ from .tool_grammar import to_local_messages, tool_reply_schema
 logger = logging.getLogger("agentls.providers.local")
 
 DEFAULT_CHAT_MAX_TOKENS = 512  # tiny models loop; a reply longer than this is noise
+# A model with native tool calls is a real instruct model: room for a
+# write_file call carrying a whole file.
+DEFAULT_NATIVE_MAX_TOKENS = 2048
 DEFAULT_COMPLETION_PREFIX_CHARS = 2000
 DEFAULT_COMPLETION_MAX_TOKENS = 128  # llama.cpp's own default (16) is too short
 DEFAULT_TEMPERATURE = 0.2
@@ -336,17 +339,19 @@ class LocalProvider(BaseProvider):
                 code="bad_request",
             )
         temperature = DEFAULT_TEMPERATURE if options.temperature is None else options.temperature
+        # The GGUF's own tool-call format, unless chat_format overrides its template.
+        tool_format = facts.tool_format if facts is not None and not spec.chat_format else "none"
+        native = tool_format in NATIVE_FORMATS
         inner = dataclasses.replace(
             options,
             model=spec.alias,
-            max_tokens=options.max_tokens or DEFAULT_CHAT_MAX_TOKENS,
+            max_tokens=options.max_tokens or (
+                DEFAULT_NATIVE_MAX_TOKENS if native else DEFAULT_CHAT_MAX_TOKENS),
             temperature=temperature,
             request_id=None,
         )
         names = [tool["name"] for tool in tool_list]
-        # The GGUF's own tool-call format, unless chat_format overrides its template.
-        tool_format = facts.tool_format if facts is not None and not spec.chat_format else "none"
-        if tool_list and facts is not None and tool_format in NATIVE_FORMATS:
+        if tool_list and facts is not None and native:
             request = native_request(facts, spec.alias, messages, tool_list, inner)
             chunks = self._guarded(process, lambda client: client.stream_fim(request))
             async for chunk in decode_native(chunks, tool_format, model=spec.alias,
