@@ -165,6 +165,12 @@ def test_native_template_reports_tools(tmp_path: Path) -> None:
     assert facts.tool_format == "hermes"
     assert facts.capabilities() == ["completion", "chat", "tools"]
     assert (facts.bos_token, facts.eos_token, facts.add_bos) == ("", "<|im_end|>", False)
+    assert facts.tool_calling() == "hermes"
+    # providerOptions.chat_format replaces the template, and with it the format.
+    assert facts.tool_calling("chatml") == "grammar"
+    base = model_facts(write_gguf(tmp_path / "base.gguf", {
+        k: v for k, v in _qwen_meta(HERMES).items() if k != "tokenizer.chat_template"}))
+    assert base.tool_calling() is None and base.tool_calling("gemma") == "grammar"
 
 
 # --------------------------------------------------------------------------- parsing
