@@ -125,6 +125,8 @@ TOOLS = [
     (LLAMA3, "llama3"),
     ("{{ bos_token }}{% if tools %}<|python_tag|>{% endif %}", "llama3"),
     (CHATML_NO_TOOLS, "none"),
+    # <tool_call> with XML inside (Qwen3-Coder style): not JSON, so not hermes.
+    ("{% if tools %}<tool_call>\n<function={{ name }}>\n<parameter=x>{% endif %}", "none"),
     # Uses tools, but with markers we have no parser for: the grammar serves it.
     ("{% if tools %}<|tool_calls_begin|>{{ tools | tojson }}{% endif %}", "none"),
     (None, "none"),

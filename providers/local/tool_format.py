@@ -43,7 +43,9 @@ def detect_tool_format(template: str | None) -> ToolFormat:
     if not template or not _USES_TOOLS.search(template):
         return "none"
     if "<tool_call>" in template:
-        return "hermes"
+        # Qwen3-Coder / Qwen3.5 put XML inside the tags (<function=name>
+        # <parameter=...>), not JSON: no parser for that yet, so the grammar.
+        return "none" if "<function=" in template else "hermes"
     if "[TOOL_CALLS]" in template:
         return "mistral"
     if "<|python_tag|>" in template or (
