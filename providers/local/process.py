@@ -37,6 +37,7 @@ from pathlib import Path
 from agentls.core.models import ModelError
 from agentls.core.provider import ProviderConfig
 
+from ..fim_probe import FimSupport
 from ..http import HttpClient
 from ..openai import OpenAIProvider
 from .catalog import INSTALL_COMMAND, locate_model_file
@@ -206,6 +207,9 @@ class _LoopbackOpenAI(OpenAIProvider):
             default_api_key_env=None,
             hints=_LOOPBACK_HINTS,
         )
+        # /completions is what the child serves, always (with or without
+        # `suffix`, which provider.py drops): nothing to probe.
+        self.fim = FimSupport(self._http, True)
 
     def model_supports_fim(self, model: str | None = None) -> bool:
         return False
