@@ -107,6 +107,17 @@ async def test_the_serving_child_answers_while_the_new_one_loads_then_is_stopped
     assert old.stopped and old.retired and not shown.errors
 
 
+async def test_a_model_the_settings_left_while_it_loaded_does_not_take_over() -> None:
+    old, new = Child(spec("old")), Child(spec("new"))
+    models = serving({"old": old, "new": new}, Shown())
+    await start(models, old, "chat")
+    assert models.choose(wanting("new"), "chat") is old
+    assert models.choose(wanting("old"), "chat") is old  # changed back before it loaded
+    new.gate.set()
+    await settle()
+    assert models.serving["chat"] is old and new.stopped and not old.stopped
+
+
 async def test_a_child_in_use_is_stopped_only_when_its_request_ends() -> None:
     old, new = Child(spec("old")), Child(spec("new"))
     models = serving({"old": old, "new": new}, Shown())

@@ -68,6 +68,7 @@ class ServingModels:
         # spec -> (why it failed, its file's signature then)
         self.failed: dict[_ChildSpec, tuple[ModelError, tuple[int, int] | None]] = {}
         self._retiring: set[_ModelProcess] = set()
+        self._wanted: dict[str, _ChildSpec] = {}  # role -> what its last request asked for
         self._told: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -88,6 +89,7 @@ class ServingModels:
                 raise
             self._tell(f"Model {exc.model or '?'}", exc.message, current, role)
             return current
+        self._wanted[role] = spec
         process = self.processes.get(spec)
         if process is not None and process.ready:
             self.mark_serving(role, process)
@@ -174,14 +176,22 @@ class ServingModels:
             self.failed[spec] = (exc, _file_signature(spec))
             if self.processes.get(spec) is process:
                 del self.processes[spec]
-            shown.end("Loading failed", error=self._failure(spec.alias, exc.message, previous,
-                                                             role))
+            if self._wanted.get(role) != spec:  # no longer chosen: nothing to tell
+                shown.end("Loading failed (no longer chosen)")
+            else:
+                shown.end("Loading failed",
+                          error=self._failure(spec.alias, exc.message, previous, role))
             logger.warning("local: switching %s to %s failed; %s keeps serving: %s", role,
                            spec.alias, previous, exc.message)
             return
         except BaseException:
             shown.end("Loading stopped")
             raise
+        if self._wanted.get(role) != spec:  # the settings moved on while it loaded
+            shown.end(f"{spec.alias} loaded, but the settings no longer choose it")
+            if process not in self.serving.values():
+                self._retire(process)
+            return
         shown.end(f"{spec.alias} loaded in {process.load_seconds or 0:.1f} s; it serves now")
         self.mark_serving(role, process)
 
