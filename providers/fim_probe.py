@@ -17,12 +17,16 @@ There is no standard capability listing for OpenAI-compatible servers, so:
   that same request. What servers answer (read from their sources):
     api.openai.com, a chat model   404 "This is a chat model and not
                                    supported in the v1/completions endpoint"
+    api.openai.com, older models   400 "Unrecognized request argument
+                                   supplied: suffix"
     vLLM                           400 "suffix is not currently supported"
     llama.cpp server               500 "Unsupported param: suffix"
     Ollama /v1, no `insert`        400 "... does not support insert"
     FastAPI-style validation       422 (extra fields not permitted)
     a server without the route     404 / 405 / 501
-  llama-cpp-python's server and LM Studio accept `suffix` (2xx).
+  llama-cpp-python's server accepts `suffix` (2xx). A server that accepts
+  `suffix` and ignores it (LM Studio has no FIM: lmstudio-bug-tracker#933)
+  cannot be told apart from one that uses it: `providerOptions.fim: false`.
 - Auth failures (401/403), 429, timeouts, connection errors and other 5xx
   say nothing about FIM: they are reported as usual and not remembered, so
   the next request probes again.

@@ -63,6 +63,7 @@ async def test_a_server_accepting_suffix_gets_fim_whatever_the_model_name(
         (error_reply(404, "This is a chat model and not supported in the v1/completions "
                      "endpoint. Did you mean to use v1/chat/completions?"), "api.openai.com"),
         (error_reply(400, "suffix is not currently supported"), "vLLM"),
+        (error_reply(400, "Unrecognized request argument supplied: suffix"), "older OpenAI"),
         (Reply(500, body={"error": {"code": 500, "message": "Unsupported param: suffix",
                                     "type": "server_error"}}), "llama.cpp without /props"),
         (json_reply({"error": {"message": "registry.ollama.ai/library/llama3:latest does not "
