@@ -1,7 +1,8 @@
 """Benchmark the inline completion hot path of a real agentls server.
 
-A warm `agentls` server runs as a subprocess on stdio (provider `openai`,
-a FIM model name, so requests go to /v1/completions); an instant loopback
+A warm `agentls` server runs as a subprocess on stdio (provider `openai`;
+the backend accepts `suffix`, so after the first request's probe the
+requests go to /v1/completions); an instant loopback
 backend runs in its own process and answers every completion with a canned
 SSE stream. The benchmark speaks raw JSON-RPC over the pipes (no pygls in
 the client) and reports:
@@ -83,6 +84,9 @@ async def serve_backend(body: bytes) -> None:
                     stats = json.dumps({"calls": calls, "durations_us": durations}).encode()
                     writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                                  b"Content-Length: %d\r\n\r\n" % len(stats) + stats)
+                elif request_head.startswith(b"GET "):
+                    # e.g. the provider's one-off GET /props (FIM hint): not a model call
+                    writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
                 else:
                     calls += 1
                     writer.write(head + body)

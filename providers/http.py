@@ -55,6 +55,7 @@ __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
     "MAX_RETRY_AFTER",
     "HttpClient",
+    "HttpStatusError",
     "LineSplitter",
     "ResponseFormatError",
     "SSEDecoder",
@@ -233,6 +234,20 @@ _HINTS = {
 # --------------------------------------------------------------------------- framing
 
 
+class HttpStatusError(ModelError):
+    """The server answered with an HTTP error status. Besides the house-style
+    message, `status` and the server's own `server_message` let a caller
+    tell "this endpoint or parameter is not offered" from other failures
+    (see fim_probe.py)."""
+
+    def __init__(
+        self, error: ModelError, *, status: int, server_message: str
+    ) -> None:
+        super().__init__(error.message, model=error.model, code=error.code)
+        self.status = status
+        self.server_message = server_message
+
+
 class ResponseFormatError(ValueError):
     """The body breaks framing, size or encoding rules (-> invalid_response)."""
 
@@ -393,6 +408,8 @@ class HttpClient:
         return read_api_key(self.api_key_env)
 
     def url(self, path: str) -> str:
+        if path.startswith(("http://", "https://")):
+            return path  # e.g. a server-root route when baseUrl ends in /v1
         return f"{self.base_url}/{path.lstrip('/')}"
 
     def client(self) -> httpx.AsyncClient:
@@ -465,10 +482,14 @@ class HttpClient:
         model: str,
         body: Any = None,
         headers: Mapping[str, str] | None = None,
+        max_attempts: int | None = None,
     ) -> AsyncIterator[AsyncIterator[SSEEvent]]:
-        """Open a streaming request and yield its server-sent events."""
+        """Open a streaming request and yield its server-sent events
+        (max_attempts: instead of the configured number, e.g. 1 for a probe
+        whose failure is an answer, not something to wait out)."""
         headers = {"Accept": "text/event-stream", **(headers or {})}
-        async with self._open(method, path, model=model, body=body, headers=headers) as response:
+        async with self._open(method, path, model=model, body=body, headers=headers,
+                              max_attempts=max_attempts) as response:
             content_type = response.headers.get("content-type", "")
             if content_type.startswith("application/json"):
                 # The server ignored stream=true, or sent an error as JSON with 200.
@@ -514,10 +535,12 @@ class HttpClient:
         model: str,
         body: Any = None,
         headers: Mapping[str, str] | None = None,
+        max_attempts: int | None = None,
     ) -> Any:
         """A non-streaming call returning the parsed JSON body (size-capped)."""
         headers = {"Accept": "application/json", **(headers or {})}
-        async with self._open(method, path, model=model, body=body, headers=headers) as response:
+        async with self._open(method, path, model=model, body=body, headers=headers,
+                              max_attempts=max_attempts) as response:
             url = str(response.url)
             try:
                 raw = await self._read_capped(response, self.max_response_bytes, strict=True)
@@ -530,10 +553,18 @@ class HttpClient:
     # -- internals -------------------------------------------------------------
     @asynccontextmanager
     async def _open(
-        self, method: str, path: str, *, model: str, body: Any, headers: Mapping[str, str]
+        self,
+        method: str,
+        path: str,
+        *,
+        model: str,
+        body: Any,
+        headers: Mapping[str, str],
+        max_attempts: int | None = None,
     ) -> AsyncIterator[httpx.Response]:
         """Send with retries; yield a 2xx response with its body unread, and
         close it on exit (also on cancellation, so the server sees it)."""
+        attempts_allowed = max_attempts or self.max_attempts
         url = self.url(path)
         key = self.api_key()
         all_headers = {**headers, **(self._auth_headers(key) if key else {})}
@@ -545,7 +576,7 @@ class HttpClient:
                 response = await self.client().send(request, stream=True)
             except httpx.HTTPError as exc:
                 error = self._transport_error(exc, url, model, attempts=attempt)
-                if attempt < self.max_attempts and isinstance(exc, _RETRYABLE_TRANSPORT):
+                if attempt < attempts_allowed and isinstance(exc, _RETRYABLE_TRANSPORT):
                     await self._backoff(attempt, None, f"{type(exc).__name__} from {url}")
                     continue
                 raise error from exc
@@ -565,14 +596,18 @@ class HttpClient:
             # waited out: the caller (an editor) configured how long a request
             # may take, and retrying earlier than asked would be refused anyway.
             too_long = retry_after is not None and retry_after > self.read_timeout
-            if retryable and attempt < self.max_attempts and not too_long:
+            if retryable and attempt < attempts_allowed and not too_long:
                 await self._backoff(attempt, retry_after, f"HTTP {response.status_code} from {url}")
                 continue
             detail = f"HTTP {response.status_code}" + (f": {message}" if message else "")
-            if retryable and too_long and attempt < self.max_attempts:
+            if retryable and too_long and attempt < attempts_allowed:
                 detail += (f"; the server asked to retry after {retry_after:g} s, longer than "
                            f"the request timeout ({self.read_timeout:g} s)")
-            raise self.error(code, detail, model=model, url=url, attempts=attempt)
+            raise HttpStatusError(
+                self.error(code, detail, model=model, url=url, attempts=attempt),
+                status=response.status_code,
+                server_message=self.redact(message),
+            )
         try:
             yield response
         finally:

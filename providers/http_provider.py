@@ -1,13 +1,14 @@
 """`HttpProvider`: what the HTTP providers (openai, anthropic, ollama) share
 beyond the wire format: one HttpClient per instance, the default model,
-fill-in-the-middle chosen by `providerOptions.fim` or the model's family,
-repr and close. Each provider sets the class attributes and writes only its
+the `providerOptions.fim` override of fill-in-the-middle, repr and close.
+Whether a server does FIM otherwise is each provider's business, found out
+from the server (ollama: /api/show; openai: fim_probe.py), never guessed
+from the model's name. Each provider sets the class attributes and writes only its
 own request/response translation.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -24,8 +25,6 @@ class HttpProvider(BaseProvider):
     default_api_key_env: ClassVar[str | None] = None
     default_model_id: ClassVar[str] = ""
     hints: ClassVar[Mapping[str, str]] = {}
-    # Model families trained for fill-in-the-middle; None: never by name.
-    fim_models: ClassVar[re.Pattern[str] | None] = None
 
     def __init__(self, config: ProviderConfig) -> None:
         super().__init__(config)
@@ -51,12 +50,9 @@ class HttpProvider(BaseProvider):
         return self.config.model or self.default_model_id
 
     def model_supports_fim(self, model: str | None = None) -> bool:
-        """options.fim decides when set (true/false); else the model's family."""
-        setting = self.config.options.get("fim")
-        if setting is not None:
-            return bool(setting)
-        pattern = self.fim_models
-        return bool(pattern and pattern.search(model or self.default_model))
+        """providerOptions.fim (true/false); without it, no FIM (providers
+        that can ask their server override this)."""
+        return bool(self.config.options.get("fim"))
 
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -3,13 +3,18 @@
 
 baseUrl includes /v1, as OpenAI's SDKs have it. No key is fine for local
 servers: then no Authorization header is sent at all.
+
+Fill in the middle (`POST /completions` with `suffix`) is decided by asking
+the server, not by the model's name (fim_probe.py): `providerOptions.fim`
+true/false overrides; else llama.cpp's `GET /props` says "no"; else the
+first inline request is the probe, and a server that turns it down gets
+the chat prompt for that request (FimUnsupported) and from then on.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
@@ -26,10 +31,13 @@ from agentls.core.models import (
 from agentls.core.provider import (
     CompletionOptions,
     FimRequest,
+    FimUnsupported,
+    ProviderConfig,
     ToolSpec,
 )
 from agentls.core.session_types import Message
 
+from .fim_probe import FimSupport
 from .http import HttpClient
 from .http_provider import HttpProvider, text_of, tool_result_text
 
@@ -44,13 +52,6 @@ DEFAULT_MODEL = "gpt-4o-mini"
 # small so that prompt budgets never overflow a local server's context.
 DEFAULT_CONTEXT_WINDOW = 8192
 DEFAULT_MAX_OUTPUT_TOKENS = 4096
-
-# Model families trained for fill-in-the-middle whose OpenAI-compatible
-# servers accept `suffix` on /completions.
-_FIM_MODELS = re.compile(
-    r"codestral|deepseek-coder|starcoder|qwen2\.5-coder|qwen-2\.5-coder|codellama|codegemma",
-    re.IGNORECASE,
-)
 
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
@@ -76,7 +77,10 @@ class OpenAIProvider(HttpProvider):
     default_api_key_env = DEFAULT_API_KEY_ENV
     default_model_id = DEFAULT_MODEL
     hints = _HINTS
-    fim_models = _FIM_MODELS
+
+    def __init__(self, config: ProviderConfig) -> None:
+        super().__init__(config)
+        self.fim = FimSupport(self._http, config.options.get("fim"))
 
     # -- chat ----------------------------------------------------------------
     async def _stream(
@@ -112,9 +116,26 @@ class OpenAIProvider(HttpProvider):
             yield chunk
 
     # -- fill in the middle ---------------------------------------------------
+    def model_supports_fim(self, model: str | None = None) -> bool:
+        """Without asking: the override, else what the server said (False
+        until found out; see fim_supported)."""
+        return bool(self.fim.known(model or self.default_model))
+
+    async def fim_supported(self, model: str | None = None) -> bool:
+        """Whether inline completion should try FIM for the model: the
+        override, else what the server said, else yes (the request probes)."""
+        return await self.fim.decide(model or self.default_model)
+
+    def status_report(self) -> dict[str, Any]:
+        return {"fim": self.fim.status()}
+
     async def _stream_fim(self, request: FimRequest) -> AsyncIterator[StreamChunk]:
         options = request.options
         model = options.model or self.default_model
+        if self.fim.known(model) is False and self.fim.override is None:
+            raise FimUnsupported(f"openai: {self._http.base_url} has no fill-in-the-middle "
+                                 f"for {model}", model=model, code="bad_request")
+        probe = self.fim.needs_probe(model)
         body: dict[str, Any] = {
             "model": model,
             "prompt": request.prefix,
@@ -124,16 +145,32 @@ class OpenAIProvider(HttpProvider):
         }
         _apply_options(body, options)
         reader = _ChunkReader(self._http, model, prompt_chars=len(request.prefix + request.suffix))
-        async with self._http.stream_sse("POST", "/completions", model=model, body=body) as events:
-            async for event in events:
-                if reader.done:
-                    continue  # drain to the end so the connection can be reused
-                if event.data.strip() == "[DONE]":
-                    reader.done = True
-                    continue
-                chunk = reader.text_chunk(event.data)
-                if chunk is not None:
-                    yield chunk
+        opened = False
+        if probe:
+            self.fim.probes += 1
+        try:
+            # A probe is not retried: its failure is an answer, or is reported.
+            async with self._http.stream_sse(
+                "POST", "/completions", model=model, body=body, max_attempts=1 if probe else None
+            ) as events:
+                opened = True
+                if probe:
+                    self.fim.record(model, True, "/completions accepted `suffix`")
+                async for event in events:
+                    if reader.done:
+                        continue  # drain to the end so the connection can be reused
+                    if event.data.strip() == "[DONE]":
+                        reader.done = True
+                        continue
+                    chunk = reader.text_chunk(event.data)
+                    if chunk is not None:
+                        yield chunk
+        except ModelError as exc:
+            if probe and not opened and self.fim.learn_from(model, exc):
+                raise FimUnsupported(
+                    f"openai: {self._http.base_url} has no fill-in-the-middle for {model}: "
+                    f"{exc.message}", model=model, code="bad_request") from exc
+            raise
         for chunk in reader.finish():
             yield chunk
 

@@ -23,7 +23,13 @@ from typing import Any, cast
 
 from agentls import __version__
 from agentls.core.models import AgentlsError, ModelError
-from agentls.core.provider import ChunkStream, CompletionOptions, FimRequest, Provider
+from agentls.core.provider import (
+    ChunkStream,
+    CompletionOptions,
+    FimRequest,
+    FimUnsupported,
+    Provider,
+)
 from agentls.core.session_types import ProviderRequestCancelled
 from agentls.core.settings import InlineCompletionSettings
 
@@ -117,7 +123,15 @@ class InlineCompletionFeature:
             chosen = provider()
             fim = await self._supports_fim(chosen, settings.model)
             sent: list[int] = [0, 0]
-            completion = await self._ask(chosen, request, settings, fim, sent)
+            try:
+                completion = await self._ask(chosen, request, settings, fim, sent)
+            except FimUnsupported as exc:
+                # The provider found out (its probe) that the server has no
+                # FIM for this model: this request, and the next ones, chat.
+                log.info("Inline completion: %s; using chat prompts", exc)
+                self._fim = (chosen, settings.model, False)
+                fim = False
+                completion = await self._ask(chosen, request, settings, fim, sent)
             return InlineAnswer((completion,) if completion else (), model_answered=True,
                                 prompt_chars=sent[0], input_tokens=sent[1])
         except asyncio.CancelledError:
@@ -220,7 +234,7 @@ class InlineCompletionFeature:
             return known[2]
         value = False
         if callable(getattr(provider, "stream_fim", None)):
-            ask = getattr(provider, "fim_supported", None)  # asks the server (ollama)
+            ask = getattr(provider, "fim_supported", None)  # asks the server (ollama, openai)
             check = getattr(provider, "model_supports_fim", None)
             if callable(ask):
                 value = bool(await ask(model))

@@ -21,7 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 from agentls import __version__
 from agentls.core.models import AgentlsError, ModelError
-from agentls.core.provider import ChunkStream, CompletionOptions, FimRequest, Provider
+from agentls.core.provider import (
+    ChunkStream,
+    CompletionOptions,
+    FimRequest,
+    FimUnsupported,
+    Provider,
+)
 from agentls.core.session_types import ProviderRequestCancelled
 
 from ..inline_completion.scheduler import LatestPerDocument
@@ -110,12 +116,25 @@ class NextEditFeature:
             edits_text = render_edits(request.history, text_of, display_path)
             last = next((hunk for uri, hunk in reversed(request.history)
                          if uri == request.uri), None)
-            prompt = build_prompt(region, edits_text, chat=not completion_model,
-                                  path=display_path(request.uri),
-                                  language_id=request.language_id,
-                                  change=describe_change(request.text, last),
-                                  original=before_edit(region, last))
-            answer = await self._ask(chosen, prompt, settings, model, len(region.text))
+
+            def prompt_for(completion: bool) -> Any:
+                return build_prompt(region, edits_text, chat=not completion,
+                                    path=display_path(request.uri),
+                                    language_id=request.language_id,
+                                    change=describe_change(request.text, last),
+                                    original=before_edit(region, last))
+
+            prompt = prompt_for(completion_model)
+            try:
+                answer = await self._ask(chosen, prompt, settings, model, len(region.text))
+            except FimUnsupported as exc:
+                # The provider's probe found no continuation endpoint for this
+                # model (providers/fim_probe.py): chat, now and from then on.
+                log.info("Next edit: %s; using chat prompts", exc)
+                self._completion = (chosen, model, False)
+                completion_model = False
+                prompt = prompt_for(False)
+                answer = await self._ask(chosen, prompt, settings, model, len(region.text))
             for stop in prompt.stop:  # in case the provider did not stop there itself
                 answer = answer.split(stop, 1)[0]
             rewritten, why = extract_rewrite(answer, region)

@@ -37,6 +37,7 @@ from pathlib import Path
 from agentls.core.models import ModelError
 from agentls.core.provider import ProviderConfig
 
+from ..fim_probe import FimSupport
 from ..http import HttpClient
 from ..openai import OpenAIProvider
 from .catalog import INSTALL_COMMAND, locate_model_file
@@ -206,6 +207,9 @@ class _LoopbackOpenAI(OpenAIProvider):
             default_api_key_env=None,
             hints=_LOOPBACK_HINTS,
         )
+        # /completions is what the child serves, always (with or without
+        # `suffix`, which provider.py drops): nothing to probe.
+        self.fim = FimSupport(self._http, True)
 
     def model_supports_fim(self, model: str | None = None) -> bool:
         return False
@@ -230,6 +234,8 @@ class _ModelProcess:
         self.request_timeout = request_timeout
         self.connect_timeout = connect_timeout
         self.starts = 0
+        self.in_use = 0  # requests streaming from it now (serving.py stops it only at 0)
+        self.retired = False  # replaced by another model (serving.py): never started again
         self.load_seconds: float | None = None
         self.gguf: Path | None = None
         self._lock = asyncio.Lock()
@@ -241,6 +247,11 @@ class _ModelProcess:
     def pid(self) -> int | None:
         proc = self._proc
         return proc.pid if proc is not None and proc.poll() is None else None
+
+    @property
+    def ready(self) -> bool:
+        """Running and answering (not merely started)."""
+        return self._client is not None and self.pid is not None
 
     def log_offset(self) -> int:
         try:
@@ -418,7 +429,7 @@ class _ModelProcess:
             code, hint = "not_found", f" Install the local model runtime: {INSTALL_COMMAND}."
         elif code == "timeout":
             hint = " Raise providerOptions.startup_timeout if this machine is slow."
-        elif any(sign in tail for sign in _CORRUPT_SIGNS):
+        elif any(sign in tail.lower() for sign in _CORRUPT_SIGNS):  # "Failed to load model"
             hint = (
                 f" The file looks truncated or corrupt: download it again (`agentls pull "
                 f"{self.spec.alias}` for an hf: model, after deleting the file) or pick another."

@@ -21,6 +21,9 @@ Limits, honestly:
   call or one text answer (tool_grammar.py), and the user is told once per
   session. A GGUF without a chat template is refused for chat and tools.
 - One request at a time per model (the server queues the rest).
+
+A model chosen by a settings change loads in the background while the
+previous one keeps serving, and never takes over if it fails (serving.py).
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ from .gguf_meta import GgufError, ModelFacts, model_facts
 from .listing import list_local_models
 from .process import _ChildSpec, _describe_exit, _LoopbackOpenAI, _ModelProcess, rss_bytes
 from .recommended import RECOMMENDED_CHAT
+from .serving import ServingModels
 from .tool_format import NATIVE_FORMATS
 from .tool_grammar import to_local_messages, tool_reply_schema
 
@@ -106,8 +110,9 @@ class LocalProvider(BaseProvider):
         # no worse with 2,000 characters before the cursor than with 6,000.
         self.preferred_prefix_chars = (_int_option(config.options, "completion_prefix_chars")
                                        or DEFAULT_COMPLETION_PREFIX_CHARS)
-        self._processes: dict[_ChildSpec, _ModelProcess] = {}
         self._progress: ProgressSink = NullProgress()
+        self.models = ServingModels(self._new_process, lambda: self._progress, self._loaded)
+        self._processes = self.models.processes  # the same dict: status, listing
         self._model_facts: dict[_ChildSpec, ModelFacts | None] = {}
         # The chat model's own tokenizer per GGUF, for the context budget.
         self._counters: dict[str, LazyCounter] = {}
@@ -157,18 +162,34 @@ class LocalProvider(BaseProvider):
             counter = self._counters[key] = LazyCounter(f"the GGUF of {spec.alias}", load)
         return counter
 
+    def _new_process(self, spec: _ChildSpec) -> _ModelProcess:
+        return self._process_factory(
+            spec,
+            cache_dir=self._cache_dir,
+            startup_timeout=self._startup_timeout,
+            request_timeout=self.config.request_timeout,
+            connect_timeout=self.config.connect_timeout,
+        )
+
     def _process(self, spec: _ChildSpec) -> _ModelProcess:
-        process = self._processes.get(spec)
-        if process is None:
-            process = self._process_factory(
-                spec,
-                cache_dir=self._cache_dir,
-                startup_timeout=self._startup_timeout,
-                request_timeout=self.config.request_timeout,
-                connect_timeout=self.config.connect_timeout,
-            )
-            self._processes[spec] = process
-        return process
+        return self.models.process(spec)
+
+    def _serving(self, model: str | None, role: str) -> _ModelProcess:
+        """The child for a request: the chosen model's once it runs; while it
+        loads (or after it failed) the one already serving the role."""
+        return self.models.choose(lambda: self._spec(model, role), role)
+
+    def take_over(self, previous: object) -> None:
+        """A settings change replaced `previous` by this provider: keep its
+        serving children (composition root, lsp/lifecycle.py), so they serve
+        until the newly chosen models are ready instead of being stopped."""
+        models = getattr(previous, "models", None)
+        if isinstance(models, ServingModels) and models is not self.models:
+            self.models.take_over(models)
+
+    async def _loaded(self, spec: _ChildSpec, role: str) -> None:
+        LAST_SERVED[role] = spec
+        await self._facts(spec)
 
     def _require_runtime(self, model: str) -> None:
         error = runtime_error(model)
@@ -232,31 +253,40 @@ class LocalProvider(BaseProvider):
         streamed (it died between requests and we raced its exit), it is
         started again and the request sent once more; a death mid-answer
         becomes server_error ("crashed and was restarted")."""
-        for attempt in (1, 2):
-            client = await self._client(process, role)
-            mark = process.log_offset()
-            stream = open_stream(client)
-            streamed = False
-            try:
-                async for chunk in stream:
-                    streamed = True
-                    yield chunk
-                return
-            except ModelError as exc:
-                if attempt == 1 and not streamed and await self._died(process, exc) is not None:
-                    continue  # nothing was said yet: process.client() restarts it
-                explained = await self._explain(process, exc, mark)
-                if explained is exc:
-                    raise
-                raise explained from exc
-            finally:
-                await stream.aclose()
+        process = self.models.replacement(process, role)
+        process.in_use += 1  # a switch stops this child only once it is unused
+        try:
+            for attempt in (1, 2):
+                client = await self._client(process, role)
+                mark = process.log_offset()
+                stream = open_stream(client)
+                streamed = False
+                try:
+                    async for chunk in stream:
+                        streamed = True
+                        yield chunk
+                    return
+                except ModelError as exc:
+                    if (attempt == 1 and not streamed
+                            and await self._died(process, exc) is not None):
+                        continue  # nothing was said yet: process.client() restarts it
+                    explained = await self._explain(process, exc, mark)
+                    if explained is exc:
+                        raise
+                    raise explained from exc
+                finally:
+                    await stream.aclose()
+        finally:
+            process.in_use -= 1
+            self.models.release(process)
 
     async def _client(self, process: _ModelProcess, role: str) -> _LoopbackOpenAI:
         """The child's client; a load that takes over a second is shown as
         progress (a 1 GB model takes several on a laptop)."""
         if process.pid is not None:
-            return await process.client()  # running (or just died: restarted quietly)
+            client = await process.client()  # running (or just died: restarted quietly)
+            self.models.mark_serving(role, process)
+            return client
         alias = process.spec.alias
         shown: list[ProgressTask] = []
         timer = asyncio.get_running_loop().call_later(
@@ -278,8 +308,8 @@ class LocalProvider(BaseProvider):
         timer.cancel()
         for task in shown:
             task.end(f"{alias} loaded in {process.load_seconds or 0:.1f} s")
-        LAST_SERVED[role] = process.spec
-        await self._facts(process.spec)
+        await self._loaded(process.spec, role)
+        self.models.mark_serving(role, process)
         return client
 
     async def _died(self, process: _ModelProcess, exc: ModelError) -> int | None:
@@ -322,8 +352,8 @@ class LocalProvider(BaseProvider):
         options: CompletionOptions,
     ) -> AsyncIterator[StreamChunk]:
         self._require_runtime(options.model or self.default_model)
-        spec = self._spec(options.model, "chat")
-        process = self._process(spec)
+        process = self._serving(options.model, "chat")
+        spec = process.spec
         tool_list = list(tools or [])
         facts = await self._facts(spec)
         if facts is not None and facts.chat_template is None and spec.chat_format is None:
@@ -379,8 +409,8 @@ class LocalProvider(BaseProvider):
         suffix only serves post-processing."""
         options = request.options
         self._require_runtime(options.model or self.default_completion_model)
-        spec = self._spec(options.model, "completion")
-        process = self._process(spec)
+        process = self._serving(options.model, "completion")
+        spec = process.spec
         facts = await self._facts(spec)
         max_tokens = options.max_tokens or DEFAULT_COMPLETION_MAX_TOKENS
         # Keep the prompt inside the context: drop the oldest characters.
@@ -439,8 +469,7 @@ class LocalProvider(BaseProvider):
         with what each can do (from its GGUF), then the recommended ones to
         download; starts the chat model's server to prove it loads."""
         self._require_runtime(self.default_model)
-        spec = self._spec(None, "chat")
-        client = await self._client(self._process(spec), "chat")
+        client = await self._client(self._serving(None, "chat"), "chat")
         await client.list_models()
         return await list_local_models(self)
 
@@ -480,9 +509,7 @@ class LocalProvider(BaseProvider):
         )
 
     async def aclose(self) -> None:
-        processes = list(self._processes.values())
-        self._processes.clear()
-        await asyncio.gather(*(process.stop() for process in processes))
+        await self.models.aclose()
 
 
 def _gguf_tokenizer(path: Path) -> tuple[str, Callable[[str], int]]:

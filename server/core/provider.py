@@ -39,6 +39,7 @@ __all__ = [
     "ChunkStream",
     "CompletionOptions",
     "FimRequest",
+    "FimUnsupported",
     "Provider",
     "ProviderConfig",
     "ProviderFactory",
@@ -91,6 +92,14 @@ class FimRequest:
     prefix: str
     suffix: str
     options: CompletionOptions = CompletionOptions()
+
+
+class FimUnsupported(ModelError):
+    """stream_fim() learnt (before any text) that the server has no
+    fill-in-the-middle for this model: the caller sends its chat prompt
+    instead. Providers raise it only while finding out (a probe), never for
+    a FIM the user forced with providerOptions.fim, so it is never a
+    failure the user has to see."""
 
 
 @runtime_checkable

@@ -176,7 +176,22 @@ def report_problems(ls: AgentlsLanguageServer, problems: list[Any]) -> None:
 
 
 async def close_retired_providers(ls: AgentlsLanguageServer) -> None:
-    for provider in ls.state.take_retired_providers():
+    retired = ls.state.take_retired_providers()
+    successor: Any = None
+    if retired:
+        # A provider that runs models here (local) keeps the previous one's
+        # serving models until its own are ready, instead of a gap.
+        try:
+            successor = ls.state.provider()
+        except Exception:  # settings that cannot build one were reported already
+            successor = None
+    take_over = getattr(successor, "take_over", None)
+    for provider in retired:
+        if callable(take_over):
+            try:
+                take_over(provider)
+            except Exception:
+                log.exception("Handing the previous provider's models over failed")
         try:
             closing = provider.aclose()
             if inspect.isawaitable(closing):

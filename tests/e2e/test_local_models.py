@@ -146,9 +146,13 @@ def test_hf_model_downloads_with_progress_then_serves(
         assert reports[-1]["doneBytes"] > 0
         assert "MB" in reports[-1]["message"]
         assert "downloaded" in values[-1]["message"]
-        # The next request is served by the downloaded file.
+        # The next request is still answered by the packaged model while the
+        # downloaded file loads in the background (serving.py); then it serves.
         second = complete(lsp, workspace, "second.py")
         assert "error" not in second, second
+        wait_until(lambda: ended(lsp, f"Loading hf:{REPO}"), "the downloaded model loaded", 120)
+        third = complete(lsp, workspace, "third.py")
+        assert "error" not in third, third
         report = status(lsp)
         (entry,) = [m for m in report["localModels"] if m["model"] == f"hf:{REPO}"]
         (job,) = report["downloads"]

@@ -1,0 +1,124 @@
+"""Inline completion with provider `openai` through the real server: whether
+a model gets fill-in-the-middle (/v1/completions with `suffix`) or a chat
+prompt (/v1/chat/completions) is what the server answers (one probe per
+model), not the model's name. The fake (tests/fakes/http_backend.py)
+speaks OpenAI's wire format and the errors real servers send."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.http_backend import (
+    SSE_DONE,
+    FakeBackend,
+    Reply,
+    error_reply,
+    openai_chunk,
+    sse,
+    sse_reply,
+)
+from tests.reliability.harness import LspProcess, wait_until
+
+COMPLETIONS = "/v1/completions"
+CHAT = "/v1/chat/completions"
+DOCS = {  # three documents, so no answer comes from the type-ahead cache
+    "area.py": ("def area(r):\n    return \n\nprint(area(2))\n", 1, 11),
+    "double.py": ("def double(x):\n    return \n\nprint(double(2))\n", 1, 11),
+    "half.py": ("def half(x):\n    return \n\nprint(half(2))\n", 1, 11),
+}
+
+
+def serve(backend: FakeBackend, completions: Reply) -> None:
+    backend.script("POST", COMPLETIONS, completions)
+    backend.script("POST", CHAT, sse_reply([
+        sse(openai_chunk("x * 2", finish_reason="stop")), SSE_DONE]))
+
+
+def fim_stream() -> Reply:
+    return sse_reply([sse(openai_chunk(text="x * 2", finish_reason="stop")), SSE_DONE])
+
+
+def run(tmp_path: Path, backend: FakeBackend, model: str, docs: int = 1,
+        **options: Any) -> tuple[list[list[str]], list[str], dict[str, Any]]:
+    """Inline completions in `docs` documents; (items per request, the
+    messages shown, agentls/status)."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir(exist_ok=True)
+    settings = {"provider": "openai", "baseUrl": backend.url + "/v1", "model": model,
+                "apiKeyEnv": "AGENTLS_E2E_NO_KEY", "providerOptions": options,
+                "inlineCompletion": {"debounceMs": 0}}
+    answers = []
+    with LspProcess.start(state_dir=tmp_path / "state", workspace=workspace,
+                          settings=settings) as lsp:
+        for name, (text, line, character) in list(DOCS.items())[:docs]:
+            uri = (workspace / name).as_uri()
+            lsp.open(uri, text)
+            answer = lsp.result("textDocument/inlineCompletion", {
+                "textDocument": {"uri": uri}, "position": {"line": line, "character": character},
+                "context": {"triggerKind": 1}}, timeout=60)
+            items = answer["items"] if isinstance(answer, dict) else answer
+            answers.append([item["insertText"] for item in items])
+        status = lsp.result("agentls/status", {}, timeout=30)
+        shown = lsp.shown_messages()
+    return answers, shown, status
+
+
+def test_a_server_accepting_suffix_gets_fim_for_any_model_name(
+    tmp_path: Path, fake_backend: FakeBackend
+) -> None:
+    serve(fake_backend, fim_stream())
+    answers, shown, status = run(tmp_path, fake_backend, "my-coder:latest", docs=2)
+    assert answers == [["x * 2"], ["x * 2"]]
+    sent = fake_backend.requests_to(COMPLETIONS)
+    assert len(sent) == 2 and not fake_backend.requests_to(CHAT)
+    assert sent[0].json["model"] == "my-coder:latest"
+    assert sent[0].json["prompt"].endswith("    return ")
+    assert sent[0].json["suffix"] == "\n\nprint(area(2))\n"
+    assert status["fim"]["models"] == {"my-coder:latest": True} and status["fim"]["probes"] == 1
+    assert "fim" in status["provider"]["capabilities"]
+    assert not shown
+
+
+def test_a_server_without_completions_gets_chat_after_one_probe(
+    tmp_path: Path, fake_backend: FakeBackend
+) -> None:
+    # A coder name a name pattern would have sent to /completions.
+    serve(fake_backend, error_reply(404, "This is a chat model and not supported in the "
+                                         "v1/completions endpoint."))
+    answers, shown, status = run(tmp_path, fake_backend, "qwen2.5-coder-7b-instruct", docs=3)
+    assert answers == [["x * 2"]] * 3  # the probed request too: no error reaches the user
+    assert len(fake_backend.requests_to(COMPLETIONS)) == 1
+    assert len(fake_backend.requests_to(CHAT)) == 3
+    assert "messages" in fake_backend.requests_to(CHAT)[0].json
+    assert status["fim"]["models"] == {"qwen2.5-coder-7b-instruct": False}
+    assert not shown
+
+
+def test_an_auth_failure_is_reported_and_not_taken_as_no_fim(
+    tmp_path: Path, fake_backend: FakeBackend
+) -> None:
+    serve(fake_backend, error_reply(401, "Incorrect API key provided: sk-...",
+                                    type="invalid_request_error"))
+    answers, shown, status = run(tmp_path, fake_backend, "my-coder:latest", docs=2)
+    assert answers == [[], []]
+    wait_until(lambda: shown, "the error shown")
+    assert any("authentication" in m.lower() or "401" in m for m in shown), shown
+    # Not cached as "no": each request asked /completions again, never chat.
+    assert len(fake_backend.requests_to(COMPLETIONS)) == 2 and not fake_backend.requests_to(CHAT)
+    assert status["fim"]["models"] == {}
+
+
+@pytest.mark.parametrize(("option", "path"), [(True, COMPLETIONS), (False, CHAT)])
+def test_the_fim_option_overrides_the_server(
+    tmp_path: Path, fake_backend: FakeBackend, option: bool, path: str
+) -> None:
+    serve(fake_backend, fim_stream())
+    answers, _, status = run(tmp_path, fake_backend, "any-model", docs=2, fim=option)
+    assert answers == [["x * 2"], ["x * 2"]]
+    other = CHAT if path == COMPLETIONS else COMPLETIONS
+    assert len(fake_backend.requests_to(path)) == 2 and not fake_backend.requests_to(other)
+    assert not fake_backend.requests_to("/props")
+    assert status["fim"]["setting"] is option
