@@ -99,6 +99,14 @@ def _configure_logging(log_file: Path | None, level: str) -> None:
 def serve(*, tcp: bool = False, host: str = "127.0.0.1", port: int = 2087) -> int:
     from agentls.lsp.server import create_server
 
+    # Everything alive after an import or set-up step (pygls, lsprotocol's
+    # ~560 classes, our modules, the server) lives as long as the process.
+    # gc.freeze() moves it out of the collector's sight, so a later full
+    # collection does not walk it again: one pass over lsprotocol costs
+    # 17-35 ms, and one fell in create_server and one before the first
+    # completion (bench/bench_startup.py).
+    gc.freeze()
+
     # httpx's package __init__ imports its command-line client (httpx._main:
     # click, pygments) whenever those happen to be installed, as they are next
     # to llama-cpp-python's server; the language server never runs it. Marking
@@ -107,10 +115,6 @@ def serve(*, tcp: bool = False, host: str = "127.0.0.1", port: int = 2087) -> in
     sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
     server = create_server()
-    # Everything alive now (pygls, lsprotocol's ~560 classes, our modules)
-    # lives as long as the process. Moving it out of the collector's sight
-    # spares every later full collection from walking it again: one such
-    # pass costs 25-35 ms here, and one falls before the first completion.
     gc.freeze()
     if tcp:
         server.start_tcp(host, port)
