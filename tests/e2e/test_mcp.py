@@ -449,8 +449,16 @@ async def test_workspace_mcp_json_asks_once_and_is_remembered(
         while not user.prompts:
             assert asyncio.get_running_loop().time() < deadline
             await asyncio.sleep(0.05)
-        entries = await s.wait_mcp("wsraw", states=("stopped",))
-        assert "did not allow" in entries["wsraw"]["error"]
+        # "waiting for you to allow" is also state stopped: wait for the answer's effect
+        deadline = asyncio.get_running_loop().time() + TIMEOUT
+        while True:
+            entries = await s.wait_mcp("wsraw", states=("stopped",))
+            error = entries["wsraw"].get("error") or ""
+            if "waiting for you" not in error:
+                break
+            assert asyncio.get_running_loop().time() < deadline, error
+            await asyncio.sleep(0.1)
+        assert "did not allow" in error
     asked = user.prompts[0]
     assert "wsraw" in asked["message"] and asked["actions"] == ["Allow", "Don't allow"]
 
