@@ -40,6 +40,19 @@ class TextChange:
     end: int
     text: str
 
+    @classmethod
+    def between(cls, before: str, after: str) -> TextChange:
+        """The one change that turns `before` into `after`: what differs
+        once their common head and tail are cut."""
+        limit = min(len(before), len(after))
+        head = 0
+        while head < limit and before[head] == after[head]:
+            head += 1
+        tail = 0
+        while tail < limit - head and before[-1 - tail] == after[-1 - tail]:
+            tail += 1
+        return cls(head, len(before) - tail, after[head : len(after) - tail])
+
 
 @dataclass(slots=True)
 class Hunk:

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentls.core.edit_history import TextChange
+
 from .edit_tasks import EditTask
 from .report import edit_similarity
 from .runner import LspProcess
@@ -99,14 +101,7 @@ async def _run_one(server: LspProcess, workspace: Path, task: EditTask) -> dict[
 
 def _changed(text: str, base: str) -> str:
     """The part of `text` that differs from `base` (common head and tail cut)."""
-    head = 0
-    limit = min(len(text), len(base))
-    while head < limit and text[head] == base[head]:
-        head += 1
-    tail = 0
-    while tail < limit - head and text[-1 - tail] == base[-1 - tail]:
-        tail += 1
-    return text[head : len(text) - tail]
+    return TextChange.between(base, text).text
 
 
 def summarize_edits(rows: Sequence[dict[str, Any]]) -> str:

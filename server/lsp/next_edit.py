@@ -208,14 +208,7 @@ def _changes(before: str, content_changes: Any, encoding: str) -> Iterator[TextC
         new = change.text
         change_range = getattr(change, "range", None)
         if change_range is None:  # the whole document: keep only what differs
-            start = 0
-            limit = min(len(text), len(new))
-            while start < limit and text[start] == new[start]:
-                start += 1
-            tail = 0
-            while tail < limit - start and text[-1 - tail] == new[-1 - tail]:
-                tail += 1
-            item = TextChange(start, len(text) - tail, new[start : len(new) - tail])
+            item = TextChange.between(text, new)
         else:
             start_at, end_at = change_range.start, change_range.end
             start = offset_at(text, start_at.line, start_at.character, encoding)
