@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
 from agentls.core.models import (
@@ -103,15 +103,8 @@ class OpenAIProvider(HttpProvider):
         async with self._http.stream_sse(
             "POST", "/chat/completions", model=model, body=body
         ) as events:
-            async for event in events:
-                if reader.done:
-                    continue  # drain to the end so the connection can be reused
-                if event.data.strip() == "[DONE]":
-                    reader.done = True
-                    continue
-                chunk = reader.chat_chunk(event.data)
-                if chunk is not None:
-                    yield chunk
+            async for chunk in reader.chunks(events, reader.chat_chunk):
+                yield chunk
         for chunk in reader.finish():
             yield chunk
 
@@ -156,15 +149,8 @@ class OpenAIProvider(HttpProvider):
                 opened = True
                 if probe:
                     self.fim.record(model, True, "/completions accepted `suffix`")
-                async for event in events:
-                    if reader.done:
-                        continue  # drain to the end so the connection can be reused
-                    if event.data.strip() == "[DONE]":
-                        reader.done = True
-                        continue
-                    chunk = reader.text_chunk(event.data)
-                    if chunk is not None:
-                        yield chunk
+                async for chunk in reader.chunks(events, reader.text_chunk):
+                    yield chunk
         except ModelError as exc:
             if probe and not opened and self.fim.learn_from(model, exc):
                 raise FimUnsupported(
@@ -356,6 +342,21 @@ class _ChunkReader:
         self.finished = False
         self.usage: Usage | None = None
         self.saw_tool_calls = False
+
+    async def chunks(
+        self, events: AsyncIterator[Any], decode: Callable[[str], StreamChunk | None]
+    ) -> AsyncIterator[StreamChunk]:
+        """The decoded chunks of an SSE stream up to its `[DONE]`; what
+        follows is read and dropped so the connection can be reused."""
+        async for event in events:
+            if self.done:
+                continue
+            if event.data.strip() == "[DONE]":
+                self.done = True
+                continue
+            chunk = decode(event.data)
+            if chunk is not None:
+                yield chunk
 
     def _payload(self, data: str) -> dict[str, Any]:
         try:
