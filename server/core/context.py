@@ -350,41 +350,37 @@ class ContextManager:
         sent = [m for _, m in tail]
         limit = budget.input_limit
         excerpt_chars = _older_excerpt_chars(budget)
-        cut_older = cut_now = 0
-        if total > limit:
-            # 1. older turns' tool results, oldest first, only as many as needed
+
+        def cut_results(current: bool, chars_for: Callable[[int], int], label: str) -> int:
+            """Cut tool results (older turns' or the current turn's), oldest
+            first, until the request fits; how many were cut."""
+            nonlocal total
+            cut_count = 0
             for pos, (index, message) in enumerate(tail):
                 if total <= limit:
                     break
-                if index >= turn_start or message.role != "tool":
+                if (index >= turn_start) != current or message.role != "tool":
                     continue
-                cut = excerpt(message, excerpt_chars, "older")
+                cut = excerpt(message, chars_for(pos), label)
                 if cut is None:
                     continue
                 new = tokens(cut)
                 if new < sizes[pos]:
                     total += new - sizes[pos]
                     sizes[pos], sent[pos] = new, cut
-                    cut_older += 1
-        if total > limit and cut_current:
-            # 3. last resort: the current turn's own results, oldest first,
-            # each cut just enough (never below an excerpt worth reading)
-            for pos, (index, message) in enumerate(tail):
-                if total <= limit:
-                    break
-                if index < turn_start or message.role != "tool":
-                    continue
-                over = total - limit
-                # 120: the excerpt's own note
-                chars = max(MIN_EXCERPT_CHARS, int((sizes[pos] - over - 120) * 3 / factor))
-                cut = excerpt(message, chars, "current")
-                if cut is None:
-                    continue
-                new = tokens(cut)
-                if new < sizes[pos]:
-                    total += new - sizes[pos]
-                    sizes[pos], sent[pos] = new, cut
-                    cut_now += 1
+                    cut_count += 1
+            return cut_count
+
+        # 1. older turns' tool results, only as many as needed
+        cut_older = cut_results(False, lambda _pos: excerpt_chars, "older")
+        cut_now = 0
+        if cut_current:
+            # 3. last resort: the current turn's own results, each cut just
+            # enough (never below an excerpt worth reading; 120: the
+            # excerpt's own note)
+            cut_now = cut_results(True, lambda pos: max(
+                MIN_EXCERPT_CHARS, int((sizes[pos] - (total - limit) - 120) * 3 / factor)),
+                "current")
         return RequestPlan(
             messages=[Message("system", system_text), *sent, *ephemeral],
             estimated_tokens=total,
