@@ -1,6 +1,7 @@
-"""Helpers for end-to-end tests: plain-data conversion of pygls results and a
-raw JSON-RPC client that can send what a typed client refuses to (malformed
-params, bad framing)."""
+"""Helpers for end-to-end tests: plain-data conversion of pygls results, a
+started and initialized server for a test client, and a raw JSON-RPC
+client that can send what a typed client refuses to (malformed params, bad
+framing)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,13 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
+
+from lsprotocol import types
+from pytest_lsp import LanguageClient
 
 
 def plain(value: Any) -> Any:
@@ -28,6 +35,30 @@ def server_env(**extra: str) -> dict[str, str]:
     env.setdefault("AGENTLS_CONFIG_FILE", "/nonexistent/agentls.toml")
     env.update(extra)
     return env
+
+
+@asynccontextmanager
+async def initialized(client: LanguageClient, workspace: Path, settings: dict[str, Any],
+                      capabilities: types.ClientCapabilities, *, env: dict[str, str],
+                      timeout: float) -> AsyncIterator[None]:
+    """agentls started in `client` over stdio and initialized for `workspace`
+    (`settings` as initializationOptions), shut down afterwards; a server a
+    failed test leaves running is killed."""
+    await client.start_io(sys.executable, "-m", "agentls", env=env)
+    stopped = False
+    try:
+        folder = types.WorkspaceFolder(uri=workspace.as_uri(), name=workspace.name)
+        await asyncio.wait_for(client.initialize_session(types.InitializeParams(
+            capabilities=capabilities, process_id=None, root_uri=workspace.as_uri(),
+            workspace_folders=[folder], initialization_options={"agentls": settings},
+        )), timeout)
+        yield
+        await asyncio.wait_for(client.shutdown_session(), timeout)
+        stopped = True
+    finally:
+        if not stopped and client._server is not None and client._server.returncode is None:
+            client._server.kill()
+        await asyncio.wait_for(client.stop(), timeout)
 
 
 class RawClient:

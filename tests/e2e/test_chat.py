@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 from pytest_lsp.client import make_test_lsp_client
 
-from tests.e2e.helpers import plain, server_env
+from tests.e2e.helpers import initialized, plain, server_env
 from tests.fakes.http_backend import (
     SSE_DONE,
     FakeBackend,
@@ -41,7 +40,6 @@ from tests.fakes.http_backend import (
     sse_reply,
 )
 
-SERVER = [sys.executable, "-m", "agentls"]
 TIMEOUT = 20.0  # every request and wait in these tests is bounded by this
 
 
@@ -107,26 +105,14 @@ async def agentls(
     def on_message(params: Any) -> None:
         session.events.append(("message", plain(params)))
 
-    await client.start_io(*SERVER, env=server_env(AGENTLS_STATE_DIR=str(state_dir), **env))
-    stopped = False
-    try:
-        caps = types.ClientCapabilities(
-            window=types.WindowClientCapabilities(
-                work_done_progress=True,
-                show_message=types.ShowMessageRequestClientCapabilities()),
-            workspace=types.WorkspaceClientCapabilities(configuration=configuration is not None))
-        folder = types.WorkspaceFolder(uri=workspace.as_uri(), name=workspace.name)
-        await asyncio.wait_for(client.initialize_session(types.InitializeParams(
-            capabilities=caps, process_id=None, root_uri=workspace.as_uri(),
-            workspace_folders=[folder], initialization_options={"agentls": settings},
-        )), TIMEOUT)
+    caps = types.ClientCapabilities(
+        window=types.WindowClientCapabilities(
+            work_done_progress=True,
+            show_message=types.ShowMessageRequestClientCapabilities()),
+        workspace=types.WorkspaceClientCapabilities(configuration=configuration is not None))
+    async with initialized(client, workspace, settings, caps, timeout=TIMEOUT,
+                           env=server_env(AGENTLS_STATE_DIR=str(state_dir), **env)):
         yield session
-        await asyncio.wait_for(client.shutdown_session(), TIMEOUT)
-        stopped = True
-    finally:
-        if not stopped and client._server is not None and client._server.returncode is None:
-            client._server.kill()
-        await asyncio.wait_for(client.stop(), TIMEOUT)
 
 
 def scripted(tmp_path: Path, name: str, responses: list[dict[str, Any]]

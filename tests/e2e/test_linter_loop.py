@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -33,11 +32,10 @@ from pytest_lsp import LanguageClient
 from pytest_lsp.client import make_test_lsp_client
 
 from agentls.features.linters import default_linters
-from tests.e2e.helpers import plain, server_env
+from tests.e2e.helpers import initialized, plain, server_env
 
 pytestmark = pytest.mark.skipif(not default_linters(), reason="ruff is not installed")
 
-SERVER = [sys.executable, "-m", "agentls"]
 TIMEOUT = 30.0
 
 BAD = "import os\n\n\ndef main():\n    print(undefined_name)\n"
@@ -147,34 +145,22 @@ async def editor_session(workspace: Path, state_dir: Path, settings: dict[str, A
 
     features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = publish_diagnostics
 
-    await client.start_io(*SERVER, env=server_env(AGENTLS_STATE_DIR=str(state_dir)))
-    stopped = False
-    try:
-        caps = types.ClientCapabilities(
-            window=types.WindowClientCapabilities(
-                show_message=types.ShowMessageRequestClientCapabilities()),
-            workspace=types.WorkspaceClientCapabilities(
-                apply_edit=True,
-                workspace_edit=types.WorkspaceEditClientCapabilities(
-                    document_changes=True,
-                    resource_operations=[types.ResourceOperationKind.Create],
-                    change_annotation_support=(
-                        types.ChangeAnnotationsSupportOptions() if annotations else None))),
-            text_document=types.TextDocumentClientCapabilities(
-                publish_diagnostics=types.PublishDiagnosticsClientCapabilities(
-                    version_support=True)))
-        folder = types.WorkspaceFolder(uri=workspace.as_uri(), name=workspace.name)
-        await asyncio.wait_for(client.initialize_session(types.InitializeParams(
-            capabilities=caps, process_id=None, root_uri=workspace.as_uri(),
-            workspace_folders=[folder], initialization_options={"agentls": settings},
-        )), TIMEOUT)
+    caps = types.ClientCapabilities(
+        window=types.WindowClientCapabilities(
+            show_message=types.ShowMessageRequestClientCapabilities()),
+        workspace=types.WorkspaceClientCapabilities(
+            apply_edit=True,
+            workspace_edit=types.WorkspaceEditClientCapabilities(
+                document_changes=True,
+                resource_operations=[types.ResourceOperationKind.Create],
+                change_annotation_support=(
+                    types.ChangeAnnotationsSupportOptions() if annotations else None))),
+        text_document=types.TextDocumentClientCapabilities(
+            publish_diagnostics=types.PublishDiagnosticsClientCapabilities(
+                version_support=True)))
+    async with initialized(client, workspace, settings, caps, timeout=TIMEOUT,
+                           env=server_env(AGENTLS_STATE_DIR=str(state_dir))):
         yield editor
-        await asyncio.wait_for(client.shutdown_session(), TIMEOUT)
-        stopped = True
-    finally:
-        if not stopped and client._server is not None and client._server.returncode is None:
-            client._server.kill()
-        await asyncio.wait_for(client.stop(), TIMEOUT)
 
 
 def scripted(tmp_path: Path, responses: list[dict[str, Any]], **settings: Any

@@ -31,9 +31,8 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient
 from pytest_lsp.client import make_test_lsp_client
 
-from tests.e2e.helpers import plain, server_env
+from tests.e2e.helpers import initialized, plain, server_env
 
-SERVER = [sys.executable, "-m", "agentls"]
 TIMEOUT = 20.0  # every request and wait here is bounded by this
 PY = sys.executable
 
@@ -89,31 +88,19 @@ async def agentls(workspace: Path, state_dir: Path, settings: dict[str, Any],
         user.edits.append(params)
         return types.ApplyWorkspaceEditResult(applied=False, failure_reason="test client")
 
-    await client.start_io(*SERVER, env=server_env(AGENTLS_STATE_DIR=str(state_dir)))
-    stopped = False
-    try:
-        caps = types.ClientCapabilities(
-            window=types.WindowClientCapabilities(
-                show_message=types.ShowMessageRequestClientCapabilities()),
-            workspace=types.WorkspaceClientCapabilities(
-                apply_edit=True,
-                workspace_edit=types.WorkspaceEditClientCapabilities(
-                    document_changes=True,
-                    resource_operations=[types.ResourceOperationKind.Create,
-                                         types.ResourceOperationKind.Rename,
-                                         types.ResourceOperationKind.Delete])))
-        folder = types.WorkspaceFolder(uri=workspace.as_uri(), name=workspace.name)
-        await asyncio.wait_for(client.initialize_session(types.InitializeParams(
-            capabilities=caps, process_id=None, root_uri=workspace.as_uri(),
-            workspace_folders=[folder], initialization_options={"agentls": settings},
-        )), TIMEOUT)
+    caps = types.ClientCapabilities(
+        window=types.WindowClientCapabilities(
+            show_message=types.ShowMessageRequestClientCapabilities()),
+        workspace=types.WorkspaceClientCapabilities(
+            apply_edit=True,
+            workspace_edit=types.WorkspaceEditClientCapabilities(
+                document_changes=True,
+                resource_operations=[types.ResourceOperationKind.Create,
+                                     types.ResourceOperationKind.Rename,
+                                     types.ResourceOperationKind.Delete])))
+    async with initialized(client, workspace, settings, caps, timeout=TIMEOUT,
+                           env=server_env(AGENTLS_STATE_DIR=str(state_dir))):
         yield Server(client, user)
-        await asyncio.wait_for(client.shutdown_session(), TIMEOUT)
-        stopped = True
-    finally:
-        if not stopped and client._server is not None and client._server.returncode is None:
-            client._server.kill()
-        await asyncio.wait_for(client.stop(), TIMEOUT)
 
 
 def scripted(tmp_path: Path, responses: list[dict[str, Any]], **approval: Any
