@@ -34,6 +34,7 @@ message sent with a missing or wrong Content-Length.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import Any, BinaryIO
@@ -76,9 +77,15 @@ class AgentlsProtocol(LanguageServerProtocol):
         # each step of a generator handler left one behind, about 2 KB per
         # keystroke for the life of the process (bench_load.py: +38 MiB after
         # 20,000 keys). Forget a handler's future once it is done.
+        # A step cancelled at exit (a notification handler still awaiting,
+        # e.g. `initialized` waiting for settings) made pygls' generator
+        # runner re-raise the CancelledError from this callback, which
+        # asyncio logged as an error with a traceback; it is no error.
         def done(future: Any) -> None:
             try:
                 callback(future)
+            except asyncio.CancelledError:
+                log.debug("handler step cancelled: %s", msg_id)
             finally:
                 if self._request_futures.get(msg_id) is future:
                     del self._request_futures[msg_id]
