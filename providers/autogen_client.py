@@ -320,7 +320,7 @@ class _CancelLink:
     """
 
     def __init__(
-        self, provider: Provider, stream: ChunkStream, token: CancellationToken | None
+        self, provider: Provider, stream: ChunkStream[StreamChunk], token: CancellationToken | None
     ) -> None:
         self._provider = provider
         self._stream = stream

@@ -43,7 +43,7 @@ import re
 from collections import OrderedDict
 from typing import Any
 
-from agentls.core.models import ModelError
+from agentls.core.errors import ModelError
 
 from .http import HttpClient, HttpStatusError
 

@@ -46,7 +46,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import anyio
 import httpx
 
-from agentls.core.models import ModelError
+from agentls.core.errors import ModelError
 from agentls.core.provider import ProviderConfig
 
 __all__ = [

@@ -10,12 +10,14 @@ own request/response translation.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from agentls.core.provider import BaseProvider, ProviderConfig
-from agentls.core.session_types import Message
 
 from .http import HttpClient, bearer_auth
+
+if TYPE_CHECKING:
+    from agentls.core.session_types import Message
 
 __all__ = ["HttpProvider", "text_of", "tool_result_text"]
 

@@ -60,7 +60,9 @@ from agentls.core.models import (
 )
 from agentls.core.provider import (
     CompletionOptions,
+    FimChunk,
     FimRequest,
+    FimUsage,
     ProviderConfig,
     ToolSpec,
 )
@@ -157,7 +159,7 @@ class OllamaProvider(HttpProvider):
         yield reader.finish()
 
     # -- fill in the middle ---------------------------------------------------
-    async def _stream_fim(self, request: FimRequest) -> AsyncIterator[StreamChunk]:
+    async def _stream_fim(self, request: FimRequest) -> AsyncIterator[FimChunk]:
         options = request.options
         model = options.model or self.default_model
         body: dict[str, Any] = {
@@ -178,7 +180,7 @@ class OllamaProvider(HttpProvider):
                 chunk = reader.generate_chunk(value)
                 if chunk is not None:
                     yield chunk
-        yield reader.finish()
+        yield reader.fim_finish()
 
     def _apply_options(self, body: dict[str, Any], options: CompletionOptions) -> None:
         model_options: dict[str, Any] = {}
@@ -531,15 +533,16 @@ class _LineReader:
             delta=text, reasoning=reasoning, tool_call_deltas=calls, finish_reason=finish
         )
 
-    def generate_chunk(self, value: Any) -> StreamChunk | None:
+    def generate_chunk(self, value: Any) -> FimChunk | None:
         line = self._check(value)
         text = _str(line.get("response"))
-        reasoning = _str(line.get("thinking"))
-        self.output_chars += len(text) + len(reasoning)
+        # A thinking model's reasoning is counted but not passed on: a
+        # completion is the text alone.
+        self.output_chars += len(text) + len(_str(line.get("thinking")))
         finish = self._finish(line)
-        if not (text or reasoning or finish):
+        if not (text or finish):
             return None
-        return StreamChunk(delta=text, reasoning=reasoning, finish_reason=finish)
+        return FimChunk(delta=text, finish_reason=finish)
 
     def _tool_call_deltas(self, raw: Any) -> list[ToolCallDelta]:
         if not isinstance(raw, list):
@@ -584,7 +587,19 @@ class _LineReader:
         return "tool_calls" if reason == "stop" and self.tool_calls else reason
 
     def finish(self) -> StreamChunk:
-        """The closing usage chunk; raises if the stream was cut short."""
+        """The chat stream's closing usage chunk; raises if it was cut short."""
+        prompt, output = self.token_counts()
+        return StreamChunk(
+            usage=Usage(input_tokens=prompt, output_tokens=output, total_tokens=prompt + output)
+        )
+
+    def fim_finish(self) -> FimChunk:
+        """The FIM stream's closing usage chunk; raises if it was cut short."""
+        prompt, output = self.token_counts()
+        return FimChunk(usage=FimUsage(prompt, output, prompt + output))
+
+    def token_counts(self) -> tuple[int, int]:
+        """(input, output) tokens as the server said, else estimated."""
         if not self.done:
             raise self.http.error(
                 "connection",
@@ -601,9 +616,7 @@ class _LineReader:
         if output is None:
             output = -(-self.output_chars // 4)
             logger.debug("ollama: no eval_count; estimated %d output tokens", output)
-        return StreamChunk(
-            usage=Usage(input_tokens=prompt, output_tokens=output, total_tokens=prompt + output)
-        )
+        return prompt, output
 
 
 def _str(value: Any) -> str:

@@ -9,39 +9,39 @@ the server, not by the model's name (fim_probe.py): `providerOptions.fim`
 true/false overrides; else llama.cpp's `GET /props` says "no"; else the
 first inline request is the probe, and a server that turns it down gets
 the chat prompt for that request (FimUnsupported) and from then on.
+
+The chat wire format (messages, tools, chat chunks) is in openai_chat.py,
+imported by the first chat request: the FIM path, which inline completion
+takes on every keystroke, imports no pydantic model.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from agentls.core.models import (
-    ConfigField,
-    FinishReason,
-    ModelError,
-    ModelInfo,
-    ProviderInfo,
-    StreamChunk,
-    ToolCallDelta,
-    Usage,
-)
+from agentls.core.errors import FinishReason, ModelError
 from agentls.core.provider import (
     CompletionOptions,
+    FimChunk,
     FimRequest,
     FimUnsupported,
+    FimUsage,
     ProviderConfig,
     ToolSpec,
 )
-from agentls.core.session_types import Message
 
 from .fim_probe import FimSupport
 from .http import HttpClient
-from .http_provider import HttpProvider, text_of, tool_result_text
+from .http_provider import HttpProvider
 
-__all__ = ["OpenAIProvider", "to_openai_messages", "to_openai_tools"]
+if TYPE_CHECKING:
+    from agentls.core.models import ModelInfo, ProviderInfo, StreamChunk
+    from agentls.core.session_types import Message
+
+__all__ = ["OpenAIProvider"]
 
 logger = logging.getLogger("agentls.providers.openai")
 
@@ -61,6 +61,8 @@ _FINISH: dict[str, FinishReason] = {
     "function_call": "tool_calls",
     "content_filter": "content_filter",
 }
+
+_Chunk = TypeVar("_Chunk")
 
 _HINTS = {
     "not_found": "Model {model!r} or the endpoint does not exist at {base_url}: list the "
@@ -89,6 +91,8 @@ class OpenAIProvider(HttpProvider):
         tools: Sequence[ToolSpec] | None,
         options: CompletionOptions,
     ) -> AsyncIterator[StreamChunk]:
+        from .openai_chat import ChatChunkReader, prompt_chars, to_openai_messages, to_openai_tools
+
         model = options.model or self.default_model
         body: dict[str, Any] = {
             "model": model,
@@ -99,14 +103,13 @@ class OpenAIProvider(HttpProvider):
         if tools:
             body["tools"] = to_openai_tools(tools)
         _apply_options(body, options)
-        reader = _ChunkReader(self._http, model, prompt_chars=_prompt_chars(body))
+        reader = ChatChunkReader(self._http, model, prompt_chars=prompt_chars(body))
         async with self._http.stream_sse(
             "POST", "/chat/completions", model=model, body=body
         ) as events:
             async for chunk in reader.chunks(events, reader.chat_chunk):
                 yield chunk
-        for chunk in reader.finish():
-            yield chunk
+        yield reader.usage_chunk()
 
     # -- fill in the middle ---------------------------------------------------
     def model_supports_fim(self, model: str | None = None) -> bool:
@@ -122,7 +125,7 @@ class OpenAIProvider(HttpProvider):
     def status_report(self) -> dict[str, Any]:
         return {"fim": self.fim.status()}
 
-    async def _stream_fim(self, request: FimRequest) -> AsyncIterator[StreamChunk]:
+    async def _stream_fim(self, request: FimRequest) -> AsyncIterator[FimChunk]:
         options = request.options
         model = options.model or self.default_model
         if self.fim.known(model) is False and self.fim.override is None:
@@ -157,11 +160,12 @@ class OpenAIProvider(HttpProvider):
                     f"openai: {self._http.base_url} has no fill-in-the-middle for {model}: "
                     f"{exc.message}", model=model, code="bad_request") from exc
             raise
-        for chunk in reader.finish():
-            yield chunk
+        yield FimChunk(usage=FimUsage(*reader.token_counts()))
 
     # -- metadata ----------------------------------------------------------------
     async def list_models(self) -> list[ModelInfo]:
+        from agentls.core.models import ModelInfo
+
         payload = await self._http.request_json("GET", "/models", model=self.default_model)
         entries = payload.get("data") if isinstance(payload, dict) else payload
         if not isinstance(entries, list):
@@ -194,6 +198,8 @@ class OpenAIProvider(HttpProvider):
         return sorted(models, key=lambda m: m.id)
 
     def get_info(self) -> ProviderInfo:
+        from agentls.core.models import ConfigField, ProviderInfo
+
         env = self._http.api_key_env or DEFAULT_API_KEY_ENV
         return ProviderInfo(
             id="openai",
@@ -241,71 +247,6 @@ class OpenAIProvider(HttpProvider):
 # --------------------------------------------------------------------------- requests
 
 
-def to_openai_messages(messages: Iterable[Message], *, model: str = "") -> list[dict[str, Any]]:
-    """Core messages -> chat completions `messages`."""
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        if message.role == "tool":
-            call_id = message.tool_call_id
-            if not call_id:
-                raise ModelError(
-                    "openai: a tool message has no metadata.tool_call_id, so the model "
-                    "cannot match it to its call",
-                    model=model,
-                    code="bad_request",
-                )
-            out.append(
-                {"role": "tool", "tool_call_id": call_id, "content": tool_result_text(message)}
-            )
-        elif message.role == "assistant" and message.tool_calls:
-            out.append(
-                {
-                    "role": "assistant",
-                    "content": text_of(message.content) or None,
-                    "tool_calls": [_tool_call(call) for call in message.tool_calls],
-                }
-            )
-        else:
-            content = message.content
-            if message.multipart_content and message.role == "user":
-                content = message.multipart_content  # OpenAI content parts, as given
-            out.append({"role": message.role, "content": _content(content)})
-    return out
-
-
-def to_openai_tools(tools: Iterable[ToolSpec]) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": tool["name"],
-                "description": tool.get("description", ""),
-                "parameters": tool.get("parameters") or {"type": "object", "properties": {}},
-            },
-        }
-        for tool in tools
-    ]
-
-
-def _tool_call(call: Any) -> dict[str, Any]:
-    if hasattr(call, "model_dump"):  # a ToolCall rather than its dict form
-        call = call.model_dump()
-    name = call.get("tool") or call.get("name")
-    arguments = call.get("arguments") or {}
-    return {
-        "id": call.get("id"),
-        "type": "function",
-        "function": {
-            "name": name,
-            "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
-        },
-    }
-
-
-def _content(value: Any) -> Any:
-    return value if isinstance(value, list) else text_of(value)
-
-
 def _apply_options(body: dict[str, Any], options: CompletionOptions) -> None:
     if options.max_tokens is not None:
         body["max_tokens"] = options.max_tokens
@@ -322,16 +263,13 @@ def _apply_options(body: dict[str, Any], options: CompletionOptions) -> None:
             body[key] = value
 
 
-def _prompt_chars(body: dict[str, Any]) -> int:
-    return len(json.dumps(body["messages"])) + len(json.dumps(body.get("tools", [])))
-
-
 # --------------------------------------------------------------------------- responses
 
 
 class _ChunkReader:
-    """Turns stream payloads into StreamChunks and remembers what the final
-    chunk needs (usage, whether the stream ended properly)."""
+    """Reads a stream's SSE payloads: errors sent in the stream, the usage
+    counts, whether the stream ended properly. `text_chunk` decodes the
+    /completions (FIM) stream; openai_chat.ChatChunkReader adds the chat's."""
 
     def __init__(self, http: HttpClient, model: str, *, prompt_chars: int) -> None:
         self.http = http
@@ -340,12 +278,13 @@ class _ChunkReader:
         self.output_chars = 0
         self.done = False
         self.finished = False
-        self.usage: Usage | None = None
+        # (prompt_tokens, completion_tokens, total_tokens) as the server said
+        self.usage: tuple[int, int, int] | None = None
         self.saw_tool_calls = False
 
     async def chunks(
-        self, events: AsyncIterator[Any], decode: Callable[[str], StreamChunk | None]
-    ) -> AsyncIterator[StreamChunk]:
+        self, events: AsyncIterator[Any], decode: Callable[[str], _Chunk | None]
+    ) -> AsyncIterator[_Chunk]:
         """The decoded chunks of an SSE stream up to its `[DONE]`; what
         follows is read and dropped so the connection can be reused."""
         async for event in events:
@@ -358,7 +297,7 @@ class _ChunkReader:
             if chunk is not None:
                 yield chunk
 
-    def _payload(self, data: str) -> dict[str, Any]:
+    def payload(self, data: str) -> dict[str, Any]:
         try:
             payload = json.loads(data)
         except ValueError as exc:
@@ -379,44 +318,21 @@ class _ChunkReader:
         if isinstance(usage, dict):
             prompt = int(usage.get("prompt_tokens") or 0)
             completion = int(usage.get("completion_tokens") or 0)
-            self.usage = Usage(
-                input_tokens=prompt,
-                output_tokens=completion,
-                total_tokens=int(usage.get("total_tokens") or prompt + completion),
-            )
+            self.usage = (prompt, completion, int(usage.get("total_tokens") or prompt + completion))
         return payload
 
-    def chat_chunk(self, data: str) -> StreamChunk | None:
-        payload = self._payload(data)
-        choice = _first_choice(payload)
-        if choice is None:
-            return None  # the usage-only chunk; usage goes out in finish()
-        delta = choice.get("delta") or {}
-        text = delta.get("content") or ""
-        reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
-        calls = _tool_call_deltas(delta)
-        if calls:
-            self.saw_tool_calls = True
-        self.output_chars += len(text) + len(reasoning) + sum(len(c.arguments) for c in calls)
-        finish = self._finish_reason(choice)
-        if not (text or reasoning or calls or finish):
-            return None
-        return StreamChunk(
-            delta=text, reasoning=reasoning, tool_call_deltas=calls, finish_reason=finish
-        )
-
-    def text_chunk(self, data: str) -> StreamChunk | None:
-        choice = _first_choice(self._payload(data))
+    def text_chunk(self, data: str) -> FimChunk | None:
+        choice = first_choice(self.payload(data))
         if choice is None:
             return None
         text = choice.get("text") or ""
         self.output_chars += len(text)
-        finish = self._finish_reason(choice)
+        finish = self.finish_reason(choice)
         if not (text or finish):
             return None
-        return StreamChunk(delta=text, finish_reason=finish)
+        return FimChunk(delta=text, finish_reason=finish)
 
-    def _finish_reason(self, choice: dict[str, Any]) -> FinishReason | None:
+    def finish_reason(self, choice: dict[str, Any]) -> FinishReason | None:
         raw = choice.get("finish_reason")
         if not raw:
             return None
@@ -425,52 +341,30 @@ class _ChunkReader:
         # Some servers (older llama.cpp, Ollama) say "stop" after tool calls.
         return "tool_calls" if reason == "stop" and self.saw_tool_calls else reason
 
-    def finish(self) -> list[StreamChunk]:
-        """The closing usage chunk; raises if the stream was cut short."""
+    def token_counts(self) -> tuple[int, int, int]:
+        """(input, output, total) tokens for the closing usage chunk; raises
+        if the stream was cut short."""
         if not (self.done or self.finished):
             raise self.http.error(
                 "connection",
                 "the server ended the stream before it finished (no finish_reason, no [DONE])",
                 model=self.model,
             )
-        usage = self.usage
-        if usage is None:
-            prompt, output = -(-self.prompt_chars // 4), -(-self.output_chars // 4)
-            usage = Usage(input_tokens=prompt, output_tokens=output, total_tokens=prompt + output)
-            logger.debug(
-                "openai: %s sent no usage; estimated %d in / %d out tokens as characters/4",
-                self.http.base_url,
-                prompt,
-                output,
-            )
-        return [StreamChunk(usage=usage)]
+        if self.usage is not None:
+            return self.usage
+        prompt, output = -(-self.prompt_chars // 4), -(-self.output_chars // 4)
+        logger.debug(
+            "openai: %s sent no usage; estimated %d in / %d out tokens as characters/4",
+            self.http.base_url,
+            prompt,
+            output,
+        )
+        return prompt, output, prompt + output
 
 
-def _first_choice(payload: dict[str, Any]) -> dict[str, Any] | None:
+def first_choice(payload: dict[str, Any]) -> dict[str, Any] | None:
     choices = payload.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         return None
     first: dict[str, Any] = choices[0]
     return first
-
-
-def _tool_call_deltas(delta: dict[str, Any]) -> list[ToolCallDelta]:
-    raw = delta.get("tool_calls")
-    if not raw and isinstance(delta.get("function_call"), dict):
-        raw = [{"index": 0, "function": delta["function_call"]}]  # the legacy form
-    if not isinstance(raw, list):
-        return []
-    calls = []
-    for position, call in enumerate(raw):
-        if not isinstance(call, dict):
-            continue
-        function = call.get("function") or {}
-        calls.append(
-            ToolCallDelta(
-                index=int(call.get("index", position)),
-                id=call.get("id") or None,
-                name=function.get("name") or None,
-                arguments=function.get("arguments") or "",
-            )
-        )
-    return calls

@@ -32,13 +32,15 @@ and no `stream`). The server passes whatever the registry loaded through
 `as_provider_factory()`, which returns a factory for both kinds:
 
     factory = as_provider_factory(registry.provider_factory(name))
+
+`as_provider_factory` lives in provider_factory.py (re-exported here), so
+that building an ordinary provider does not import this module.
     provider = factory(config)
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 import json
 import logging
@@ -46,7 +48,7 @@ import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import asdict, replace
-from typing import Any, cast
+from typing import Any
 
 from agentls.core.models import (
     FinishReason,
@@ -62,11 +64,13 @@ from agentls.core.provider import (
     BaseProvider,
     ChunkStream,
     CompletionOptions,
-    Provider,
     ProviderConfig,
     ToolSpec,
 )
 from agentls.core.session_types import Message, ProviderRequestCancelled
+
+# Re-exported: the server integration lives in provider_factory.py.
+from .provider_factory import as_provider_factory, is_provider_plugin, wrap_provider_plugin
 
 __all__ = [
     "ProviderPluginAdapter",
@@ -107,7 +111,7 @@ class ProviderPluginAdapter(BaseProvider):
         tools: Sequence[ToolSpec] | None = None,
         *,
         options: CompletionOptions | None = None,
-    ) -> ChunkStream:
+    ) -> ChunkStream[StreamChunk]:
         # _stream() must know the request id to hand it to the plugin.
         options = options or CompletionOptions()
         if options.request_id is None:
@@ -480,41 +484,3 @@ def _plugin_config(config: ProviderConfig) -> dict[str, Any]:
     }
     return {**{k: v for k, v in values.items() if v is not None}, **config.options}
 
-
-# -- server integration -----------------------------------------------------------
-
-
-def is_provider_plugin(target: Any) -> bool:
-    """ProviderPlugin-shaped: has stream_api or call_api, and no agentls `stream`."""
-    has_api = hasattr(target, "stream_api") or hasattr(target, "call_api")
-    return has_api and not hasattr(target, "stream")
-
-
-def wrap_provider_plugin(obj: Any, config: ProviderConfig) -> ProviderPluginAdapter:
-    """A ProviderPlugin class (instantiated without arguments) or instance -> Provider."""
-    plugin = obj() if inspect.isclass(obj) else obj
-    return ProviderPluginAdapter(plugin, config)
-
-
-def as_provider_factory(target: Any) -> Callable[[ProviderConfig], Provider]:
-    """What a provider entry point loaded -> factory(ProviderConfig) -> Provider.
-
-    ProviderPlugin classes and instances are wrapped; agentls provider classes
-    are returned as they are; a factory function is called and its result
-    wrapped when that result is a ProviderPlugin.
-    """
-    if is_provider_plugin(target):
-        return functools.partial(wrap_provider_plugin, target)
-    if inspect.isclass(target):
-        return cast(Callable[[ProviderConfig], Provider], target)
-    if not callable(target):
-        raise TypeError(
-            f"A provider entry point must name a factory(ProviderConfig) -> Provider or a "
-            f"ProviderPlugin; got {type(target).__name__}"
-        )
-
-    def factory(config: ProviderConfig) -> Provider:
-        made = target(config)
-        return wrap_provider_plugin(made, config) if is_provider_plugin(made) else made
-
-    return factory

@@ -44,7 +44,9 @@ from agentls.core.models import (
 from agentls.core.provider import (
     BaseProvider,
     CompletionOptions,
+    FimChunk,
     FimRequest,
+    FimUsage,
     ProviderConfig,
     ToolSpec,
 )
@@ -178,7 +180,7 @@ class ScriptedProvider(BaseProvider):
         )
         return self._play(self._next("responses"), messages)
 
-    def _stream_fim(self, request: FimRequest) -> AsyncIterator[StreamChunk]:
+    def _stream_fim(self, request: FimRequest) -> AsyncIterator[FimChunk]:
         self._record(
             {
                 "kind": "fim",
@@ -189,7 +191,8 @@ class ScriptedProvider(BaseProvider):
                 "stop": list(request.options.stop),
             }
         )
-        return self._play(self._next("fim"), [Message(role="user", content=request.prefix)])
+        return _as_fim(self._play(self._next("fim"),
+                                  [Message(role="user", content=request.prefix)]))
 
     async def _play(
         self, response: dict[str, Any], messages: Sequence[Message]
@@ -235,6 +238,14 @@ class ScriptedProvider(BaseProvider):
                 total_tokens=input_tokens + output_tokens,
             ),
         )
+
+
+async def _as_fim(chunks: AsyncIterator[StreamChunk]) -> AsyncIterator[FimChunk]:
+    """A scripted FIM stream in stream_fim()'s chunk type."""
+    async for chunk in chunks:
+        usage = chunk.usage
+        yield FimChunk(delta=chunk.delta, finish_reason=chunk.finish_reason,
+                       usage=FimUsage(usage.input_tokens, usage.output_tokens, usage.total_tokens))
 
 
 def _split_words(text: str) -> list[str]:

@@ -14,11 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentls.core.models import AgentlsError, ModelError, ModelInfo, ProviderInfo
+from agentls.core.errors import AgentlsError, ModelError
 from agentls.core.provider import Provider, ProviderConfig
 from agentls.core.registry import PluginRegistry, UnknownPlugin
 
 if TYPE_CHECKING:
+    from agentls.core.models import ModelInfo, ProviderInfo
     from agentls.core.settings import AgentlsSettings
 
 __all__ = ["ProbeReport", "build_provider", "probe_provider", "provider_config"]
@@ -63,7 +64,7 @@ def build_provider(settings: AgentlsSettings, registry: PluginRegistry | None = 
 def _as_factory(target: Any) -> Callable[[ProviderConfig], Any]:
     """Provider entry points name a factory taking a ProviderConfig, or an
     agent_core-style ProviderPlugin, which the adapter wraps."""
-    from agentls.providers.plugin_adapter import as_provider_factory
+    from agentls.providers.provider_factory import as_provider_factory
 
     try:
         return as_provider_factory(target)

@@ -18,7 +18,13 @@ from typing import Any, TypeVar
 import pytest
 
 from agentls.core.models import ModelError, StreamChunk, ToolCall
-from agentls.core.provider import CompletionOptions, FimRequest, ProviderConfig
+from agentls.core.provider import (
+    CompletionOptions,
+    FimChunk,
+    FimRequest,
+    FimUsage,
+    ProviderConfig,
+)
 from agentls.core.session_types import Message, ProviderRequestCancelled
 from agentls.providers import ollama as ollama_module
 from agentls.providers.ollama import OllamaProvider
@@ -470,7 +476,7 @@ async def test_error_line_inside_a_200_stream(
             [chat("a"), line({"error": "an error was encountered while running the model"})]
         ),
     )
-    received: list[StreamChunk] = []
+    received: list[StreamChunk | FimChunk] = []
 
     async def consume() -> None:
         async for chunk in provider.stream(HELLO):
@@ -536,7 +542,7 @@ async def test_cancel_request_mid_stream_closes_the_connection(
         path = GENERATE
         fake_backend.script("POST", path, ndjson_reply([generate("Hel"), STALL]))
         stream = provider.stream_fim(FimRequest(prefix="a", suffix="b", options=options))
-    received: list[StreamChunk] = []
+    received: list[StreamChunk | FimChunk] = []
 
     async def consume() -> None:
         async for chunk in stream:
@@ -597,11 +603,7 @@ async def test_fim_uses_generate_with_suffix(fake_backend: FakeBackend) -> None:
     await provider.aclose()
     assert "".join(c.delta for c in chunks) == "return a + b"
     assert [c.finish_reason for c in chunks if c.finish_reason] == ["stop"]
-    assert chunks[-1].usage.model_dump() == {
-        "input_tokens": 20,
-        "output_tokens": 4,
-        "total_tokens": 24,
-    }
+    assert chunks[-1].usage == FimUsage(input_tokens=20, output_tokens=4, total_tokens=24)
     body = fake_backend.requests_to(GENERATE)[0].json
     assert body == {
         "model": "my-coder:latest",

@@ -19,18 +19,18 @@ import itertools
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from agentls import __version__
-from agentls.core.models import AgentlsError, ModelError
+from agentls.core.errors import AgentlsError, ModelError, ProviderRequestCancelled
 from agentls.core.provider import (
     ChunkStream,
     CompletionOptions,
+    FimChunk,
     FimRequest,
     FimUnsupported,
     Provider,
 )
-from agentls.core.session_types import ProviderRequestCancelled
 from agentls.core.settings import InlineCompletionSettings
 
 from .cache import CompletionCache
@@ -40,6 +40,9 @@ from .notices import UserNotice, notice_for
 from .postprocess import postprocess, reached_end
 from .prompt import TokenCounter, build_prompt, context_budget
 from .scheduler import LatestPerDocument
+
+if TYPE_CHECKING:
+    from agentls.core.models import StreamChunk
 
 __all__ = ["InlineAnswer", "InlineCompletionFeature", "InlineRequest"]
 
@@ -195,7 +198,7 @@ class InlineCompletionFeature:
             stop=prompt.stop,
             request_id=f"inline-{next(self._ids)}",
         )
-        stream: ChunkStream
+        stream: ChunkStream[StreamChunk] | ChunkStream[FimChunk]
         if fim:
             stream = provider.stream_fim(  # type: ignore[attr-defined]
                 FimRequest(prefix=prompt.prefix, suffix=prompt.suffix, options=options)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from agentls.core.models import AgentlsError, ModelError
+from agentls.core.errors import AgentlsError, ModelError
 
 __all__ = ["INLINE", "NEXT_EDIT", "UserNotice", "notice_for"]
 

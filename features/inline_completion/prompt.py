@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
-
-from agentls.core.session_types import Message
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from .document import CursorContext
 from .neighbours import Snippet
+
+if TYPE_CHECKING:
+    from agentls.core.session_types import Message
 
 __all__ = [
     "CHAT_SYSTEM_PROMPT",
@@ -153,6 +154,9 @@ def build_prompt(
             messages=(),
             stop=("\n",) if ctx.mid_line else (),
         )
+    # Only a chat prompt needs Message (pydantic): the FIM path stays without it.
+    from agentls.core.session_types import Message
+
     return CompletionPrompt(
         fim=False,
         prefix=prefix,

@@ -20,19 +20,20 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from agentls import __version__
-from agentls.core.models import AgentlsError, ModelError
+from agentls.core.errors import AgentlsError, ModelError, ProviderRequestCancelled
 from agentls.core.provider import (
     ChunkStream,
     CompletionOptions,
+    FimChunk,
     FimRequest,
     FimUnsupported,
     Provider,
 )
-from agentls.core.session_types import ProviderRequestCancelled
 
 from ..inline_completion.scheduler import LatestPerDocument
 
 if TYPE_CHECKING:
+    from agentls.core.models import StreamChunk
     from agentls.core.next_edit import NextEditAnswer, NextEditRequest
     from agentls.core.settings import NextEditSettings
 
@@ -173,7 +174,7 @@ class NextEditFeature:
         options = CompletionOptions(model=model, max_tokens=limit, stop=prompt.stop,
                                     temperature=0.0,
                                     request_id=f"next-edit-{next(self._ids)}")
-        stream: ChunkStream
+        stream: ChunkStream[StreamChunk] | ChunkStream[FimChunk]
         if prompt.chat:
             stream = provider.stream(list(prompt.messages), options=options)
         else:

@@ -17,8 +17,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 
-from agentls.core.models import FinishReason, StreamChunk
-from agentls.core.provider import CompletionOptions, FimRequest, ToolSpec
+from agentls.core.models import FinishReason, StreamChunk, Usage
+from agentls.core.provider import CompletionOptions, FimChunk, FimRequest, ToolSpec
 from agentls.core.session_types import Message
 
 from .chat_template import render_prompt, template_messages, template_tools
@@ -66,7 +66,7 @@ def native_request(
 
 
 async def decode_native(
-    chunks: AsyncIterator[StreamChunk], tool_format: ToolFormat, *, model: str,
+    chunks: AsyncIterator[FimChunk], tool_format: ToolFormat, *, model: str,
     tool_names: Iterable[str],
 ) -> AsyncIterator[StreamChunk]:
     """An unknown tool name after a marker passes through: the turn answers
@@ -86,7 +86,7 @@ async def decode_grammar(
 
 
 async def _decode(
-    chunks: AsyncIterator[StreamChunk],
+    chunks: AsyncIterator[StreamChunk] | AsyncIterator[FimChunk],
     feed: Callable[[str], list[StreamChunk]],
     finish: Callable[[FinishReason | None], list[StreamChunk]],
 ) -> AsyncIterator[StreamChunk]:
@@ -97,8 +97,11 @@ async def _decode(
             yield out
         if chunk.finish_reason is not None:
             finish_reason = chunk.finish_reason
-        if chunk.usage.total_tokens or chunk.usage.output_tokens:
-            closing.append(StreamChunk(usage=chunk.usage))
+        usage = chunk.usage
+        if usage.total_tokens or usage.output_tokens:
+            closing.append(StreamChunk(usage=Usage(
+                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                total_tokens=usage.total_tokens)))
     for out in finish(finish_reason):
         yield out
     for out in closing:

@@ -33,7 +33,7 @@ import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from agentls.core.models import (
     ConfigField,
@@ -47,6 +47,7 @@ from agentls.core.provider import (
     BaseProvider,
     ChunkStream,
     CompletionOptions,
+    FimChunk,
     FimRequest,
     ProviderConfig,
     ToolSpec,
@@ -73,6 +74,8 @@ from .tool_format import NATIVE_FORMATS
 from .tool_grammar import to_local_messages, tool_reply_schema
 
 logger = logging.getLogger("agentls.providers.local")
+
+_Chunk = TypeVar("_Chunk")
 
 DEFAULT_CHAT_MAX_TOKENS = 512  # tiny models loop; a reply longer than this is noise
 # A model with native tool calls is a real instruct model: room for a
@@ -246,9 +249,9 @@ class LocalProvider(BaseProvider):
     async def _guarded(
         self,
         process: _ModelProcess,
-        open_stream: Callable[[_LoopbackOpenAI], ChunkStream],
+        open_stream: Callable[[_LoopbackOpenAI], ChunkStream[_Chunk]],
         role: str = "chat",
-    ) -> AsyncIterator[StreamChunk]:
+    ) -> AsyncIterator[_Chunk]:
         """Stream from the child. When it turns out dead before anything was
         streamed (it died between requests and we raced its exit), it is
         started again and the request sent once more; a death mid-answer
@@ -383,8 +386,8 @@ class LocalProvider(BaseProvider):
         names = [tool["name"] for tool in tool_list]
         if tool_list and facts is not None and native:
             request = native_request(facts, spec.alias, messages, tool_list, inner)
-            chunks = self._guarded(process, lambda client: client.stream_fim(request))
-            async for chunk in decode_native(chunks, tool_format, model=spec.alias,
+            raw = self._guarded(process, lambda client: client.stream_fim(request))
+            async for chunk in decode_native(raw, tool_format, model=spec.alias,
                                              tool_names=names):
                 yield chunk
             return
@@ -403,7 +406,7 @@ class LocalProvider(BaseProvider):
         async for chunk in decode_grammar(chunks, model=spec.alias, tool_names=names):
             yield chunk
 
-    async def _stream_fim(self, request: FimRequest) -> AsyncIterator[StreamChunk]:
+    async def _stream_fim(self, request: FimRequest) -> AsyncIterator[FimChunk]:
         """Fill in the middle with the model's own FIM tokens when its GGUF
         declares them (fim.py); otherwise continue the prefix, and the
         suffix only serves post-processing."""

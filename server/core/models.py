@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
+from .errors import AgentlsError, FinishReason, ModelError, ModelErrorCode
+
 __all__ = [
     "AgentlsError",
     "ConfigField",
@@ -188,49 +190,9 @@ class SessionStatus(BaseModel):
 # --------------------------------------------------------------------------- 001
 
 
-class AgentlsError(Exception):
-    """Base class of the errors agentls raises on purpose."""
-
-
-ModelErrorCode = Literal[
-    "context_length",
-    "rate_limit",
-    "auth",
-    "timeout",
-    "server_error",
-    "bad_request",
-    "cancelled",
-    "not_found",
-    "connection",
-    "invalid_response",
-    "",
-]
-
-
-class ModelError(AgentlsError):
-    """A provider call failed. `code` classifies it (see ModelErrorCode)."""
-
-    def __init__(self, message: str, *, model: str = "", code: str = "") -> None:
-        super().__init__(message)
-        self.model = model
-        self.code = code
-
-    @property
-    def message(self) -> str:
-        return str(self.args[0]) if self.args else ""
-
-    def __repr__(self) -> str:
-        return f"ModelError({self.message!r}, model={self.model!r}, code={self.code!r})"
-
-    def __reduce__(self) -> Any:  # keep model/code across pickling (worker processes)
-        return (_rebuild_model_error, (self.message, self.model, self.code))
-
-
-def _rebuild_model_error(message: str, model: str, code: str) -> ModelError:
-    return ModelError(message, model=model, code=code)
-
-
-FinishReason = Literal["stop", "tool_calls", "length", "content_filter"]
+# AgentlsError, ModelError, ModelErrorCode and FinishReason live in
+# core/errors.py (no pydantic: the keystroke path needs them) and are the
+# same objects here.
 
 
 class Usage(BaseModel):

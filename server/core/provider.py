@@ -20,26 +20,25 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
-from .models import (
-    FinishReason,
-    ModelError,
-    ModelInfo,
-    ModelResponse,
-    ProviderInfo,
-    StreamChunk,
-    ToolCall,
-    Usage,
-)
-from .session_types import Message, ProviderRequestCancelled
+from .errors import FinishReason, ModelError, ProviderRequestCancelled
+
+if TYPE_CHECKING:
+    # The pydantic models (seeds 000, 001, 003) are imported where they are
+    # built, not here: the keystroke path (FIM through this module) must not
+    # import pydantic (~75 ms and ~6 MiB of the first completion).
+    from .models import ModelInfo, ModelResponse, ProviderInfo, StreamChunk, ToolCall
+    from .session_types import Message
 
 __all__ = [
     "BaseProvider",
     "ChunkStream",
     "CompletionOptions",
+    "FimChunk",
     "FimRequest",
     "FimUnsupported",
+    "FimUsage",
     "Provider",
     "ProviderConfig",
     "ProviderFactory",
@@ -94,6 +93,32 @@ class FimRequest:
     options: CompletionOptions = CompletionOptions()
 
 
+@dataclass(frozen=True, slots=True)
+class FimUsage:
+    """Token counts of a fill-in-the-middle stream (Usage's fields)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FimChunk:
+    """One piece of a fill-in-the-middle stream: what `stream_fim()` yields.
+
+    StreamChunk's text fields without pydantic: an inline completion reads
+    only the text, the finish reason and the usage, and building a pydantic
+    model per chunk, with pydantic imported before the first completion, is
+    what the keystroke path cannot afford. Consumers read only these three
+    attributes, so a third-party provider that still yields StreamChunks
+    from `_stream_fim` keeps working.
+    """
+
+    delta: str = ""
+    finish_reason: FinishReason | None = None
+    usage: FimUsage = FimUsage()
+
+
 class FimUnsupported(ModelError):
     """stream_fim() learnt (before any text) that the server has no
     fill-in-the-middle for this model: the caller sends its chat prompt
@@ -114,7 +139,7 @@ class Provider(Protocol):
         tools: Sequence[ToolSpec] | None = None,
         *,
         options: CompletionOptions | None = None,
-    ) -> ChunkStream: ...
+    ) -> ChunkStream[StreamChunk]: ...
 
     async def complete(
         self,
@@ -135,9 +160,12 @@ class Provider(Protocol):
 
 ProviderFactory = Callable[[ProviderConfig], Provider]
 
+ChunkT = TypeVar("ChunkT")
 
-class ChunkStream:
-    """An async iterator of StreamChunks that is also awaitable.
+
+class ChunkStream(Generic[ChunkT]):
+    """An async iterator of chunks (StreamChunks from `stream()`, FimChunks
+    from `stream_fim()`) that is also awaitable.
 
     orbiter's documentation iterates `async for c in await provider.stream(...)`
     while most code writes `async for c in provider.stream(...)`; both work.
@@ -146,7 +174,7 @@ class ChunkStream:
 
     def __init__(
         self,
-        source: AsyncIterator[StreamChunk],
+        source: AsyncIterator[ChunkT],
         *,
         request_id: str,
         registry: _ActiveRequests | None = None,
@@ -159,15 +187,15 @@ class ChunkStream:
         self._reading = False  # the consumer is parked inside __anext__
         self._done = False
 
-    def __await__(self) -> Generator[Any, None, ChunkStream]:
+    def __await__(self) -> Generator[Any, None, ChunkStream[ChunkT]]:
         if False:  # pragma: no cover - makes this a generator function
             yield
         return self
 
-    def __aiter__(self) -> ChunkStream:
+    def __aiter__(self) -> ChunkStream[ChunkT]:
         return self
 
-    async def __anext__(self) -> StreamChunk:
+    async def __anext__(self) -> ChunkT:
         if self._cancel_requested:
             await self._finish()
             raise ProviderRequestCancelled(self.request_id)
@@ -249,13 +277,13 @@ class _ActiveRequests:
     """Request id -> in-flight stream or task, for cancel_request()."""
 
     def __init__(self) -> None:
-        self._streams: dict[str, ChunkStream] = {}
+        self._streams: dict[str, ChunkStream[Any]] = {}
         self._tasks: dict[str, tuple[asyncio.Task[Any], list[bool]]] = {}
 
-    def add(self, request_id: str, stream: ChunkStream) -> None:
+    def add(self, request_id: str, stream: ChunkStream[Any]) -> None:
         self._streams[request_id] = stream
 
-    def discard(self, request_id: str, stream: ChunkStream) -> None:
+    def discard(self, request_id: str, stream: ChunkStream[Any]) -> None:
         if self._streams.get(request_id) is stream:
             del self._streams[request_id]
 
@@ -306,6 +334,8 @@ class ToolCallAccumulator:
         return bool(self._parts)
 
     def tool_calls(self, *, model: str = "") -> list[ToolCall]:
+        from .models import ToolCall
+
         calls = []
         for index in sorted(self._parts):
             part = self._parts[index]
@@ -348,6 +378,8 @@ def _parse_arguments(raw: str, tool: str, model: str) -> dict[str, Any]:
 
 async def collect_stream(stream: AsyncIterator[StreamChunk], *, model: str = "") -> ModelResponse:
     """Fold a chunk stream into one ModelResponse (the non-streaming result)."""
+    from .models import ModelResponse, Usage
+
     text: list[str] = []
     reasoning: list[str] = []
     calls = ToolCallAccumulator()
@@ -398,7 +430,7 @@ class BaseProvider:
     ) -> AsyncIterator[StreamChunk]:
         raise NotImplementedError
 
-    def _stream_fim(self, request: FimRequest) -> AsyncIterator[StreamChunk]:
+    def _stream_fim(self, request: FimRequest) -> AsyncIterator[FimChunk]:
         raise ModelError(
             f"Provider {self.name!r} has no fill-in-the-middle endpoint",
             model=request.options.model or self.default_model,
@@ -422,7 +454,7 @@ class BaseProvider:
         tools: Sequence[ToolSpec] | None = None,
         *,
         options: CompletionOptions | None = None,
-    ) -> ChunkStream:
+    ) -> ChunkStream[StreamChunk]:
         options = options or CompletionOptions()
         request_id = options.request_id or uuid.uuid4().hex
         return ChunkStream(
@@ -434,7 +466,7 @@ class BaseProvider:
         """True when the provider (and its configured model) can do FIM."""
         return "fim" in self.get_info().capabilities
 
-    def stream_fim(self, request: FimRequest) -> ChunkStream:
+    def stream_fim(self, request: FimRequest) -> ChunkStream[FimChunk]:
         """Stream a fill-in-the-middle completion (prefix + suffix -> middle)."""
         request_id = request.options.request_id or uuid.uuid4().hex
         return ChunkStream(self._stream_fim(request), request_id=request_id, registry=self._active)

@@ -15,6 +15,8 @@ from typing import Any, Literal
 from pydantic import ConfigDict
 from pydantic.dataclasses import dataclass
 
+from .errors import ProviderRequestCancelled
+
 __all__ = [
     "Message",
     "MessageRole",
@@ -141,9 +143,5 @@ class ToolDescriptor:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-class ProviderRequestCancelled(RuntimeError):
-    """Raised when a provider request is cancelled by request id."""
-
-    def __init__(self, request_id: str | None = None):
-        super().__init__("Provider request cancelled")
-        self.request_id = request_id
+# ProviderRequestCancelled lives in core/errors.py (no pydantic) and is
+# re-exported here under its seed-003 home.
