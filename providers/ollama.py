@@ -26,6 +26,10 @@ entries that are top-level /api/chat fields (keep_alive, think, format, ...)
 go top-level; anything else goes into `options` (num_ctx, top_p, seed, ...);
 a None value removes a field.
 
+The chat wire format (messages, tools, /api/chat lines) is in
+ollama_chat.py, imported by the first chat request: the FIM path, which
+inline completion takes on every keystroke, imports no pydantic model.
+
 Fill in the middle is decided by asking the server, not by the model's
 name (a `my-coder:latest` tag or a renamed base model would defeat any
 name pattern): POST /api/show lists `capabilities`, and `insert` means the
@@ -43,21 +47,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentls.core.models import (
-    ConfigField,
-    FinishReason,
-    ModelError,
-    ModelInfo,
-    ProviderInfo,
-    StreamChunk,
-    ToolCallDelta,
-    Usage,
-)
+from agentls.core.errors import FinishReason, ModelError
 from agentls.core.provider import (
     CompletionOptions,
     FimChunk,
@@ -66,12 +60,15 @@ from agentls.core.provider import (
     ProviderConfig,
     ToolSpec,
 )
-from agentls.core.session_types import Message
 
 from .http import HttpClient
-from .http_provider import HttpProvider, text_of, tool_result_text
+from .http_provider import HttpProvider
 
-__all__ = ["OllamaProvider", "to_ollama_messages", "to_ollama_tools"]
+if TYPE_CHECKING:
+    from agentls.core.models import ModelInfo, ProviderInfo, StreamChunk
+    from agentls.core.session_types import Message
+
+__all__ = ["OllamaProvider"]
 
 logger = logging.getLogger("agentls.providers.ollama")
 
@@ -138,6 +135,8 @@ class OllamaProvider(HttpProvider):
         tools: Sequence[ToolSpec] | None,
         options: CompletionOptions,
     ) -> AsyncIterator[StreamChunk]:
+        from .ollama_chat import ChatLineReader, to_ollama_messages, to_ollama_tools
+
         model = options.model or self.default_model
         body: dict[str, Any] = {
             "model": model,
@@ -148,7 +147,7 @@ class OllamaProvider(HttpProvider):
             body["tools"] = to_ollama_tools(tools)
         self._apply_options(body, options)
         prompt_chars = len(json.dumps(body["messages"])) + len(json.dumps(body.get("tools", [])))
-        reader = _LineReader(self._http, model, prompt_chars=prompt_chars)
+        reader = ChatLineReader(self._http, model, prompt_chars=prompt_chars)
         async with self._http.stream_ndjson("POST", "/api/chat", model=model, body=body) as lines:
             async for value in lines:
                 if reader.done:
@@ -267,6 +266,8 @@ class OllamaProvider(HttpProvider):
 
     # -- metadata ----------------------------------------------------------------
     async def list_models(self) -> list[ModelInfo]:
+        from agentls.core.models import ModelInfo
+
         payload = await self._http.request_json("GET", "/api/tags", model=self.default_model)
         entries = payload.get("models") if isinstance(payload, dict) else None
         if not isinstance(entries, list):
@@ -313,6 +314,8 @@ class OllamaProvider(HttpProvider):
         return sorted(models, key=lambda m: m.id)
 
     def get_info(self) -> ProviderInfo:
+        from agentls.core.models import ConfigField, ProviderInfo
+
         env = self._http.api_key_env
         return ProviderInfo(
             id="ollama",
@@ -381,111 +384,13 @@ def _int_option(options: dict[str, Any], snake: str, camel: str) -> int | None:
     return number if number > 0 else None
 
 
-# --------------------------------------------------------------------------- requests
-
-
-def to_ollama_messages(messages: Iterable[Message], *, model: str = "") -> list[dict[str, Any]]:
-    """Core messages -> /api/chat `messages`."""
-    out: list[dict[str, Any]] = []
-    names_by_id: dict[str, str] = {}  # tool call id -> tool name, for tool results
-    for message in messages:
-        if message.role == "tool":
-            name = (message.metadata or {}).get("tool_name")
-            if not name and message.tool_call_id:
-                name = names_by_id.get(message.tool_call_id)
-            entry: dict[str, Any] = {"role": "tool", "content": tool_result_text(message)}
-            if name:
-                entry["tool_name"] = name
-            out.append(entry)
-        elif message.role == "assistant" and message.tool_calls:
-            calls = []
-            for call in message.tool_calls:
-                converted, call_id = _tool_call(call, model)
-                if call_id:
-                    names_by_id[call_id] = converted["function"]["name"]
-                calls.append(converted)
-            out.append(
-                {"role": "assistant", "content": text_of(message.content), "tool_calls": calls}
-            )
-        else:
-            entry = {"role": message.role, "content": text_of(message.content)}
-            if message.multipart_content and message.role == "user":
-                entry.update(_multipart(message.multipart_content, model))
-            out.append(entry)
-    return out
-
-
-def to_ollama_tools(tools: Iterable[ToolSpec]) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": tool["name"],
-                "description": tool.get("description", ""),
-                "parameters": tool.get("parameters") or {"type": "object", "properties": {}},
-            },
-        }
-        for tool in tools
-    ]
-
-
-def _tool_call(call: Any, model: str) -> tuple[dict[str, Any], str | None]:
-    if hasattr(call, "model_dump"):  # a ToolCall rather than its dict form
-        call = call.model_dump()
-    name = call.get("tool") or call.get("name")
-    arguments = call.get("arguments") or {}
-    if isinstance(arguments, str):  # Ollama wants an object, not a JSON string
-        try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except ValueError:
-            raise ModelError(
-                f"ollama: the arguments of tool call {name!r} in the history are not JSON: "
-                f"{arguments[:200]!r}",
-                model=model,
-                code="bad_request",
-            ) from None
-    call_id = call.get("id")
-    return (
-        {"function": {"name": name, "arguments": arguments}},
-        str(call_id) if call_id else None,
-    )
-
-
-def _multipart(parts: list[Any], model: str) -> dict[str, Any]:
-    """OpenAI-style content parts -> Ollama's `content` text + `images` (base64)."""
-    texts: list[str] = []
-    images: list[str] = []
-    for part in parts:
-        if isinstance(part, str):
-            texts.append(part)
-            continue
-        if not isinstance(part, dict):
-            continue
-        if part.get("type") == "text":
-            texts.append(str(part.get("text", "")))
-        elif part.get("type") == "image_url":
-            url = part.get("image_url")
-            url = url.get("url") if isinstance(url, dict) else url
-            if not isinstance(url, str) or not url.startswith("data:") or "," not in url:
-                raise ModelError(
-                    "ollama: images must be inline (data: URLs with base64); Ollama "
-                    "cannot fetch image URLs",
-                    model=model,
-                    code="bad_request",
-                )
-            images.append(url.split(",", 1)[1])
-    result: dict[str, Any] = {"content": "\n".join(texts)}
-    if images:
-        result["images"] = images
-    return result
-
-
 # --------------------------------------------------------------------------- responses
 
 
 class _LineReader:
-    """Turns NDJSON lines into StreamChunks and remembers what the closing
-    usage chunk needs."""
+    """Reads NDJSON lines: errors sent in the stream, the finish reason, the
+    usage counts. `generate_chunk` decodes /api/generate (FIM);
+    ollama_chat.ChatLineReader adds /api/chat's chunks."""
 
     def __init__(self, http: HttpClient, model: str, *, prompt_chars: int) -> None:
         self.http = http
@@ -497,7 +402,7 @@ class _LineReader:
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
 
-    def _check(self, value: Any) -> dict[str, Any]:
+    def check(self, value: Any) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise self.http.error(
                 "invalid_response",
@@ -508,72 +413,18 @@ class _LineReader:
             raise self.http.error_from_body(value, model=self.model, status=200)
         return value
 
-    def chat_chunk(self, value: Any) -> StreamChunk | None:
-        line = self._check(value)
-        message = line.get("message")
-        message = message if isinstance(message, dict) else {}
-        text = _str(message.get("content"))
-        reasoning = _str(message.get("thinking"))
-        self.output_chars += len(text) + len(reasoning)
-        finish = self._finish(line) if line.get("done") is True else None
-        raw_calls = message.get("tool_calls")
-        if not raw_calls:
-            # The common line: one text piece. Only the fields that are set
-            # are passed (a measurable share of the per-chunk cost).
-            if finish is not None:
-                return StreamChunk(delta=text, reasoning=reasoning, finish_reason=finish)
-            if reasoning:
-                return StreamChunk(delta=text, reasoning=reasoning)
-            return StreamChunk(delta=text) if text else None
-        calls = self._tool_call_deltas(raw_calls)
-        self.output_chars += sum(len(c.arguments) for c in calls)
-        if finish == "stop" and calls:  # calls and "done" on one line
-            finish = "tool_calls"
-        return StreamChunk(
-            delta=text, reasoning=reasoning, tool_call_deltas=calls, finish_reason=finish
-        )
-
     def generate_chunk(self, value: Any) -> FimChunk | None:
-        line = self._check(value)
+        line = self.check(value)
         text = _str(line.get("response"))
         # A thinking model's reasoning is counted but not passed on: a
         # completion is the text alone.
         self.output_chars += len(text) + len(_str(line.get("thinking")))
-        finish = self._finish(line)
+        finish = self.finish_reason(line)
         if not (text or finish):
             return None
         return FimChunk(delta=text, finish_reason=finish)
 
-    def _tool_call_deltas(self, raw: Any) -> list[ToolCallDelta]:
-        if not isinstance(raw, list):
-            return []
-        deltas = []
-        for call in raw:
-            function = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-                raise self.http.error(
-                    "invalid_response",
-                    f"a tool call without a function name: {json.dumps(call)[:200]!r}",
-                    model=self.model,
-                )
-            arguments = function.get("arguments")
-            if arguments is None:
-                arguments = {}
-            # Ollama sends whole calls, arguments as an object and (before
-            # 0.12) no id: each call is one complete delta with an id of ours.
-            call_id = call.get("id") if isinstance(call.get("id"), str) and call["id"] else None
-            deltas.append(
-                ToolCallDelta(
-                    index=self.tool_calls,
-                    id=call_id or f"call_{uuid.uuid4().hex[:12]}",
-                    name=function["name"],
-                    arguments=arguments if isinstance(arguments, str) else json.dumps(arguments),
-                )
-            )
-            self.tool_calls += 1
-        return deltas
-
-    def _finish(self, line: dict[str, Any]) -> FinishReason | None:
+    def finish_reason(self, line: dict[str, Any]) -> FinishReason | None:
         if line.get("done") is not True:
             return None
         self.done = True
@@ -585,13 +436,6 @@ class _LineReader:
         reason = _FINISH.get(str(line.get("done_reason") or "stop"), "stop")
         # Ollama says "stop" after tool calls.
         return "tool_calls" if reason == "stop" and self.tool_calls else reason
-
-    def finish(self) -> StreamChunk:
-        """The chat stream's closing usage chunk; raises if it was cut short."""
-        prompt, output = self.token_counts()
-        return StreamChunk(
-            usage=Usage(input_tokens=prompt, output_tokens=output, total_tokens=prompt + output)
-        )
 
     def fim_finish(self) -> FimChunk:
         """The FIM stream's closing usage chunk; raises if it was cut short."""

@@ -291,21 +291,29 @@ async def test_agent_core_provider_plugin_entry_point_runs_a_turn(third_party: P
 
 _PYDANTIC_PLUGINS = """
 import sys
+if sys.argv[1] == "pydantic-first":
+    import pydantic.plugin._loader
 from agentls.core.registry import PluginRegistry
 PluginRegistry.discover()
+loader = sys.modules.get("pydantic.plugin._loader")
+answered = loader is not None and loader._plugins == {}
 from pydantic import BaseModel
 from pydantic.plugin._loader import get_plugins
 class Probe(BaseModel):
     value: int = 0
 Probe(value=1)
-print(sorted(type(plugin).__name__ for plugin in get_plugins()))
+print(answered, sorted(type(plugin).__name__ for plugin in get_plugins()))
 """
 
 
+@pytest.mark.parametrize("order", ["pydantic-first", "registry-first"])
 @pytest.mark.parametrize("installed", [False, True])
-def test_discovery_keeps_pydantic_plugins_working(tmp_path: Path, installed: bool) -> None:
+def test_discovery_keeps_pydantic_plugins_working(tmp_path: Path, installed: bool,
+                                                  order: str) -> None:
     """discover() answers pydantic's own plugin scan only when no pydantic
-    plugin is installed; an installed one is still found and loaded."""
+    plugin is installed and pydantic is already imported (it never imports
+    pydantic itself: the first inline completion does without it); an
+    installed one is still found and loaded."""
     import subprocess
 
     if installed:
@@ -322,6 +330,7 @@ def test_discovery_keeps_pydantic_plugins_working(tmp_path: Path, installed: boo
                                        "Version: 1.0\n")
         (dist / "entry_points.txt").write_text("[pydantic]\nprobe = probe_pydantic_plugin:plugin\n")
     env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
-    out = subprocess.run([sys.executable, "-c", _PYDANTIC_PLUGINS], capture_output=True,
+    out = subprocess.run([sys.executable, "-c", _PYDANTIC_PLUGINS, order], capture_output=True,
                          text=True, env=env, timeout=60, check=True).stdout
-    assert out.strip() == ("['ProbePlugin']" if installed else "[]")
+    answered = not installed and order == "pydantic-first"
+    assert out.strip() == f"{answered} " + ("['ProbePlugin']" if installed else "[]")

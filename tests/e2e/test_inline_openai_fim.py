@@ -122,3 +122,46 @@ def test_the_fim_option_overrides_the_server(
     assert len(fake_backend.requests_to(path)) == 2 and not fake_backend.requests_to(other)
     assert not fake_backend.requests_to("/props")
     assert status["fim"]["setting"] is option
+
+
+def imported_modules(stderr: Path) -> set[str]:
+    """The modules a server run with PYTHONPROFILEIMPORTTIME has imported so
+    far: CPython lists each import on stderr as it finishes."""
+    names = set()
+    for line in stderr.read_text(errors="replace").splitlines():
+        if line.startswith("import time:") and "|" in line:
+            names.add(line.rsplit("|", 1)[1].strip())
+    return names
+
+
+def test_the_first_fim_completion_imports_no_pydantic(
+    tmp_path: Path, fake_backend: FakeBackend
+) -> None:
+    """The keystroke path stays off pydantic (its import alone costs the first
+    completion ~75 ms and ~6 MiB; issue 13, bench/bench_startup.py): the
+    settings, the provider, the FIM stream and the inline feature. The first
+    thing that needs a pydantic model (here agentls/status, which reports the
+    provider's ProviderInfo) imports it, and this test sees that too."""
+    serve(fake_backend, fim_stream())
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    stderr = tmp_path / "stderr.txt"
+    settings = {"provider": "openai", "baseUrl": fake_backend.url + "/v1",
+                "model": "my-coder:latest", "apiKeyEnv": "AGENTLS_E2E_NO_KEY",
+                "inlineCompletion": {"debounceMs": 0}}
+    with LspProcess.start(state_dir=tmp_path / "state", workspace=workspace, settings=settings,
+                          stderr_file=stderr, env={"PYTHONPROFILEIMPORTTIME": "1"}) as lsp:
+        text, line, character = DOCS["area.py"]
+        uri = (workspace / "area.py").as_uri()
+        lsp.open(uri, text)
+        answer = lsp.result("textDocument/inlineCompletion", {
+            "textDocument": {"uri": uri}, "position": {"line": line, "character": character},
+            "context": {"triggerKind": 1}}, timeout=60)
+        assert [item["insertText"] for item in answer["items"]] == ["x * 2"]
+        assert fake_backend.requests_to(COMPLETIONS) and not fake_backend.requests_to(CHAT)
+        before = imported_modules(stderr)
+        assert {"agentls.providers.openai", "agentls.core.settings"} <= before
+        assert not {name for name in before if name.split(".")[0] == "pydantic"}, sorted(
+            name for name in before if name.startswith(("pydantic", "agentls")))
+        lsp.result("agentls/status", {}, timeout=30)
+        wait_until(lambda: "pydantic" in imported_modules(stderr), "pydantic imported for status")
