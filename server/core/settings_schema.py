@@ -186,9 +186,6 @@ _Count = Annotated[int, Meta(ge=0)]
 # _Check markers. Unset, a struct was built by hand and is validated whole.
 _CONVERTING: contextvars.ContextVar[bool] = contextvars.ContextVar("_CONVERTING", default=False)
 
-_T = TypeVar("_T")
-
-
 @contextmanager
 def converting() -> Iterator[None]:
     token = _CONVERTING.set(True)
@@ -198,7 +195,7 @@ def converting() -> Iterator[None]:
         _CONVERTING.reset(token)
 
 
-def convert(value: Any, type_: type[_T] | Any) -> Any:
+def convert(value: Any, type_: Any) -> Any:
     """msgspec's lax conversion ("50" -> 50 from environment text, 5.0 -> 5),
     as pydantic's lax mode did; true/false never pass for numbers."""
     with converting():
