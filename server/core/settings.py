@@ -60,14 +60,9 @@ from .settings_schema import (
     LinterConfig,
     NextEditSettings,
     SessionSettings,
-    _Settings,
-    checks_of,
-    convert,
-    converting,
     default_settings,
-    location,
-    unwrap,
 )
+from .settings_struct import SettingsStruct, checks_of, convert, converting, location, unwrap
 from .workspace_trust import (
     MIN_WORKSPACE_TIMEOUT_SECONDS,
     TrustStore,
@@ -148,10 +143,10 @@ class LoadedSettings:
 # --------------------------------------------------------------------------- schema
 
 
-def _nested_model(field: msgspec.structs.FieldInfo) -> type[_Settings] | None:
+def _nested_model(field: msgspec.structs.FieldInfo) -> type[SettingsStruct] | None:
     annotation = field.type
     if get_origin(annotation) is None and isinstance(annotation, type):
-        if issubclass(annotation, _Settings):
+        if issubclass(annotation, SettingsStruct):
             return annotation
     return None
 
@@ -205,7 +200,7 @@ def _env_kind(field: msgspec.structs.FieldInfo) -> _EnvKind:
 class _Leaf:
     """A settable key: a field that is not itself a nested settings object."""
 
-    model: type[_Settings]
+    model: type[SettingsStruct]
     name: str
     path: tuple[str, ...]  # snake_case attribute path
     wire: str  # camelCase dotted path
@@ -213,7 +208,7 @@ class _Leaf:
     accepted: str
     nullable: bool
     env_kind: _EnvKind
-    checks: list[Callable[[Any], Any]]  # after msgspec's own (settings_schema._Check)
+    checks: list[Callable[[Any], Any]]  # after msgspec's own (settings_struct.Check)
     is_bool: bool
 
     def default(self) -> Any:
@@ -222,11 +217,12 @@ class _Leaf:
         return self.field.default
 
 
-def _build_schema() -> tuple[dict[tuple[str, ...], type[_Settings]], dict[tuple[str, ...], _Leaf]]:
-    nodes: dict[tuple[str, ...], type[_Settings]] = {}
+def _build_schema(
+) -> tuple[dict[tuple[str, ...], type[SettingsStruct]], dict[tuple[str, ...], _Leaf]]:
+    nodes: dict[tuple[str, ...], type[SettingsStruct]] = {}
     leaves: dict[tuple[str, ...], _Leaf] = {}
 
-    def walk(model: type[_Settings], path: tuple[str, ...]) -> None:
+    def walk(model: type[SettingsStruct], path: tuple[str, ...]) -> None:
         nodes[path] = model
         for field in msgspec.structs.fields(model):
             child = (*path, field.name)
@@ -266,7 +262,7 @@ _ENV_NAMES = sorted(_env_name(path) for path in [*_LEAVES, *_NODES] if path)
 
 
 @cache
-def _spellings(model: type[_Settings]) -> dict[str, str]:
+def _spellings(model: type[SettingsStruct]) -> dict[str, str]:
     """Accepted key -> attribute name: snake_case and camelCase."""
     fields = msgspec.structs.fields(model)
     return {**{field.encode_name: field.name for field in fields},
@@ -274,12 +270,12 @@ def _spellings(model: type[_Settings]) -> dict[str, str]:
 
 
 @cache
-def _env_spellings(model: type[_Settings]) -> dict[str, str]:
+def _env_spellings(model: type[SettingsStruct]) -> dict[str, str]:
     """Environment names are case-insensitive: BASE_URL and BASEURL both work."""
     return {spelling.lower(): name for spelling, name in _spellings(model).items()}
 
 
-def _known_keys(model: type[_Settings]) -> list[str]:
+def _known_keys(model: type[SettingsStruct]) -> list[str]:
     return [field.encode_name for field in msgspec.structs.fields(model)]
 
 
@@ -307,7 +303,7 @@ def _shown(value: Any, wire: str) -> str:
 
 
 def _jsonable(value: Any) -> Any:
-    if isinstance(value, _Settings):
+    if isinstance(value, SettingsStruct):
         return value.to_wire()
     if isinstance(value, list):
         return [_jsonable(item) for item in value]
@@ -319,7 +315,7 @@ def _reason(error: msgspec.ValidationError) -> str:
 
     "Expected `int` <= 2000" about the value itself adds nothing to "accepted:
     an integer from 0 to 2000"; one inside it ("rules[0].tool") does. msgspec
-    names keys, types and bounds, never the value (settings_schema.location
+    names keys, types and bounds, never the value (settings_struct.location
     drops the one it quotes), so nothing secret is echoed.
     """
     message, where = location(error)
@@ -598,7 +594,7 @@ def _validate(given: _Given) -> tuple[bool, Any, str]:
             value = check(value)
     except msgspec.ValidationError as error:
         return False, None, _reason(error)
-    except ValueError as error:  # a settings_schema._Check
+    except ValueError as error:  # a settings_struct.Check
         return False, None, f": {error}"
     return True, value, ""
 
