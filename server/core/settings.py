@@ -436,11 +436,12 @@ def _env_given(leaf: _Leaf, text: str, source: str) -> _Given:
 
 def _env_layer(environ: Mapping[str, str], problems: list[SettingsProblem]) -> _Layer:
     """AGENTLS_* variables, named like pydantic-settings' env_prefix +
-    env_nested_delimiter="__" would name them.
+    env_nested_delimiter="__" would name them (the convention users know).
 
-    Hand-rolled rather than pydantic-settings' EnvSettingsSource because that
-    reads only os.environ, fails the whole source on one bad JSON value, drops
-    unknown names silently and cannot say which variable supplied a value.
+    Hand-rolled (agentls does not depend on pydantic-settings) because its
+    EnvSettingsSource reads only os.environ, fails the whole source on one
+    bad JSON value, drops unknown names silently and cannot say which
+    variable supplied a value.
     """
     found: list[tuple[int, str, tuple[str, ...], str]] = []
     for name, text in environ.items():
