@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydantic import ValidationError
 
 from agentls.core.settings import (
     AgentlsSettings,
@@ -105,9 +104,9 @@ def test_to_wire_is_camel_case_json() -> None:
 
 def test_models_are_frozen() -> None:
     s = default_settings()
-    with pytest.raises(ValidationError):
+    with pytest.raises(AttributeError):
         s.provider = "openai"  # type: ignore[misc]
-    with pytest.raises(ValidationError):
+    with pytest.raises(AttributeError):
         s.approval.mode = "message"  # type: ignore[misc]
 
 
@@ -556,6 +555,42 @@ def test_core_settings_import_neither_pygls_nor_httpx() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_settings_load_without_pydantic(tmp_path: Path) -> None:
+    """The first inline completion reads the settings; pydantic's import would
+    cost it ~73 ms and ~6 MiB (issue 13), so the settings layer must not need it."""
+    code = (
+        "import sys, pathlib, agentls.core.settings as s\n"
+        "loaded = s.load_settings(init_options={'model': 'm', 'inlineCompletion': "
+        "{'debounceMs': 'x'}, 'approval': {'rules': [{'tool': 'read_*', 'action': 'allow'}]}}, "
+        "environ={'AGENTLS_INLINE_COMPLETION__MAX_TOKENS': '64', 'AGENTLS_PROVIDER': 'openai', "
+        f"'AGENTLS_FEATURES__DISABLED': 'a,b'}}, "
+        f"user_config_file=pathlib.Path({str(tmp_path / 'c.toml')!r}))\n"
+        "assert loaded.settings.inline_completion.max_tokens == 64, loaded\n"
+        "assert [p.key for p in loaded.problems] == ['inlineCompletion.debounceMs'], loaded\n"
+        "loaded.settings.to_wire()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('pydantic', 'pydantic_core', 'pydantic_settings')))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]"
+
+
+def test_python_construction_validates_like_the_wire() -> None:
+    """Settings built by hand are checked and converted as loaded ones are."""
+    built = AgentlsSettings(approval={"rules": [{"tool": "x", "action": "ask"}],  # type: ignore[arg-type]
+                                      "timeout_seconds": 7})
+    assert built.approval.rules == [ApprovalRule(tool="x", action="ask")]
+    assert built.approval.timeout_seconds == 7.0
+    for bad in ({"base_url": "ftp://x"}, {"provider_options": {"apiKey": "k"}},
+                {"request_timeout_seconds": float("inf")}, {"api_key_env": "K\n"},
+                {"session": {"max_iterations": True}}):
+        with pytest.raises(ValueError, match=r"[a-z]+[A-Z]?\w*"):
+            AgentlsSettings(**bad)
+    with pytest.raises(ValueError, match=r"^approval\.rules\[0\]\.action: "):
+        AgentlsSettings.model_validate({"approval": {"rules": [{"action": "maybe"}]}})
 
 
 # --------------------------------------------------------------------------- properties

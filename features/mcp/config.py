@@ -28,9 +28,18 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
 
-from agentls.core.settings_schema import DEFAULT_API_KEY_ENV, _Model, _Seconds
+from agentls.core.settings_schema import DEFAULT_API_KEY_ENV
 from agentls.core.workspace_trust import digest
 
 __all__ = [
@@ -60,6 +69,31 @@ Origin = Literal["settings", "workspace"]
 
 
 _ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+def _reject_bool(value: Any) -> Any:
+    # pydantic's lax mode reads true as 1; for a timeout that is always a
+    # mistake the user should hear about.
+    if isinstance(value, bool):
+        raise ValueError("a number is required, not true/false")
+    return value
+
+
+# inf would serialise to null and NaN passes no comparison.
+_Seconds = Annotated[float, BeforeValidator(_reject_bool), Field(gt=0, allow_inf_nan=False)]
+
+
+class _Model(BaseModel):
+    """camelCase on the wire, snake_case in Python, immutable, no stray keys.
+
+    pydantic here, unlike the settings (core/settings_schema.py, msgspec):
+    this module is imported only when an MCP server is configured, never on
+    the start-up or inline-completion path.
+    """
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, frozen=True, extra="forbid"
+    )
 
 
 class McpServerConfig(_Model):

@@ -1,6 +1,7 @@
-"""agentls settings: where values come from. One frozen model (its schema
-in `agentls.core.settings_schema`), six sources, per-key fallback, and
-workspace trust for the workspace file.
+"""agentls settings: where values come from. One frozen model (its schema,
+msgspec structs, in `agentls.core.settings_schema`), six sources, per-key
+fallback, and workspace trust for the workspace file. Neither this module nor
+the schema imports pydantic: the first inline completion loads them.
 
 Sources, highest precedence first (docs: PROTOCOL.md, "Configuration"):
 
@@ -39,17 +40,14 @@ import json
 import os
 import re
 import tomllib
-import types
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal, get_args, get_origin
 
+import msgspec
 import platformdirs
-from pydantic import BaseModel, ValidationError
-from pydantic.alias_generators import to_camel
-from pydantic.fields import FieldInfo
 
 from .settings_schema import (
     DEFAULT_API_KEY_ENV,
@@ -58,12 +56,13 @@ from .settings_schema import (
     ApprovalSettings,
     FeatureSettings,
     InlineCompletionSettings,
+    InvalidSettings,
     LinterConfig,
     NextEditSettings,
     SessionSettings,
-    _Model,
     default_settings,
 )
+from .settings_struct import SettingsStruct, checks_of, convert, converting, location, unwrap
 from .workspace_trust import (
     MIN_WORKSPACE_TIMEOUT_SECONDS,
     TrustStore,
@@ -86,6 +85,7 @@ __all__ = [
     "ApprovalSettings",
     "FeatureSettings",
     "InlineCompletionSettings",
+    "InvalidSettings",
     "LinterConfig",
     "LoadedSettings",
     "NextEditSettings",
@@ -143,26 +143,17 @@ class LoadedSettings:
 # --------------------------------------------------------------------------- schema
 
 
-def _strip_optional(annotation: Any) -> tuple[Any, bool]:
-    """(T, True) for `T | None`, else (annotation, False)."""
-    if get_origin(annotation) in (Union, types.UnionType):
-        args = [arg for arg in get_args(annotation) if arg is not type(None)]
-        if len(args) == 1:
-            return args[0], True
-    return annotation, False
-
-
-def _nested_model(field: FieldInfo) -> type[_Model] | None:
-    annotation = field.annotation
+def _nested_model(field: msgspec.structs.FieldInfo) -> type[SettingsStruct] | None:
+    annotation = field.type
     if get_origin(annotation) is None and isinstance(annotation, type):
-        if issubclass(annotation, _Model):
+        if issubclass(annotation, SettingsStruct):
             return annotation
     return None
 
 
 def _bounds_text(metadata: list[Any]) -> str:
     bounds = {name: getattr(item, name) for item in metadata for name in ("ge", "gt", "le", "lt")
-              if getattr(item, name, None) is not None}
+              if isinstance(item, msgspec.Meta) and getattr(item, name, None) is not None}
     if "ge" in bounds and "le" in bounds:
         return f" from {bounds['ge']} to {bounds['le']}"
     if "gt" in bounds:
@@ -172,75 +163,94 @@ def _bounds_text(metadata: list[Any]) -> str:
     return ""
 
 
-def _accepted_text(field: FieldInfo) -> str:
-    extra = field.json_schema_extra
-    if isinstance(extra, dict) and isinstance(extra.get("accepts"), str):
-        return f"accepted: {extra['accepts']}"
-    annotation, _ = _strip_optional(field.annotation)
+def _accepted_text(field: msgspec.structs.FieldInfo) -> str:
+    annotation, metadata, _ = unwrap(field.type)
+    for item in metadata:
+        extra = item.extra if isinstance(item, msgspec.Meta) else None
+        if isinstance(extra, dict) and isinstance(extra.get("accepts"), str):
+            return f"accepted: {extra['accepts']}"
     if get_origin(annotation) is Literal:
         return "accepted values: " + ", ".join(repr(arg) for arg in get_args(annotation))
     if annotation is bool:
         return "accepted values: true, false"
     if annotation is int:
-        return "accepted: an integer" + _bounds_text(field.metadata)
+        return "accepted: an integer" + _bounds_text(metadata)
     if annotation is float:
-        return "accepted: a number" + _bounds_text(field.metadata)
+        return "accepted: a number" + _bounds_text(metadata)
     # Raised at import: a new field cannot ship without a text for its problems.
-    raise TypeError(f"settings field needs json_schema_extra=_accepts(...): {annotation}")
+    raise TypeError(f"settings field {field.name} needs an _accepts(...) in its "
+                    f"Annotated type: {annotation}")
 
 
 _EnvKind = Literal["text", "list", "json"]
 
 
-def _env_kind(field: FieldInfo) -> _EnvKind:
+def _env_kind(field: msgspec.structs.FieldInfo) -> _EnvKind:
     """How an environment variable's text becomes a value for this field."""
-    annotation, _ = _strip_optional(field.annotation)
+    annotation = unwrap(field.type)[0]
     origin = get_origin(annotation)
     if origin is list and get_args(annotation) == (str,):
         return "list"  # JSON list or comma-separated
     if origin in (list, dict):
         return "json"
-    return "text"  # pydantic parses numbers and booleans from text
+    return "text"  # msgspec's lax mode parses numbers and booleans from text
 
 
 @dataclass(frozen=True)
 class _Leaf:
     """A settable key: a field that is not itself a nested settings object."""
 
-    model: type[_Model]
+    model: type[SettingsStruct]
     name: str
     path: tuple[str, ...]  # snake_case attribute path
     wire: str  # camelCase dotted path
-    field: FieldInfo
+    field: msgspec.structs.FieldInfo
     accepted: str
     nullable: bool
     env_kind: _EnvKind
+    checks: list[Callable[[Any], Any]]  # after msgspec's own (settings_struct.Check)
+    is_bool: bool
+
+    def default(self) -> Any:
+        if self.field.default_factory is not msgspec.NODEFAULT:
+            return self.field.default_factory()
+        return self.field.default
 
 
-def _build_schema() -> tuple[dict[tuple[str, ...], type[_Model]], dict[tuple[str, ...], _Leaf]]:
-    nodes: dict[tuple[str, ...], type[_Model]] = {}
+def _build_schema(
+) -> tuple[dict[tuple[str, ...], type[SettingsStruct]], dict[tuple[str, ...], _Leaf]]:
+    nodes: dict[tuple[str, ...], type[SettingsStruct]] = {}
     leaves: dict[tuple[str, ...], _Leaf] = {}
 
-    def walk(model: type[_Model], path: tuple[str, ...]) -> None:
+    def walk(model: type[SettingsStruct], path: tuple[str, ...]) -> None:
         nodes[path] = model
-        for name, field in model.model_fields.items():
-            child = (*path, name)
+        for field in msgspec.structs.fields(model):
+            child = (*path, field.name)
+            if field.encode_name != _to_camel(field.name):  # both spell the wire keys
+                raise TypeError(f"{field.name}: wire name {field.encode_name}, "
+                                f"expected {_to_camel(field.name)}")
             nested = _nested_model(field)
             if nested is not None:
                 walk(nested, child)
                 continue
+            annotation, _, nullable = unwrap(field.type)
             leaves[child] = _Leaf(
-                model=model, name=name, path=child, wire=_wire(child), field=field,
-                accepted=_accepted_text(field), nullable=_strip_optional(field.annotation)[1],
-                env_kind=_env_kind(field),
+                model=model, name=field.name, path=child, wire=_wire(child), field=field,
+                accepted=_accepted_text(field), nullable=nullable, env_kind=_env_kind(field),
+                checks=checks_of(field.type), is_bool=annotation is bool,
             )
 
     walk(AgentlsSettings, ())
     return nodes, leaves
 
 
+def _to_camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
 def _wire(path: tuple[str, ...]) -> str:
-    return ".".join(to_camel(name) for name in path)
+    return ".".join(_to_camel(name) for name in path)
 
 
 def _env_name(path: tuple[str, ...]) -> str:
@@ -252,20 +262,21 @@ _ENV_NAMES = sorted(_env_name(path) for path in [*_LEAVES, *_NODES] if path)
 
 
 @cache
-def _spellings(model: type[_Model]) -> dict[str, str]:
+def _spellings(model: type[SettingsStruct]) -> dict[str, str]:
     """Accepted key -> attribute name: snake_case and camelCase."""
-    return {**{to_camel(name): name for name in model.model_fields},
-            **{name: name for name in model.model_fields}}
+    fields = msgspec.structs.fields(model)
+    return {**{field.encode_name: field.name for field in fields},
+            **{field.name: field.name for field in fields}}
 
 
 @cache
-def _env_spellings(model: type[_Model]) -> dict[str, str]:
+def _env_spellings(model: type[SettingsStruct]) -> dict[str, str]:
     """Environment names are case-insensitive: BASE_URL and BASEURL both work."""
     return {spelling.lower(): name for spelling, name in _spellings(model).items()}
 
 
-def _known_keys(model: type[_Model]) -> list[str]:
-    return [to_camel(name) for name in model.model_fields]
+def _known_keys(model: type[SettingsStruct]) -> list[str]:
+    return [field.encode_name for field in msgspec.structs.fields(model)]
 
 
 # --------------------------------------------------------------------------- display
@@ -292,28 +303,26 @@ def _shown(value: Any, wire: str) -> str:
 
 
 def _jsonable(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json", by_alias=True)
+    if isinstance(value, SettingsStruct):
+        return value.to_wire()
     if isinstance(value, list):
         return [_jsonable(item) for item in value]
     return value
 
 
-def _reason(error: ValidationError) -> str:
-    """The part of pydantic's error the accepted-values text does not already say.
+def _reason(error: msgspec.ValidationError) -> str:
+    """The part of msgspec's error the accepted-values text does not already say.
 
-    Only messages are used, never pydantic's `input`, so no value is echoed.
+    "Expected `int` <= 2000" about the value itself adds nothing to "accepted:
+    an integer from 0 to 2000"; one inside it ("rules[0].tool") does. msgspec
+    names keys, types and bounds, never the value (settings_struct.location
+    drops the one it quotes), so nothing secret is echoed.
     """
-    first = error.errors(include_url=False)[0]
-    inner = first["loc"][1:]  # drop the field's own name
-    if not inner and first["type"] != "value_error":
-        return ""
-    message = str(first["msg"]).removeprefix("Value error, ")
-    where = "".join(f"[{part}]" if isinstance(part, int) else f".{to_camel(str(part))}"
-                    for part in inner).lstrip(".")
-    more = error.error_count() - 1
-    suffix = f" (and {more} more)" if more else ""
-    return f": {where + ': ' if where else ''}{message}{suffix}"
+    message, where = location(error)
+    if not where:
+        # lax mode reads numbers from text but never true as 1: say why
+        return ": a number is required, not true/false" if "got `bool`" in message else ""
+    return f": {where}: {message}"
 
 
 # --------------------------------------------------------------------------- sources
@@ -334,7 +343,7 @@ _Layer = dict[tuple[str, ...], _Given]
 
 def _unknown_key(path: tuple[str, ...], key: Any, source: str) -> SettingsProblem:
     known = _known_keys(_NODES[path])
-    dotted = _truncate(".".join([*(to_camel(p) for p in path), str(key)]))
+    dotted = _truncate(".".join([*(_to_camel(p) for p in path), str(key)]))
     near = difflib.get_close_matches(str(key), known, n=1, cutoff=0.75)
     hint = f"did you mean {near[0]!r}? " if near else ""
     under = f" under {_wire(path)}" if path else ""
@@ -427,11 +436,12 @@ def _env_given(leaf: _Leaf, text: str, source: str) -> _Given:
 
 def _env_layer(environ: Mapping[str, str], problems: list[SettingsProblem]) -> _Layer:
     """AGENTLS_* variables, named like pydantic-settings' env_prefix +
-    env_nested_delimiter="__" would name them.
+    env_nested_delimiter="__" would name them (the convention users know).
 
-    Hand-rolled rather than pydantic-settings' EnvSettingsSource because that
-    reads only os.environ, fails the whole source on one bad JSON value, drops
-    unknown names silently and cannot say which variable supplied a value.
+    Hand-rolled (agentls does not depend on pydantic-settings) because its
+    EnvSettingsSource reads only os.environ, fails the whole source on one
+    bad JSON value, drops unknown names silently and cannot say which
+    variable supplied a value.
     """
     found: list[tuple[int, str, tuple[str, ...], str]] = []
     for name, text in environ.items():
@@ -565,17 +575,29 @@ def _workspace_layer(path: Path | None, store: TrustStore, problems: list[Settin
 # --------------------------------------------------------------------------- resolution
 
 
+# The words pydantic's lax mode read as booleans; msgspec's knows only
+# true/false/1/0, and users' environment variables say yes/no/on/off.
+_BOOL_WORDS = {"1": True, "on": True, "t": True, "true": True, "y": True, "yes": True,
+               "0": False, "off": False, "f": False, "false": False, "n": False, "no": False}
+
+
 def _validate(given: _Given) -> tuple[bool, Any, str]:
     """(ok, value, reason) for one leaf value, validated on its own."""
     if given.error is not None:
         return False, None, given.error
     leaf = given.leaf
+    value = given.value
+    if leaf.is_bool and isinstance(value, str):
+        value = _BOOL_WORDS.get(value.strip().lower(), value)
     try:
-        # Every other field has a default, so this checks exactly one value.
-        validated = leaf.model.model_validate({leaf.name: given.value})
-    except ValidationError as error:
+        value = convert(value, leaf.field.type)
+        for check in leaf.checks:
+            value = check(value)
+    except msgspec.ValidationError as error:
         return False, None, _reason(error)
-    return True, getattr(validated, leaf.name), ""
+    except ValueError as error:  # a settings_struct.Check
+        return False, None, f": {error}"
+    return True, value, ""
 
 
 def _rejection(given: _Given, reason: str, value: Any, source: str) -> SettingsProblem:
@@ -618,20 +640,18 @@ def _resolve(layers: list[_Layer], problems: list[SettingsProblem],
             elif chosen is None:
                 chosen = (value, given.source)
         if chosen is None:
-            chosen = (leaf.field.get_default(call_default_factory=True), SOURCE_DEFAULT)
+            chosen = (leaf.default(), SOURCE_DEFAULT)
         values[path], sources[leaf.wire] = chosen
         problems.extend(_rejection(given, reason, *chosen) for given, reason in rejected)
     return values, sources
 
 
-def _nest(values: dict[tuple[str, ...], Any]) -> dict[str, Any]:
-    nested: dict[str, Any] = {}
-    for path, value in values.items():
-        target = nested
-        for name in path[:-1]:
-            target = target.setdefault(name, {})
-        target[path[-1]] = value
-    return nested
+def _build(values: dict[tuple[str, ...], Any], path: tuple[str, ...] = ()) -> Any:
+    """The settings object from validated leaf values, without validating again."""
+    model = _NODES[path]
+    return model(**{field.name: (_build(values, (*path, field.name))
+                                 if (*path, field.name) in _NODES else values[(*path, field.name)])
+                    for field in msgspec.structs.fields(model)})
 
 
 def load_settings(
@@ -667,6 +687,7 @@ def load_settings(
         _toml_layer(user_config_file or user_config_path(env), "user config", problems),
     ]
     values, sources = _resolve(layers, problems, provider_names)
-    settings = AgentlsSettings.model_validate(_nest(values))
+    with converting():  # every leaf was checked by _validate
+        settings = _build(values)
     return LoadedSettings(settings=settings, problems=problems, sources=sources,
                           workspace_trust=trust)
