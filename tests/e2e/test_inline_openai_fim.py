@@ -126,7 +126,9 @@ def test_the_fim_option_overrides_the_server(
 
 def imported_modules(stderr: Path) -> set[str]:
     """The modules a server run with PYTHONPROFILEIMPORTTIME has imported so
-    far: CPython lists each import on stderr as it finishes."""
+    far: CPython lists each import statement's module on stderr as it
+    finishes (not those loaded by importlib.import_module, such as entry
+    points, though their own imports are listed)."""
     names = set()
     for line in stderr.read_text(errors="replace").splitlines():
         if line.startswith("import time:") and "|" in line:
@@ -160,8 +162,9 @@ def test_the_first_fim_completion_imports_no_pydantic(
         assert [item["insertText"] for item in answer["items"]] == ["x * 2"]
         assert fake_backend.requests_to(COMPLETIONS) and not fake_backend.requests_to(CHAT)
         before = imported_modules(stderr)
-        assert {"agentls.providers.openai", "agentls.core.settings"} <= before
-        assert not {name for name in before if name.split(".")[0] == "pydantic"}, sorted(
+        assert {"agentls.providers.http", "agentls.core.settings"} <= before
+        assert not {name for name in before if name.split(".")[0] in
+                    ("pydantic", "pydantic_core")}, sorted(
             name for name in before if name.startswith(("pydantic", "agentls")))
         lsp.result("agentls/status", {}, timeout=30)
         wait_until(lambda: "pydantic" in imported_modules(stderr), "pydantic imported for status")
