@@ -16,7 +16,6 @@ import pytest
 from agentls.core.settings import load_settings
 from agentls.core.tools import ToolExecutor
 from agentls.features.mcp.config import (
-    McpServerConfig,
     child_environment,
     provider_key_names,
     read_workspace_file,
@@ -26,6 +25,7 @@ from agentls.features.mcp.config import (
 from agentls.features.mcp.names import MAX_NAME, assign_names
 from agentls.features.mcp.results import MAX_RESULT_CHARS, render_result
 from agentls.features.mcp.schema import normalize_input_schema
+from agentls.features.mcp.server_config import McpServerConfig
 from agentls.features.policy import Policy
 
 # --------------------------------------------------------------------------- names

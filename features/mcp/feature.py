@@ -21,11 +21,7 @@ import asyncio
 import contextlib
 import logging
 import re
-from typing import Any
-
-from agentls.core.hook_modules import HookContext
-from agentls.core.hooks import HookRegistry
-from agentls.core.models import HookResult
+from typing import TYPE_CHECKING, Any
 
 from .config import (
     WORKSPACE_FILE,
@@ -35,6 +31,11 @@ from .config import (
     read_workspace_file,
     server_specs,
 )
+
+if TYPE_CHECKING:
+    from agentls.core.hook_modules import HookContext
+    from agentls.core.hooks import HookRegistry
+    from agentls.core.models import HookResult
 
 __all__ = ["ALLOW", "DONT_ALLOW", "McpFeature", "McpHooks", "find_resource_mentions"]
 
@@ -289,6 +290,10 @@ class McpHooks:
         self.feature = feature
 
     def register(self, hooks: HookRegistry, context: HookContext) -> None:
+        # Imported here: hooks are registered for a chat turn; the feature's
+        # start, in every session, must not import the pydantic models.
+        from agentls.core.models import HookResult
+
         async def attach(event: str, data: dict[str, Any]) -> HookResult:
             prompt = data.get("prompt")
             if not self.feature.started.is_set() and context.settings.mcp_servers:

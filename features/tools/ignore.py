@@ -9,8 +9,10 @@ folders nobody wants an agent to wade through.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pathspec import GitIgnoreSpec
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
 
 __all__ = ["DEFAULT_IGNORED_DIRS", "IgnoreRules"]
 
@@ -29,6 +31,10 @@ def _spec(path: Path) -> GitIgnoreSpec | None:
             lines = handle.read(_MAX_BYTES).splitlines()
     except OSError:
         return None
+    # Imported on first use: the tools are loaded in every session (for
+    # their tags), and most never list or search a folder.
+    from pathspec import GitIgnoreSpec
+
     try:
         return GitIgnoreSpec.from_lines(lines)
     except ValueError:

@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-import regex
-
 from .single_tool import SingleTool
 from .workspace import WalkStats, Workspace, WorkspacePathError, matches_glob, open_regular
 
@@ -253,6 +251,10 @@ class SearchTextTool(_ReadOnlyTool):
         workspace = call.workspace
         raw = call.text("pattern", required=True) or ""
         literal = False
+        # Imported on first use: the tools are loaded in every session (for
+        # their tags), and most never search.
+        import regex
+
         try:
             compiled = regex.compile(raw, regex.MULTILINE)  # MULTILINE: `^`/`$` per line
         except (regex.error, ValueError, OverflowError):

@@ -27,7 +27,7 @@ from urllib.parse import unquote, urlsplit
 
 from wcmatch import fnmatch, glob
 
-from agentls.core.models import AgentlsError
+from agentls.core.errors import AgentlsError
 from agentls.features.sensitive_paths import secret_match
 
 from .ignore import DEFAULT_IGNORED_DIRS, IgnoreRules

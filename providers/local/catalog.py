@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentls.core.models import ModelError
+from agentls.core.errors import ModelError
 
 # llama-cpp-python has no wheel on PyPI and compiles llama.cpp from source.
 # The default (native) build segfaults in decode on CPUs with AVX-512/AMX +

@@ -27,7 +27,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from agentls.core.models import ModelError
+from agentls.core.errors import ModelError
 from agentls.core.provider import ToolSpec
 from agentls.core.session_types import Message
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentls.core.models import ModelError
+from agentls.core.errors import ModelError
 from agentls.core.progress import NullProgress, ProgressSink
 from agentls.core.provider import ProviderConfig
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from agentls.core.models import ModelError
+from agentls.core.errors import ModelError
 from agentls.core.progress import NullProgress, ProgressSink, ProgressTask
 
 from . import hub

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentls.core.models import ModelError
+from agentls.core.errors import ModelError
 
 HF_PREFIXES = ("hf:", "hf.co/", "huggingface.co/")
 # Tried in order when the reference names no quant: the common "good enough

@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentls.core.models import ModelError
+from agentls.core.errors import ModelError
 from agentls.core.provider import ProviderConfig
 
 from ..fim_probe import FimSupport

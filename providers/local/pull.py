@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from agentls.core.models import ModelError
+from agentls.core.errors import ModelError
 
 from . import hub
 from .catalog import CATALOG, locate_model_file

@@ -25,7 +25,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from agentls.core.models import ModelError
+from agentls.core.errors import ModelError
 from agentls.core.progress import ProgressSink
 
 from .process import _ChildSpec, _ModelProcess

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from agentls.core.models import AgentlsError
+from agentls.core.errors import AgentlsError
 from agentls.core.state_dir import STATE_DIR_ENV  # moves the database; the hints name it
 
 __all__ = [

@@ -322,7 +322,7 @@ class AgentlsSettings(SettingsStruct, frozen=True, kw_only=True):
     instructions: InstructionsSettings = msgspec.field(default_factory=InstructionsSettings)
     run_command: RunCommandSettings = msgspec.field(default_factory=RunCommandSettings)
     # name -> server block. Each block is checked on its own when the servers
-    # start (McpServerConfig in features/mcp/config.py, a model built only
+    # start (McpServerConfig in features/mcp/server_config.py, a model built only
     # when MCP is used): one bad block is
     # reported for that server and the others still run.
     mcp_servers: Annotated[

@@ -17,8 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
-from .channels import send_request
-
 if TYPE_CHECKING:
     from agentls.core.workspace_trust import TrustDecision, WorkspaceTrust
 
@@ -64,6 +62,10 @@ def schedule_trust_question(ls: AgentlsLanguageServer) -> None:
 
 
 async def _ask(ls: AgentlsLanguageServer, trust: WorkspaceTrust) -> None:
+    # Imported here: channels brings the approval gate and the edit applier,
+    # which a session without a workspace file to trust never needs.
+    from .channels import send_request
+
     params = types.ShowMessageRequestParams(
         type=types.MessageType.Warning, message=question(trust),
         actions=[types.MessageActionItem(title=TRUST),

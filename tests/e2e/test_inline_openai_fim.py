@@ -136,35 +136,47 @@ def imported_modules(stderr: Path) -> set[str]:
     return names
 
 
-def test_the_first_fim_completion_imports_no_pydantic(
+def test_an_inline_completion_session_imports_no_pydantic(
     tmp_path: Path, fake_backend: FakeBackend
 ) -> None:
     """The keystroke path stays off pydantic (its import alone costs the first
     completion ~75 ms and ~6 MiB; issue 13, bench/bench_startup.py): the
-    settings, the provider, the FIM stream and the inline feature. The first
-    thing that needs a pydantic model (here agentls/status, which reports the
-    provider's ProviderInfo) imports it, and this test sees that too."""
-    serve(fake_backend, fim_stream())
+    settings, the provider, the FIM stream and the inline feature; and so do
+    the features loaded after the first completion (MCP without servers, the
+    tools), so a session that only completes stays small. The first thing that
+    needs a pydantic model (here agentls/status, which reports the provider's
+    ProviderInfo) imports it, and this test sees that too."""
+    fake_backend.script("POST", COMPLETIONS, fim_stream(), fim_stream())
     workspace = tmp_path / "ws"
     workspace.mkdir()
     stderr = tmp_path / "stderr.txt"
     settings = {"provider": "openai", "baseUrl": fake_backend.url + "/v1",
                 "model": "my-coder:latest", "apiKeyEnv": "AGENTLS_E2E_NO_KEY",
                 "inlineCompletion": {"debounceMs": 0}}
+
+    def pydantic_modules() -> list[str]:
+        return sorted(name for name in imported_modules(stderr)
+                      if name.split(".")[0] in ("pydantic", "pydantic_core"))
+
     with LspProcess.start(state_dir=tmp_path / "state", workspace=workspace, settings=settings,
                           stderr_file=stderr, env={"PYTHONPROFILEIMPORTTIME": "1"}) as lsp:
-        text, line, character = DOCS["area.py"]
-        uri = (workspace / "area.py").as_uri()
-        lsp.open(uri, text)
-        answer = lsp.result("textDocument/inlineCompletion", {
-            "textDocument": {"uri": uri}, "position": {"line": line, "character": character},
-            "context": {"triggerKind": 1}}, timeout=60)
-        assert [item["insertText"] for item in answer["items"]] == ["x * 2"]
-        assert fake_backend.requests_to(COMPLETIONS) and not fake_backend.requests_to(CHAT)
-        before = imported_modules(stderr)
-        assert {"agentls.providers.http", "agentls.core.settings"} <= before
-        assert not {name for name in before if name.split(".")[0] in
-                    ("pydantic", "pydantic_core")}, sorted(
-            name for name in before if name.startswith(("pydantic", "agentls")))
+        for number, name in enumerate(("area.py", "double.py")):
+            text, line, character = DOCS[name]
+            uri = (workspace / name).as_uri()
+            lsp.open(uri, text)
+            answer = lsp.result("textDocument/inlineCompletion", {
+                "textDocument": {"uri": uri},
+                "position": {"line": line, "character": character},
+                "context": {"triggerKind": 1}}, timeout=60)
+            assert [item["insertText"] for item in answer["items"]] == ["x * 2"]
+            assert {"agentls.providers.http", "agentls.core.settings"} <= imported_modules(stderr)
+            assert not pydantic_modules(), pydantic_modules()
+            if number == 0:
+                # The features load once the first completion was answered.
+                wait_until(lambda: {"agentls.core.feature_host", "agentls.features.mcp.feature",
+                                    "agentls.features.tools"} <= imported_modules(stderr),
+                           "the features loaded")
+        assert len(fake_backend.requests_to(COMPLETIONS)) == 2
+        assert not fake_backend.requests_to(CHAT)
         lsp.result("agentls/status", {}, timeout=30)
         wait_until(lambda: "pydantic" in imported_modules(stderr), "pydantic imported for status")
