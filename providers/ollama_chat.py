@@ -20,6 +20,7 @@ from agentls.core.session_types import Message
 
 from .http_provider import text_of, tool_result_text
 from .ollama import _LineReader, _str
+from .openai_chat import to_openai_tools
 
 __all__ = ["ChatLineReader", "to_ollama_messages", "to_ollama_tools"]
 
@@ -59,17 +60,8 @@ def to_ollama_messages(messages: Iterable[Message], *, model: str = "") -> list[
 
 
 def to_ollama_tools(tools: Iterable[ToolSpec]) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": tool["name"],
-                "description": tool.get("description", ""),
-                "parameters": tool.get("parameters") or {"type": "object", "properties": {}},
-            },
-        }
-        for tool in tools
-    ]
+    """/api/chat takes OpenAI's function-tool form."""
+    return to_openai_tools(tools)
 
 
 def _tool_call(call: Any, model: str) -> tuple[dict[str, Any], str | None]:
