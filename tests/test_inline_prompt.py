@@ -3,11 +3,13 @@ prompts, neighbour context, token budgets."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentls.core.positions import PositionOutOfRange, offset_at
+from agentls.core.positions import PositionOutOfRange, offset_at, position_at
 from agentls.features.inline_completion.document import cursor_context
 from agentls.features.inline_completion.neighbours import (
     NeighbourIndex,
@@ -56,11 +58,13 @@ def test_offset_at_rejects_lines_past_the_end() -> None:
 
 
 def _reference_offset(text: str, line: int, character: int) -> int | None:
-    lines = text.split("\n")
+    """LSP's line breaks: "\\r\\n", a lone "\\r" or "\\n"."""
+    parts = re.split(r"(\r\n|\r|\n)", text)
+    lines, breaks = parts[::2], parts[1::2]
     if line >= len(lines):
         return None
-    content = lines[line][:-1] if lines[line].endswith("\r") else lines[line]
-    return sum(len(item) + 1 for item in lines[:line]) + min(character, len(content))
+    start = sum(len(item) + len(end) for item, end in zip(lines[:line], breaks, strict=False))
+    return start + min(character, len(lines[line]))
 
 
 @given(st.text(alphabet="ab \n\r", max_size=3000), st.integers(0, 1200), st.integers(0, 40))
@@ -70,6 +74,24 @@ def test_offset_at_matches_a_line_split(text: str, line: int, character: int) ->
     except PositionOutOfRange:
         found = None
     assert found == _reference_offset(text, line, character)
+
+
+@given(st.text(alphabet="ab \n\r", max_size=400), st.data())
+def test_position_at_inverts_offset_at(text: str, data: st.DataObject) -> None:
+    line_count = len(re.split(r"\r\n|\r|\n", text))
+    line = data.draw(st.integers(0, line_count - 1))
+    offset = offset_at(text, line, data.draw(st.integers(0, 40)))
+    assert position_at(text, offset) == (line, offset - offset_at(text, line, 0))
+
+
+def test_a_lone_carriage_return_ends_a_line() -> None:
+    text = "one\rtwo\r\nthree\nfour"
+    assert [offset_at(text, line, 0) for line in range(4)] == [0, 4, 9, 15]
+    assert offset_at(text, 0, 99) == 3 and offset_at(text, 1, 99) == 7
+    assert position_at(text, text.index("wo")) == (1, 1)
+    assert position_at(text, text.index("our")) == (3, 1)
+    with pytest.raises(PositionOutOfRange, match="4 line"):
+        offset_at(text, 4, 0)
 
 
 # --------------------------------------------------------------------------- budgets

@@ -3,13 +3,15 @@ of the negotiated encoding ("utf-16", the LSP default, "utf-8" or
 "utf-32"); Python strings count code points. One place for the conversions
 the inline completion, next edit and file tool paths all need.
 
-offset_at and position_at take "\\n" as the line break (a "\\r" before it
-belongs to the line ending), as the inline and next-edit paths always have;
-the file tools' PositionMap (features/tools/files.py) also breaks at a lone
-"\\r".
+Lines end at "\\n", "\\r\\n" or a lone "\\r", as the LSP specification
+says (and as the file tools' PositionMap, features/tools/files.py, counts
+them). The common texts, without a lone "\\r", take a fast path that looks
+only for "\\n".
 """
 
 from __future__ import annotations
+
+import re
 
 __all__ = ["PositionOutOfRange", "code_units", "offset_at", "position_at"]
 
@@ -22,22 +24,26 @@ def offset_at(text: str, line: int, character: int, encoding: str = "utf-16") ->
     """The code-point offset of an LSP position in `text`.
 
     `character` counts code units of `encoding` ("utf-16", the LSP default,
-    "utf-8" or "utf-32"). Lines end at "\\n" (a "\\r" before it belongs to
-    the line ending). A character past the end of its line means the end of
-    the line, as the LSP specification says; a line past the end of the
-    document raises PositionOutOfRange.
+    "utf-8" or "utf-32"). Lines end at "\\n", "\\r\\n" or a lone "\\r". A
+    character past the end of its line means the end of the line, as the LSP
+    specification says; a line past the end of the document raises
+    PositionOutOfRange.
     """
     if line < 0 or character < 0:
         raise PositionOutOfRange(f"line and character must not be negative ({line}:{character})")
-    start = _line_start(text, line)
-    if start < 0:
-        count = text.count("\n") + 1
-        raise PositionOutOfRange(f"line {line} is past the end of the document ({count} line(s))")
-    end = text.find("\n", start)
-    if end < 0:
-        end = len(text)
-    if end > start and text[end - 1] == "\r":
-        end -= 1
+    if _has_lone_cr(text):
+        start, end = _line_bounds(text, line)
+    else:
+        start = _line_start(text, line)
+        if start < 0:
+            count = text.count("\n") + 1
+            raise PositionOutOfRange(
+                f"line {line} is past the end of the document ({count} line(s))")
+        end = text.find("\n", start)
+        if end < 0:
+            end = len(text)
+        if end > start and text[end - 1] == "\r":
+            end -= 1
     if character == 0:
         return start
     line_text = text[start:end]
@@ -47,6 +53,27 @@ def offset_at(text: str, line: int, character: int, encoding: str = "utf-16") ->
 
 
 _STRIDE = 512  # characters counted at a time while skipping whole lines
+_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def _has_lone_cr(text: str) -> bool:
+    """Whether some "\\r" is a line break of its own (two C-speed counts)."""
+    returns = text.count("\r")
+    return returns > 0 and returns != text.count("\r\n")
+
+
+def _line_bounds(text: str, line: int) -> tuple[int, int]:
+    """(start, end without the line break) of `line`, every kind of break
+    counted; the slow path for texts with a lone "\\r"."""
+    start, seen = 0, 0
+    for match in _BREAK.finditer(text):
+        if seen == line:
+            return start, match.start()
+        start, seen = match.end(), seen + 1
+    if seen == line:
+        return start, len(text)
+    raise PositionOutOfRange(
+        f"line {line} is past the end of the document ({seen + 1} line(s))")
 
 
 def _line_start(text: str, line: int) -> int:
@@ -90,8 +117,12 @@ def position_at(text: str, offset: int, encoding: str = "utf-16") -> tuple[int, 
     """The LSP (line, character) of a code-point offset, `character` in
     code units of `encoding`."""
     offset = max(0, min(offset, len(text)))
-    line = text.count("\n", 0, offset)
-    start = text.rfind("\n", 0, offset) + 1
+    if _has_lone_cr(text):
+        breaks = [match for match in _BREAK.finditer(text, 0, offset)]
+        line, start = len(breaks), breaks[-1].end() if breaks else 0
+    else:
+        line = text.count("\n", 0, offset)
+        start = text.rfind("\n", 0, offset) + 1
     segment = text[start:offset]
     if segment.isascii() or encoding == "utf-32":
         return line, len(segment)

@@ -168,6 +168,21 @@ async def test_fim_path(tmp_path: Path, fake_backend: FakeBackend) -> None:
         assert not fake_backend.requests_to("/v1/chat/completions")
 
 
+async def test_a_lone_carriage_return_ends_a_line(tmp_path: Path,
+                                                  fake_backend: FakeBackend) -> None:
+    """LSP counts "\\r\\n", "\\n" and a lone "\\r" as line ends (old Mac files,
+    some generated ones): the cursor's position means the same place to the
+    server as to the editor."""
+    fake_backend.script("POST", "/v1/completions", fim_reply("3.14 * r * r"))
+    async with agentls(tmp_path, {**FIM_SETTINGS, "baseUrl": base_url(fake_backend)}) as server:
+        uri = server.open("# area\rdef area(r):\r\n    return \n\nprint(area(2))\n")
+        answer = await server.inline(uri, types.Position(line=2, character=11))
+        assert [item["insertText"] for item in answer["items"]] == ["3.14 * r * r"]
+        (sent,) = fake_backend.requests_to("/v1/completions")
+        assert sent.json["prompt"].endswith("def area(r):\r\n    return ")
+        assert sent.json["suffix"] == "\n\nprint(area(2))\n"
+
+
 async def test_fim_enabled_by_provider_option(tmp_path: Path, fake_backend: FakeBackend) -> None:
     fake_backend.script("POST", "/v1/completions", fim_reply("r ** 2"))
     settings = {**CHAT_SETTINGS, "model": "my-local-model", "providerOptions": {"fim": True},
