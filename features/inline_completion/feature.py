@@ -26,6 +26,7 @@ from agentls.core.errors import AgentlsError, ModelError, ProviderRequestCancell
 from agentls.core.provider import (
     ChunkStream,
     CompletionOptions,
+    FimChoice,
     FimChunk,
     FimRequest,
     FimUnsupported,
@@ -93,7 +94,7 @@ class InlineCompletionFeature:
         self.neighbours = NeighbourIndex()
         self.provider_calls = 0
         self._settings: InlineCompletionSettings | None = None
-        self._fim: tuple[Provider, str | None, bool] | None = None
+        self.fim = FimChoice()
         self._ids = itertools.count(1)
 
     # -- FeaturePlugin (cold path) ----------------------------------------------
@@ -124,7 +125,7 @@ class InlineCompletionFeature:
             if not request.invoked:
                 await self.scheduler.debounce(settings.debounce_ms / 1000)
             chosen = provider()
-            fim = await self._supports_fim(chosen, settings.model)
+            fim = await self.fim.decide(chosen, settings.model)
             sent: list[int] = [0, 0]
             try:
                 completion = await self._ask(chosen, request, settings, fim, sent)
@@ -132,7 +133,7 @@ class InlineCompletionFeature:
                 # The provider found out (its probe) that the server has no
                 # FIM for this model: this request, and the next ones, chat.
                 log.info("Inline completion: %s; using chat prompts", exc)
-                self._fim = (chosen, settings.model, False)
+                self.fim.refused(chosen, settings.model)
                 fim = False
                 completion = await self._ask(chosen, request, settings, fim, sent)
             return InlineAnswer((completion,) if completion else (), model_answered=True,
@@ -230,27 +231,6 @@ class InlineCompletionFeature:
                 request.uri, request.text, request.offset, ctx.prefix, ctx.suffix, completion
             )
         return completion
-
-    async def _supports_fim(self, provider: Provider, model: str | None) -> bool:
-        known = self._fim
-        if known is not None and known[0] is provider and known[1] == model:
-            return known[2]
-        value = False
-        if callable(getattr(provider, "stream_fim", None)):
-            ask = getattr(provider, "fim_supported", None)  # asks the server (ollama, openai)
-            check = getattr(provider, "model_supports_fim", None)
-            if callable(ask):
-                value = bool(await ask(model))
-            elif callable(check):
-                value = bool(check(model))
-            else:
-                # "completion": a raw continuation endpoint (base models such
-                # as the embedded one) -- the FIM path, with the suffix used
-                # only by post-processing, beats asking a base model to chat.
-                capabilities = provider.get_info().capabilities
-                value = "fim" in capabilities or "completion" in capabilities
-        self._fim = (provider, model, value)
-        return value
 
 
 def _token_limit(provider: Provider, max_tokens: int) -> tuple[TokenCounter | None, int | None]:

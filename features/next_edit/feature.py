@@ -24,6 +24,7 @@ from agentls.core.errors import AgentlsError, ModelError, ProviderRequestCancell
 from agentls.core.provider import (
     ChunkStream,
     CompletionOptions,
+    FimChoice,
     FimChunk,
     FimRequest,
     FimUnsupported,
@@ -56,7 +57,9 @@ class NextEditFeature:
         self.scheduler = LatestPerDocument()
         self.provider_calls = 0
         self._ids = itertools.count(1)
-        self._completion: tuple[Provider, str | None, bool] | None = None
+        # Base/completion models get a continuation prompt, as inline
+        # completion's FIM path decides.
+        self.continuation = FimChoice()
         self._settings: NextEditSettings | None = None
         # (uri, offset, model, history) -> (document text, answer)
         self._answers: OrderedDict[tuple[Any, ...], tuple[str, NextEditAnswer]] = OrderedDict()
@@ -107,7 +110,7 @@ class NextEditFeature:
             if not request.invoked:
                 await self.scheduler.debounce(settings.debounce_ms / 1000)
             chosen = provider()
-            completion_model = await self._continues_text(chosen, model)
+            completion_model = await self.continuation.decide(chosen, model)
             region = editable_region(request.text, request.offset)
             lookup = request.document_text or (lambda uri: None)
 
@@ -132,7 +135,7 @@ class NextEditFeature:
                 # The provider's probe found no continuation endpoint for this
                 # model (providers/fim_probe.py): chat, now and from then on.
                 log.info("Next edit: %s; using chat prompts", exc)
-                self._completion = (chosen, model, False)
+                self.continuation.refused(chosen, model)
                 completion_model = False
                 prompt = prompt_for(False)
                 answer = await self._ask(chosen, prompt, settings, model, len(region.text))
@@ -190,22 +193,3 @@ class NextEditFeature:
             await stream.aclose()
         return "".join(parts)
 
-    async def _continues_text(self, provider: Provider, model: str | None) -> bool:
-        """Whether to prompt as a continuation (base/completion models): the
-        same test inline completion uses for its FIM path."""
-        known = self._completion
-        if known is not None and known[0] is provider and known[1] == model:
-            return known[2]
-        value = False
-        if callable(getattr(provider, "stream_fim", None)):
-            ask = getattr(provider, "fim_supported", None)
-            check = getattr(provider, "model_supports_fim", None)
-            if callable(ask):
-                value = bool(await ask(model))
-            elif callable(check):
-                value = bool(check(model))
-            else:
-                capabilities = provider.get_info().capabilities
-                value = "fim" in capabilities or "completion" in capabilities
-        self._completion = (provider, model, value)
-        return value

@@ -35,6 +35,7 @@ __all__ = [
     "BaseProvider",
     "ChunkStream",
     "CompletionOptions",
+    "FimChoice",
     "FimChunk",
     "FimRequest",
     "FimUnsupported",
@@ -125,6 +126,46 @@ class FimUnsupported(ModelError):
     instead. Providers raise it only while finding out (a probe), never for
     a FIM the user forced with providerOptions.fim, so it is never a
     failure the user has to see."""
+
+
+class FimChoice:
+    """Whether a feature sends a model fill-in-the-middle (continuation)
+    prompts or chat prompts, remembered for the last provider and model:
+    the per-keystroke paths ask on every request.
+
+    A provider that asks its server says so through `fim_supported(model)`
+    (ollama, openai), one that knows through `model_supports_fim(model)`;
+    otherwise its capabilities decide, where "completion" (a raw
+    continuation endpoint, such as the embedded model's) counts too: the FIM
+    path, with the suffix used only by post-processing, beats asking a base
+    model to chat. A FimUnsupported from the stream is `refused()`.
+    """
+
+    def __init__(self) -> None:
+        self._known: tuple[Any, str | None, bool] | None = None
+
+    async def decide(self, provider: Any, model: str | None) -> bool:
+        known = self._known
+        if known is not None and known[0] is provider and known[1] == model:
+            return known[2]
+        value = False
+        if callable(getattr(provider, "stream_fim", None)):
+            ask = getattr(provider, "fim_supported", None)
+            check = getattr(provider, "model_supports_fim", None)
+            if callable(ask):
+                value = bool(await ask(model))
+            elif callable(check):
+                value = bool(check(model))
+            else:
+                capabilities = provider.get_info().capabilities
+                value = "fim" in capabilities or "completion" in capabilities
+        self._known = (provider, model, value)
+        return value
+
+    def refused(self, provider: Any, model: str | None) -> None:
+        """The provider found out (its probe) that the server has no FIM for
+        this model: chat prompts from now on."""
+        self._known = (provider, model, False)
 
 
 @runtime_checkable
