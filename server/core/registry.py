@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
@@ -58,21 +57,6 @@ class _Slot:
     is_loaded: bool = False
 
 
-def _answer_pydantic_plugin_scan(*, has_plugins: bool) -> None:
-    """pydantic scans every installed distribution again for its own plugin
-    group when it builds its first model (~8 ms). When this scan shows that
-    group empty and pydantic is already imported, tell pydantic so; with any
-    plugin installed, or a pydantic whose private loader looks different,
-    pydantic scans and loads them itself as usual. pydantic is not imported
-    for this: the server imports it only when a chat turn needs it (~75 ms),
-    and its own scan then costs that turn the 8 ms."""
-    loader = sys.modules.get("pydantic.plugin._loader")
-    if has_plugins or loader is None:
-        return
-    if getattr(loader, "_plugins", False) is None:
-        loader._plugins = {}  # type: ignore[attr-defined]
-
-
 @dataclass
 class PluginRegistry:
     """Known plugins per kind; loads and instantiates them on first use."""
@@ -89,7 +73,6 @@ class PluginRegistry:
         # entry_points(group=...) call reads every distribution's metadata
         # again (4 scans: ~9 ms at start-up, 1 scan: ~3.5 ms).
         installed = entry_points()
-        _answer_pydantic_plugin_scan(has_plugins=bool(installed.select(group="pydantic")))
         for kind, group in GROUPS.items():
             for ep in installed.select(group=group):
                 registry._slots[kind].setdefault(ep.name, _Slot(ep.name, entry_point=ep))
