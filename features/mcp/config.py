@@ -125,22 +125,17 @@ def parse_servers(block: Mapping[str, Any], origin: Origin, where: str
                   ) -> tuple[list[McpServerSpec], list[str]]:
     specs: list[McpServerSpec] = []
     problems: list[str] = []
-    if block:  # pydantic, only for a block to check
-        from pydantic import ValidationError
-
-        from .server_config import McpServerConfig
     for name, raw in block.items():
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name):
             problems.append(f"{where}: server name {str(name)!r} must be 1-64 letters, "
                             "digits, '_', '.' or '-'; skipped.")
             continue
+        from .server_config import validated  # pydantic: only when there is a block
+
         try:
-            config = McpServerConfig.model_validate(raw)
-        except ValidationError as exc:
-            reasons = "; ".join(
-                (".".join(str(p) for p in e.get("loc", ())) + ": " if e.get("loc") else "")
-                + e.get("msg", "") for e in exc.errors())
-            problems.append(f"{where}: server {name!r} is invalid ({reasons}); skipped.")
+            config = validated(raw)
+        except ValueError as exc:
+            problems.append(f"{where}: server {name!r} is invalid ({exc}); skipped.")
             continue
         specs.append(McpServerSpec(name, config, origin))
     return specs, problems

@@ -14,12 +14,13 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidationError,
     field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
 
-__all__ = ["McpServerConfig"]
+__all__ = ["McpServerConfig", "validated"]
 
 
 _ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -98,3 +99,13 @@ class McpServerConfig(_Model):
     @property
     def transport(self) -> Literal["stdio", "http"]:
         return "stdio" if self.command is not None else "http"
+
+
+def validated(raw: Any) -> McpServerConfig:
+    """A server block as a McpServerConfig; ValueError naming each bad key."""
+    try:
+        return McpServerConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ValueError("; ".join(
+            (".".join(str(p) for p in e.get("loc", ())) + ": " if e.get("loc") else "")
+            + e.get("msg", "") for e in exc.errors())) from None
