@@ -169,7 +169,7 @@ class OllamaProvider(HttpProvider):
             "raw": False,  # `suffix` needs the model's template, which raw skips
         }
         self._apply_options(body, options)
-        reader = _LineReader(self._http, model, prompt_chars=len(request.prefix + request.suffix))
+        reader = LineReader(self._http, model, prompt_chars=len(request.prefix + request.suffix))
         async with self._http.stream_ndjson(
             "POST", "/api/generate", model=model, body=body
         ) as lines:
@@ -387,7 +387,7 @@ def _int_option(options: dict[str, Any], snake: str, camel: str) -> int | None:
 # --------------------------------------------------------------------------- responses
 
 
-class _LineReader:
+class LineReader:
     """Reads NDJSON lines: errors sent in the stream, the finish reason, the
     usage counts. `generate_chunk` decodes /api/generate (FIM);
     ollama_chat.ChatLineReader adds /api/chat's chunks."""
@@ -415,10 +415,10 @@ class _LineReader:
 
     def generate_chunk(self, value: Any) -> FimChunk | None:
         line = self.check(value)
-        text = _str(line.get("response"))
+        text = text_or_empty(line.get("response"))
         # A thinking model's reasoning is counted but not passed on: a
         # completion is the text alone.
-        self.output_chars += len(text) + len(_str(line.get("thinking")))
+        self.output_chars += len(text) + len(text_or_empty(line.get("thinking")))
         finish = self.finish_reason(line)
         if not (text or finish):
             return None
@@ -463,5 +463,5 @@ class _LineReader:
         return prompt, output
 
 
-def _str(value: Any) -> str:
+def text_or_empty(value: Any) -> str:
     return value if isinstance(value, str) else ""

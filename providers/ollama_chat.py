@@ -19,7 +19,7 @@ from agentls.core.provider import ToolSpec
 from agentls.core.session_types import Message
 
 from .http_provider import text_of, tool_result_text
-from .ollama import _LineReader, _str
+from .ollama import LineReader, text_or_empty
 from .openai_chat import to_openai_tools
 
 __all__ = ["ChatLineReader", "to_ollama_messages", "to_ollama_tools"]
@@ -118,7 +118,7 @@ def _multipart(parts: list[Any], model: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- responses
 
 
-class ChatLineReader(_LineReader):
+class ChatLineReader(LineReader):
     """/api/chat's lines as StreamChunks (text, thinking, whole tool calls)
     and its closing usage chunk."""
 
@@ -126,8 +126,8 @@ class ChatLineReader(_LineReader):
         line = self.check(value)
         message = line.get("message")
         message = message if isinstance(message, dict) else {}
-        text = _str(message.get("content"))
-        reasoning = _str(message.get("thinking"))
+        text = text_or_empty(message.get("content"))
+        reasoning = text_or_empty(message.get("thinking"))
         self.output_chars += len(text) + len(reasoning)
         finish = self.finish_reason(line) if line.get("done") is True else None
         raw_calls = message.get("tool_calls")

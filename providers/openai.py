@@ -140,7 +140,8 @@ class OpenAIProvider(HttpProvider):
             "stream_options": {"include_usage": True},
         }
         _apply_options(body, options)
-        reader = _ChunkReader(self._http, model, prompt_chars=len(request.prefix + request.suffix))
+        reader = SseChunkReader(self._http, model,
+                                prompt_chars=len(request.prefix + request.suffix))
         opened = False
         if probe:
             self.fim.probes += 1
@@ -266,7 +267,7 @@ def _apply_options(body: dict[str, Any], options: CompletionOptions) -> None:
 # --------------------------------------------------------------------------- responses
 
 
-class _ChunkReader:
+class SseChunkReader:
     """Reads a stream's SSE payloads: errors sent in the stream, the usage
     counts, whether the stream ended properly. `text_chunk` decodes the
     /completions (FIM) stream; openai_chat.ChatChunkReader adds the chat's."""

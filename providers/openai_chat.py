@@ -18,7 +18,7 @@ from agentls.core.provider import ToolSpec
 from agentls.core.session_types import Message
 
 from .http_provider import text_of, tool_result_text
-from .openai import _ChunkReader, first_choice
+from .openai import SseChunkReader, first_choice
 
 __all__ = ["ChatChunkReader", "prompt_chars", "to_openai_messages", "to_openai_tools"]
 
@@ -99,7 +99,7 @@ def prompt_chars(body: dict[str, Any]) -> int:
 # --------------------------------------------------------------------------- responses
 
 
-class ChatChunkReader(_ChunkReader):
+class ChatChunkReader(SseChunkReader):
     """The chat stream's chunks as StreamChunks (text, reasoning, tool call
     deltas) and its closing usage chunk."""
 
