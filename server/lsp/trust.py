@@ -88,7 +88,7 @@ async def _ask(ls: AgentlsLanguageServer, trust: WorkspaceTrust) -> None:
         ls.window_show_message(types.ShowMessageParams(
             type=types.MessageType.Error,
             message=f"agentls could not remember your answer for {trust.file}: {exc}"))
-    from .lifecycle import close_retired_providers, report_problems
+    from .reload import close_retired_providers, report_problems
 
     # Re-read: a trusted file's keys apply now; a refused one is reported as such.
     report_problems(ls, ls.state.reload_settings())
