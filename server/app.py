@@ -144,8 +144,8 @@ def build_agent(
     from agentls.core.hook_modules import HookContext, register_hook_modules
     from agentls.core.injections import InjectionLimits
     from agentls.core.instructions import ProjectInstructions
-    from agentls.core.plugins import offering
     from agentls.core.prompt_enrichment import PromptEnricher
+    from agentls.core.registry import offering
     from agentls.core.tools import ToolExecutor
 
     registry = registry or PluginRegistry.discover()

@@ -23,10 +23,9 @@ from agentls.core.capabilities import (
 )
 from agentls.core.inline_completion import InlineCompleter
 from agentls.core.orchestrator import Orchestrator
-from agentls.core.plugins import offering, offers
 from agentls.core.prompt_enrichment import EditorContext, PromptDraft, PromptEnricher, PromptSources
 from agentls.core.provider import ProviderConfig
-from agentls.core.registry import PluginRegistry, select_enabled
+from agentls.core.registry import PluginRegistry, offering, offers, select_enabled
 from agentls.core.session_types import Session
 from agentls.core.settings import load_settings
 from agentls.core.tools import ToolExecutor

@@ -1,6 +1,6 @@
 """What a feature plugin may offer beyond the seed's FeaturePlugin methods,
 one typed Protocol per capability. The server finds them with `offers` /
-`offering` (core/plugins.py), never by probing for method names:
+`offering` (core/registry.py), never by probing for method names:
 
 - `Startable`: `async start(host: FeatureHost)` after the settings were
   read at `initialized` and the first inline completion was answered (or
@@ -38,7 +38,8 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from .plugins import offering, plugin_name
+from .plugins import plugin_name
+from .registry import offering
 
 if TYPE_CHECKING:
     from .feature_host import FeatureHost

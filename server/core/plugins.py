@@ -1,22 +1,20 @@
 """Plugin protocols (seed 003, agent_core `types`) with their documented
-defaults, and the one adapter through which the server asks plugins for
-anything.
+defaults.
 
 A plugin may subclass one of these Protocols explicitly to inherit the
 defaults, or implement only the methods it needs: `plugin_call()` falls back
 to the protocol's default for anything a plugin leaves out (the seed
 signatures stay supported this way). What a feature offers beyond the seed
 (start, tool_plugins, hook_modules, complete, enrich_prompt, ...) is a typed
-Protocol each (core/capabilities.py, core/inline_completion.py,
-core/prompt_enrichment.py, core/next_edit.py), found with `offers` /
+Protocol each (core/capabilities.py), found with core.registry's `offers` /
 `offering`, never by probing for method names.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from .session_types import Session, ToolDescriptor
@@ -28,16 +26,12 @@ __all__ = [
     "ProviderPlugin",
     "ToolInteropContribution",
     "ToolPlugin",
-    "offering",
-    "offers",
     "plugin_call",
     "plugin_name",
     "plugin_priority",
 ]
 
 DEFAULT_PRIORITY = 100
-
-C = TypeVar("C")
 
 
 @dataclass
@@ -481,21 +475,3 @@ def plugin_call(plugin: Any, protocol: type, method: str, *args: Any, **kwargs: 
     default = getattr(protocol, method)
     return default(plugin, *args, **kwargs)
 
-
-def offers(plugin: object, capability: Callable[..., C]) -> TypeGuard[C]:
-    """Whether `plugin` offers `capability`, a runtime-checkable Protocol
-    (core/capabilities.py and the feature contracts): it has every member
-    the Protocol names, and none of its methods is None. Structural: a
-    third-party plugin need not import or subclass anything from agentls."""
-    if plugin is None:
-        return False
-    # (Typed as a callable, not type[C]: mypy refuses Protocol classes there.)
-    try:
-        return isinstance(plugin, capability)  # type: ignore[arg-type]
-    except TypeError:  # a Protocol that is not runtime-checkable
-        return False
-
-
-def offering(plugins: Iterable[object], capability: Callable[..., C]) -> list[C]:
-    """The plugins that offer `capability`, in the order given."""
-    return [plugin for plugin in plugins if offers(plugin, capability)]

@@ -92,7 +92,7 @@ async def start_features(ls: AgentlsLanguageServer) -> None:
     core/capabilities.py) with the current settings; stop those no longer
     enabled. Each start only schedules its work, so this returns at once."""
     from agentls.core.capabilities import Startable
-    from agentls.core.plugins import offering
+    from agentls.core.registry import offering
 
     try:
         enabled = {id(f): f for f in offering(ls.state.features(), Startable)}
@@ -122,7 +122,7 @@ async def stop_features(ls: AgentlsLanguageServer) -> None:
 
 async def _close_feature(feature: object) -> None:
     from agentls.core.capabilities import Closable
-    from agentls.core.plugins import offers
+    from agentls.core.registry import offers
 
     if not offers(feature, Closable):
         return
@@ -160,7 +160,7 @@ def prepare_models(ls: AgentlsLanguageServer) -> None:
     if not any(name.startswith(("hf:", "hf.co/", "huggingface.co/")) for name in names):
         return
     from agentls.core.capabilities import ModelPreparer
-    from agentls.core.plugins import offers
+    from agentls.core.registry import offers
 
     try:
         provider = ls.state.provider()

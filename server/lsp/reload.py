@@ -44,7 +44,7 @@ async def close_retired_providers(ls: AgentlsLanguageServer) -> None:
         except Exception:  # settings that cannot build one were reported already
             successor = None
     from agentls.core.capabilities import TakesOver
-    from agentls.core.plugins import offers
+    from agentls.core.registry import offers
 
     for provider in retired:
         if offers(successor, TakesOver):

@@ -198,7 +198,7 @@ class ServerState:
                 self._provider, self._provider_error = provider, None
                 if self.progress is not None:
                     from agentls.core.capabilities import ProgressAware
-                    from agentls.core.plugins import offers
+                    from agentls.core.registry import offers
 
                     if offers(provider, ProgressAware):
                         provider.attach_progress(self.progress)
@@ -246,32 +246,32 @@ class ServerState:
         return enabled_plugins("feature", self.settings, self.registry, self.feature_config())
 
     @overload
-    def feature(self, name: str, offers: Callable[..., T]) -> T | None: ...
+    def feature(self, name: str, contract: Callable[..., T]) -> T | None: ...
 
     @overload
-    def feature(self, name: str, offers: str) -> Any | None: ...
+    def feature(self, name: str, contract: str) -> Any | None: ...
 
-    def feature(self, name: str, offers: Any) -> Any | None:
+    def feature(self, name: str, contract: Any) -> Any | None:
         """One enabled feature plugin by name that offers a capability (a
         Protocol such as InlineCompleter; or the name of a method), None
         when off, missing or without it, without loading the others unless
         its enablement needs their tags. Looked up once per settings load:
         the per-keystroke handlers ask on every request."""
-        from agentls.core import plugins
-
         loaded = self.loaded
         if self._features_for[0] is not loaded:
             self._features_for = (loaded, {})
         known = self._features_for[1]
-        key = (name, offers)
+        key = (name, contract)
         if key not in known:
             found = self.registry.enabled_one(
                 "feature", name, self.feature_config(), disabled=self.settings.features.disabled,
             )
-            if isinstance(offers, str):
-                known[key] = found if callable(getattr(found, offers, None)) else None
+            if isinstance(contract, str):  # a method name (lsp/next_edit.py: "suggest")
+                known[key] = found if callable(getattr(found, contract, None)) else None
             else:
-                known[key] = found if plugins.offers(found, offers) else None
+                from agentls.core.registry import offers
+
+                known[key] = found if offers(found, contract) else None
         return known[key]
 
     def tools(self) -> list[Any]:
