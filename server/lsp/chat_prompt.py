@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,7 +46,7 @@ async def user_message(
     context: dict[str, Any],
     enrichers: Sequence[PromptEnricher],
     workspace_folders: Sequence[str | Path],
-    documents: Any = None,
+    documents: Callable[[Path], str | None] | None = None,
 ) -> Message:
     """The prompt with its context, as the stored user message. Enrichers
     run in plugin order in a worker thread (mentions read files)."""
@@ -136,7 +135,7 @@ def _shown_path(folders: Sequence[str], fs_path: str) -> str:
             if index == 0:
                 return rel or "."
             return f"{folder.name}/{rel}" if rel != "." else folder.name
-    return fs_path if os.path.isabs(fs_path) else str(resolved)
+    return fs_path
 
 
 def lsp_range(value: Any) -> types.Range | None:
