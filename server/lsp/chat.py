@@ -1,9 +1,9 @@
 """Agent turns over LSP (PROTOCOL.md, "Agent turns" and "Other requests").
 
 `agentls/chat` runs one turn of the core's Orchestrator: the prompt (with
-`@file:` mentions and the editor selection attached, chat_prompt.py) goes in, deltas and
-final messages stream out as notifications, the TurnResult comes back as the
-result. `$/cancelRequest` turns into Orchestrator.cancel(), so a cancelled
+`@file:` mentions and the editor selection attached: chat_prompt.py) goes
+in, deltas and final messages stream out as notifications, the TurnResult
+comes back as the result. `$/cancelRequest` turns into Orchestrator.cancel(), so a cancelled
 chat still answers normally, with status "cancelled" and a valid session.
 Also `agentls/sessions`, `agentls/session`, `agentls/deleteSession`,
 `agentls/uiSchema` and the commands `agentls.chat`, `agentls.cancel`,
@@ -30,7 +30,6 @@ from .channels import (
     LspTurnObserver,
     open_document_lookup,
 )
-from .chat_prompt import lsp_range, user_message
 from .convert import params_object, session_id_param
 from .edits import (
     LspDocumentLookup,
@@ -157,6 +156,8 @@ class ChatService:
         from agentls.core.models import AgentlsError
         from agentls.core.session_store import SessionStoreError
         from agentls.core.size_caps import prompt_too_large
+
+        from .chat_prompt import lsp_range, user_message
 
         prompt = params.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
