@@ -172,8 +172,6 @@ def run_check(workspace: Path) -> int:
         _check_mcp(settings, workspace, out)
         return 1
     provider = agent.provider
-    tool_names = [d.tool_name for d in agent.tools.descriptors]
-    print(f"tools: {', '.join(tool_names) or '(none)'}", file=out)
     report = asyncio.run(probe_provider(provider))
     if report.ok:
         names = ", ".join(m.id for m in report.models[:8]) or "(the provider lists no models)"
@@ -184,6 +182,8 @@ def run_check(workspace: Path) -> int:
     else:
         failed = True
         print(f"  error [{report.error_code}]: {report.error}", file=out)
+    tool_names = [d.tool_name for d in agent.tools.descriptors]
+    print(f"agent tools: {', '.join(tool_names) or '(none)'}", file=out)
     if _check_mcp(settings, workspace, out):
         failed = True
     print("result: " + ("FAILED, fix the items above" if failed else "OK"), file=out)
