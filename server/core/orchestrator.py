@@ -136,8 +136,7 @@ class Orchestrator:
         same objects; only the bundle (and the context settings it carries)
         no longer follow `use`."""
         pinned = copy.copy(self)
-        if self._agent.context is not None:
-            pinned.context = copy.copy(self.context)
+        pinned.context = copy.copy(self.context)
         return pinned
 
     # The bundle's parts, read by the turn (core/turn.py).
