@@ -37,15 +37,13 @@ tells the agent what happened and what to do.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
 from agentls.core.edits import (
-    MAX_TEXT_CHARS,
     DocumentSnapshot,
-    EditRequest,
     UnreadableDocument,
     disk_snapshot,
     edit_refusal,
@@ -53,6 +51,17 @@ from agentls.core.edits import (
 from agentls.core.positions import code_units
 from agentls.core.tool_context import ToolContext, ToolNeed
 
+from .file_plans import (
+    NO_EDITOR,
+    NO_WORKSPACE,
+    EditPlan,
+    PlanEnv,
+    SnapshotLookup,
+    replace_plan,
+    string_argument,
+    string_edits,
+    text_document_edit,
+)
 from .single_tool import SingleTool, ToolRefused, failure_result
 from .text_edits import (
     PREVIEW_MAX_CHARS,
@@ -69,7 +78,7 @@ from .text_edits import (
     text_edits,
     unified_preview,
 )
-from .workspace import NoWorkspace, OutsideWorkspace, Workspace, WorkspacePathError
+from .workspace import Workspace
 
 _PREVIEW_FILE_LIMIT = 1_000_000  # transcript previews skip diffing larger files
 
@@ -92,149 +101,6 @@ __all__ = [
     "text_edits",
     "unified_preview",
 ]
-
-SnapshotLookup = Callable[[str], DocumentSnapshot | None]
-
-
-@dataclass
-class _Env:
-    workspace: Workspace
-    lookup: SnapshotLookup
-    encoding: str
-
-    def resolve(self, raw: Any, key: str = "path") -> Path:
-        if raw is None or raw == "":
-            raise ToolRefused(f"The argument {key!r} is required.", "invalid_arguments")
-        if not isinstance(raw, str):
-            raise ToolRefused(f"The argument {key!r} must be a string.", "invalid_arguments")
-        try:
-            return self.workspace.resolve(raw)
-        except NoWorkspace:
-            raise ToolRefused(_NO_WORKSPACE, "no_workspace") from None
-        except OutsideWorkspace:
-            folders = ", ".join(str(f) for f in self.workspace.folders)
-            raise ToolRefused(
-                f"{raw!r} is outside the workspace folders ({folders}) once `..` and symlinks "
-                "are resolved; agentls only changes files inside them. Nothing was written.",
-                "outside_workspace") from None
-        except WorkspacePathError as exc:
-            raise ToolRefused(str(exc), "invalid_arguments") from None
-
-    def snapshot(self, resolved: Path) -> DocumentSnapshot | None:
-        try:
-            snap = self.lookup(str(resolved))
-        except UnreadableDocument as exc:
-            raise ToolRefused(f"Cannot edit {self.shown(resolved)}: it is {exc}.",
-                               "unreadable") from None
-        except OSError as exc:
-            raise ToolRefused(f"Cannot read {self.shown(resolved)}: {exc.strerror or exc}.",
-                               "unreadable") from None
-        if snap is not None and len(snap.text) > MAX_TEXT_CHARS:
-            raise ToolRefused(f"{self.shown(resolved)} is too large to edit through the "
-                               "editor.", "unreadable")
-        return snap
-
-    def shown(self, resolved: Path) -> str:
-        return self.workspace.relative(resolved)
-
-
-_NO_EDITOR = (
-    "{tool} needs an editor connection to apply changes (agentls changes files only through "
-    "the editor's workspace/applyEdit); none is attached. Nothing was written."
-)
-_NO_WORKSPACE = (
-    "No workspace folder is open (single-file mode), so agentls cannot change files. "
-    "Nothing was written. Ask the user to open a folder in the editor."
-)
-
-
-@dataclass
-class _Plan:
-    """What a tool wants applied, and what it will report."""
-
-    label: str
-    edit: dict[str, Any]
-    preview: str
-    paths: tuple[str, ...]
-    base_versions: dict[str, int | None]
-    output: dict[str, Any]
-    unchanged: bool = False
-
-    def request(self, tool: str, session_id: str) -> EditRequest:
-        return EditRequest(tool_name=tool, session_id=session_id, label=self.label,
-                           edit=self.edit, preview=self.preview, paths=self.paths,
-                           base_versions=self.base_versions, after=_after(self.output))
-
-
-def _text_document_edit(uri: str, version: int | None, edits: list[dict[str, Any]]
-                        ) -> dict[str, Any]:
-    return {"textDocument": {"uri": uri, "version": version}, "edits": edits}
-
-
-def _replace_plan(tool: str, env: _Env, resolved: Path, snap: DocumentSnapshot, new: str
-                  ) -> _Plan:
-    rel = env.shown(resolved)
-    regions = diff_regions(snap.text, new)
-    edits = text_edits(snap.text, new, env.encoding, regions)
-    return _Plan(
-        label=f"agentls: {tool} {rel}",
-        edit={"documentChanges": [_text_document_edit(snap.uri, snap.version, edits)]},
-        preview=unified_preview(rel, rel, snap.text, new),
-        paths=(str(resolved),),
-        base_versions={snap.uri: snap.version},
-        output={
-            "path": str(resolved), "uri": snap.uri, "old_text": snap.text, "new_text": new,
-            "changed_lines": changed_line_ranges(new, regions), "applied": True,
-            "relative_path": rel,
-        },
-        unchanged=not regions,
-    )
-
-
-def _string(arguments: Mapping[str, Any], key: str, *, required: bool = True) -> str:
-    value = arguments.get(key)
-    if value is None:
-        if required:
-            raise ToolRefused(f"The argument {key!r} is required.", "invalid_arguments")
-        return ""
-    if not isinstance(value, str):
-        raise ToolRefused(f"The argument {key!r} must be a string, not "
-                           f"{type(value).__name__}.", "invalid_arguments")
-    return value
-
-
-def _flag(value: Any, key: str) -> bool:
-    if value is None:
-        return False
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    raise ToolRefused(f"The argument {key!r} must be true or false.", "invalid_arguments")
-
-
-def _string_edits(arguments: Mapping[str, Any]) -> list[StringEdit]:
-    edits: list[StringEdit] = []
-    if arguments.get("old_string") is not None or arguments.get("new_string") is not None:
-        edits.append(StringEdit(_string(arguments, "old_string"),
-                                _string(arguments, "new_string"),
-                                _flag(arguments.get("replace_all"), "replace_all")))
-    more = arguments.get("edits")
-    if more is not None:
-        if not isinstance(more, list) or not all(isinstance(e, dict) for e in more):
-            raise ToolRefused("The argument 'edits' must be a list of {old_string, new_string, "
-                               "replace_all?} objects.", "invalid_arguments")
-        for index, item in enumerate(more):
-            try:
-                edits.append(StringEdit(_string(item, "old_string"), _string(item, "new_string"),
-                                        _flag(item.get("replace_all"), "replace_all")))
-            except ToolRefused as exc:
-                raise ToolRefused(f"edits[{index}]: {exc.message}", exc.code) from None
-    if not edits:
-        raise ToolRefused("Give old_string and new_string (or a list of edits).",
-                           "invalid_arguments")
-    return edits
-
 
 # --------------------------------------------------------------------------- the tools
 
@@ -280,13 +146,13 @@ class _FileTool(SingleTool):
     async def call(self, arguments: dict[str, Any], state: dict[str, Any],
                    context: ToolContext) -> dict[str, Any]:
         prepared = context.need.prepared if context.need is not None else None
-        plan = prepared if isinstance(prepared, _Plan) else \
+        plan = prepared if isinstance(prepared, EditPlan) else \
             await self._plan(arguments, state, context)
         if plan.unchanged:
             return {"success": True, "output": {**plan.output, "unchanged": True}}
         editor = context.editor
         if editor is None:
-            raise ToolRefused(_NO_EDITOR.format(tool=self.name), "unsupported")
+            raise ToolRefused(NO_EDITOR.format(tool=self.name), "unsupported")
         outcome = await editor.apply(plan.request(self.name, context.session_id))
         if not outcome.applied:
             subject = plan.label.removeprefix("agentls: ")
@@ -295,19 +161,19 @@ class _FileTool(SingleTool):
         return {"success": True, "output": plan.output}
 
     async def _plan(self, arguments: Mapping[str, Any], state: dict[str, Any],
-                    context: ToolContext) -> _Plan:
+                    context: ToolContext) -> EditPlan:
         workspace = Workspace.from_tool_context(context, state.get("config"))
         if not workspace.folders:
-            raise ToolRefused(_NO_WORKSPACE, "no_workspace")
+            raise ToolRefused(NO_WORKSPACE, "no_workspace")
         lookup, editor = context.snapshots, context.editor
         if lookup is None or editor is None:
-            raise ToolRefused(_NO_EDITOR.format(tool=self.name), "unsupported")
+            raise ToolRefused(NO_EDITOR.format(tool=self.name), "unsupported")
         state["snapshots"] = lookup  # for later transcript previews (no context there)
         encoding = str(getattr(lookup, "position_encoding", None)
                        or getattr(editor, "position_encoding", None) or "utf-16")
-        return await asyncio.to_thread(self.plan, _Env(workspace, lookup, encoding), arguments)
+        return await asyncio.to_thread(self.plan, PlanEnv(workspace, lookup, encoding), arguments)
 
-    def plan(self, env: _Env, arguments: Mapping[str, Any]) -> _Plan:
+    def plan(self, env: PlanEnv, arguments: Mapping[str, Any]) -> EditPlan:
         raise NotImplementedError
 
     # -- what the model and the user see ----------------------------------------------
@@ -327,7 +193,7 @@ class _FileTool(SingleTool):
         stashed = state.get("snapshots")
         lookup: SnapshotLookup = stashed if callable(stashed) else _limited_disk_snapshot
         try:
-            return self.plan(_Env(workspace, lookup, "utf-16"), arguments).preview
+            return self.plan(PlanEnv(workspace, lookup, "utf-16"), arguments).preview
         except Exception:
             return self.fallback_preview(arguments)
 
@@ -363,15 +229,15 @@ class WriteFileTool(_FileTool):
         "required": ["path", "content"],
     }
 
-    def plan(self, env: _Env, arguments: Mapping[str, Any]) -> _Plan:
+    def plan(self, env: PlanEnv, arguments: Mapping[str, Any]) -> EditPlan:
         resolved = env.resolve(arguments.get("path"))
-        content = _string(arguments, "content")
+        content = string_argument(arguments, "content")
         if resolved.is_dir():
             raise ToolRefused(f"{env.shown(resolved)} is a folder; give a file path.",
                                "invalid_arguments")
         snap = env.snapshot(resolved)
         if snap is not None:
-            return _replace_plan(self.name, env, resolved, snap, content)
+            return replace_plan(self.name, env, resolved, snap, content)
         rel = env.shown(resolved)
         uri = resolved.as_uri()
         changes: list[dict[str, Any]] = [
@@ -379,9 +245,9 @@ class WriteFileTool(_FileTool):
         ]
         if content:
             start = {"line": 0, "character": 0}
-            changes.append(_text_document_edit(
+            changes.append(text_document_edit(
                 uri, None, [{"range": {"start": start, "end": start}, "newText": content}]))
-        return _Plan(
+        return EditPlan(
             label=f"agentls: {self.name} {rel}",
             edit={"documentChanges": changes},
             preview=unified_preview(None, rel, "", content),
@@ -447,9 +313,9 @@ class EditFileTool(_FileTool):
         "required": ["path"],
     }
 
-    def plan(self, env: _Env, arguments: Mapping[str, Any]) -> _Plan:
+    def plan(self, env: PlanEnv, arguments: Mapping[str, Any]) -> EditPlan:
         resolved = env.resolve(arguments.get("path"))
-        edits = _string_edits(arguments)
+        edits = string_edits(arguments)
         snap = env.snapshot(resolved)
         rel = env.shown(resolved)
         if snap is None:
@@ -460,7 +326,7 @@ class EditFileTool(_FileTool):
         if new == snap.text:
             raise ToolRefused("The edits leave the file unchanged; nothing to do.",
                                "invalid_arguments")
-        return _replace_plan(self.name, env, resolved, snap, new)
+        return replace_plan(self.name, env, resolved, snap, new)
 
     def summary(self, output: dict[str, Any]) -> str:
         rel = output.get("relative_path") or output.get("path")
@@ -470,7 +336,7 @@ class EditFileTool(_FileTool):
     def fallback_preview(self, arguments: Mapping[str, Any]) -> str:
         path = str(arguments.get("path", "?"))
         try:
-            edits = _string_edits(arguments)
+            edits = string_edits(arguments)
         except ToolRefused:
             return f"edit_file {path}"
         lines: list[str] = [f"--- a/{path}", f"+++ b/{path}"]
@@ -493,7 +359,7 @@ class DeleteFileTool(_FileTool):
         "required": ["path"],
     }
 
-    def plan(self, env: _Env, arguments: Mapping[str, Any]) -> _Plan:
+    def plan(self, env: PlanEnv, arguments: Mapping[str, Any]) -> EditPlan:
         resolved = env.resolve(arguments.get("path"))
         rel = env.shown(resolved)
         if resolved.is_dir():
@@ -502,7 +368,7 @@ class DeleteFileTool(_FileTool):
         snap = env.snapshot(resolved)
         if snap is None:
             raise ToolRefused(f"{rel} does not exist; nothing to delete.", "not_found")
-        return _Plan(
+        return EditPlan(
             label=f"agentls: {self.name} {rel}",
             edit={"documentChanges": [{"kind": "delete", "uri": snap.uri,
                                        "options": {"recursive": False,
@@ -537,7 +403,7 @@ class RenameFileTool(_FileTool):
         "required": ["path", "new_path"],
     }
 
-    def plan(self, env: _Env, arguments: Mapping[str, Any]) -> _Plan:
+    def plan(self, env: PlanEnv, arguments: Mapping[str, Any]) -> EditPlan:
         source = env.resolve(arguments.get("path"))
         target = env.resolve(arguments.get("new_path"), "new_path")
         rel, new_rel = env.shown(source), env.shown(target)
@@ -554,7 +420,7 @@ class RenameFileTool(_FileTool):
             raise ToolRefused(f"{new_rel} already exists; rename_file does not overwrite. "
                                "Choose another name, or delete it first.", "already_exists")
         new_uri = target.as_uri()
-        return _Plan(
+        return EditPlan(
             label=f"agentls: {self.name} {rel} -> {new_rel}",
             edit={"documentChanges": [{"kind": "rename", "oldUri": snap.uri, "newUri": new_uri,
                                        "options": {"overwrite": False,
@@ -576,14 +442,3 @@ class RenameFileTool(_FileTool):
 
     def fallback_preview(self, arguments: Mapping[str, Any]) -> str:
         return f"rename {arguments.get('path', '?')} -> {arguments.get('new_path', '?')}"
-
-
-def _after(output: Mapping[str, Any]) -> dict[str, str | None]:
-    """What each path holds once the plan is applied (None: gone), for
-    checkpoints (agentls.core.checkpoints)."""
-    after: dict[str, str | None] = {}
-    if output.get("old_path"):
-        after[str(output["old_path"])] = None
-    new_text = output.get("new_text")
-    after[str(output["path"])] = new_text if isinstance(new_text, str) else None
-    return after

@@ -40,23 +40,49 @@ class TurnLimits:
 
 
 class TurnHost(Protocol):
-    """The agent a turn runs with (the Orchestrator satisfies it)."""
+    """The agent a turn runs with (the Orchestrator satisfies it; read-only
+    here, so any object with these attributes does)."""
 
-    provider: Provider
-    hooks: HookRegistry
-    tools: ToolExecutor
-    sink: MessageSink | None
-    gate: ApprovalGate
-    display: DisplayChannel | None
-    limits: TurnLimits
-    model: str | None
-    max_tokens: int | None
-    output_cap: int | None
+    @property
+    def provider(self) -> Provider: ...
+
+    @property
+    def hooks(self) -> HookRegistry: ...
+
+    @property
+    def tools(self) -> ToolExecutor: ...
+
+    @property
+    def sink(self) -> MessageSink | None: ...
+
+    @property
+    def gate(self) -> ApprovalGate: ...
+
+    @property
+    def display(self) -> DisplayChannel | None: ...
+
+    @property
+    def limits(self) -> TurnLimits: ...
+
+    @property
+    def model(self) -> str | None: ...
+
+    @property
+    def max_tokens(self) -> int | None: ...
+
+    @property
+    def output_cap(self) -> int | None: ...
+
     # The composition's tool context keys (workspace_folders, documents,
     # snapshots, editor): ToolContext.from_mapping reads them.
-    tool_context: Mapping[str, Any]
-    checkpoints: CheckpointStore | None
-    context: ContextManager
+    @property
+    def tool_context(self) -> Mapping[str, Any]: ...
+
+    @property
+    def checkpoints(self) -> CheckpointStore | None: ...
+
+    @property
+    def context(self) -> ContextManager: ...
 
     def system_prompt(self) -> str: ...
 

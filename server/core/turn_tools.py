@@ -16,59 +16,34 @@ so and the tool gets a ConfirmingEditor.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from . import events
-from .approval import ApprovalQuestion, ApprovalRequest, Clearance, MessageLevel, decide
+from .approval import ApprovalQuestion, ApprovalRequest, Clearance, decide
 from .checkpoints import TurnCheckpoints
 from .edits import ConfirmingEditor, editor_confirms
-from .models import HookResult, ToolCall, ToolResult
+from .models import ToolCall, ToolResult
 from .observer import TurnObserver
 from .session_statuses import SessionStatuses
 from .session_types import Message
 from .size_caps import cap_text, cap_tool_result
 from .tool_context import ToolContext, ToolNeed, ToolRefused
 from .tools import ToolExecution, failed
-from .turn_host import TurnHost
+from .turn_hooks import TurnHooks
 
-__all__ = ["HookOutcome", "ToolCalls", "interrupted_message", "tool_message"]
-
-
-@dataclass
-class HookOutcome:
-    """What a turn does after an event's hooks answered."""
-
-    allowed: bool
-    reason: str = ""
-    data: dict[str, Any] | None = None
-    choice: str | None = None  # the user's yes to a hook's ask_user
+__all__ = ["ToolCalls", "interrupted_message", "tool_message"]
 
 
-class ToolCalls:
+class ToolCalls(TurnHooks):
     """The tool-call part of a Turn (turn.py): what it uses of the turn is
     declared here, the turn provides it."""
 
-    core: TurnHost
     statuses: SessionStatuses
     observer: TurnObserver
-    sid: str
     context: dict[str, Any]
     checkpoints: TurnCheckpoints | None
-    tool_post_appends: list[str]
-
-    async def hook(self, event: str, data: dict[str, Any]) -> HookOutcome:
-        raise NotImplementedError
-
-    async def emit(self, event: str, data: dict[str, Any]) -> HookResult:
-        raise NotImplementedError
-
-    async def notify(self, text: str, level: MessageLevel) -> None:
-        raise NotImplementedError
-
-    async def persist(self, message: Message) -> None:
-        raise NotImplementedError
 
     async def run_tool(self, call: ToolCall) -> None:
         """Run one tool call and store its result."""

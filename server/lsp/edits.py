@@ -20,9 +20,8 @@ edits").
     one the edit was computed from; a moved document refuses the edit
     (code "stale"). So does a file that appeared (create) or vanished
     (delete, rename) in the meantime.
-- LspDocumentLookup: path -> DocumentSnapshot, the open buffer with its
-  version, else the disk (version None); only inside the workspace folders.
-- diagnostics_publisher: textDocument/publishDiagnostics for hook modules.
+- LspDocumentLookup and diagnostics_publisher live in documents.py (and
+  are importable from here).
 """
 
 from __future__ import annotations
@@ -31,17 +30,24 @@ import asyncio
 import copy
 import logging
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote
 
-from lsprotocol import converters, types
+from lsprotocol import types
 
 from agentls.core.approval import ALLOW_ONCE, ALLOW_SESSION, DENY, EDIT_OPTIONS, ApprovalGate
-from agentls.core.edits import DocumentSnapshot, EditOutcome, EditRequest, disk_snapshot
+from agentls.core.edits import EditOutcome, EditRequest
 
 from .channels import LspApprovalChannel, send_request
+from .documents import (
+    LspDocumentLookup,
+    client_position_encoding,
+    diagnostics_publisher,
+    open_document,
+    resolved,
+    structure,
+)
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer
@@ -85,7 +91,7 @@ class LspEditApplier:
     # -- capabilities and settings -------------------------------------------------
     @property
     def position_encoding(self) -> str:
-        return _position_encoding(self.ls)
+        return client_position_encoding(self.ls)
 
     def _settings(self) -> ApprovalSettings:
         state = getattr(self.ls, "state", None)
@@ -185,7 +191,7 @@ class LspEditApplier:
         try:
             result = await send_request(
                 self.ls, types.WORKSPACE_APPLY_EDIT,
-                types.ApplyWorkspaceEditParams(edit=_structure(edit, types.WorkspaceEdit),
+                types.ApplyWorkspaceEditParams(edit=structure(edit, types.WorkspaceEdit),
                                                label=request.label),
                 settings.timeout_seconds)
         except TimeoutError:
@@ -294,7 +300,7 @@ class LspEditApplier:
                                     f"(version {base}, now {document.version}). Nothing was "
                                     "written. Read the file again (read_file) and redo the change "
                                     "against its current content.")
-            elif _open_document(self.ls, _path_of(uri)) is not None:
+            elif open_document(self.ls, _path_of(uri)) is not None:
                 return _outcome("stale", f"{shown} was opened in the editor since it was read "
                                 "from disk. Nothing was written. Read it again (read_file) and "
                                 "redo the change.")
@@ -302,7 +308,7 @@ class LspEditApplier:
             kind = change.get("kind") if isinstance(change, dict) else None
             if kind == "create":
                 path = _path_of(change["uri"])
-                if path is not None and (path.exists() or _open_document(self.ls, path)):
+                if path is not None and (path.exists() or open_document(self.ls, path)):
                     shown = _shown(self.ls, change["uri"])
                     return _outcome("stale", f"{shown} exists now; it did not when the change "
                                     "was made. Nothing was written. Read it (read_file) and "
@@ -310,7 +316,7 @@ class LspEditApplier:
             elif kind in ("delete", "rename"):
                 uri = change["uri"] if kind == "delete" else change["oldUri"]
                 path = _path_of(uri)
-                if path is not None and not path.exists() and not _open_document(self.ls, path):
+                if path is not None and not path.exists() and not open_document(self.ls, path):
                     shown = _shown(self.ls, uri)
                     return _outcome("stale", f"{shown} no longer exists. Nothing was written. "
                                     "List the files again (list_files).")
@@ -325,84 +331,7 @@ def end_session_approvals(ls: Any, session_id: str | None = None) -> None:
         gate.forget(session_id)
 
 
-# --------------------------------------------------------------------------- documents
-
-
-class LspDocumentLookup:
-    """DocumentLookup: the open buffer (text and version) for a path, else
-    the disk (version None); None outside the workspace folders or when
-    neither exists. Open buffers are matched by resolved path, so a buffer
-    opened through a symlink is found. UnreadableDocument (an OSError) for
-    binary, non-UTF-8 or huge files."""
-
-    def __init__(self, ls: LanguageServer) -> None:
-        self.ls = ls
-
-    @property
-    def position_encoding(self) -> str:
-        return _position_encoding(self.ls)
-
-    def __call__(self, path: str) -> DocumentSnapshot | None:
-        target = _resolved(Path(path))
-        if target is None or not self._inside(target):
-            return None
-        document = _open_document(self.ls, target)
-        if document is not None:
-            return DocumentSnapshot(uri=document.uri, path=str(target), text=document.source,
-                                    version=document.version)
-        return disk_snapshot(str(target))
-
-    def _inside(self, target: Path) -> bool:
-        state = getattr(self.ls, "state", None)
-        for folder in getattr(state, "workspace_folders", None) or []:
-            root = _resolved(Path(folder))
-            if root is not None and (target == root or target.is_relative_to(root)):
-                return True
-        return False
-
-
-def _open_document(ls: Any, target: Path | None) -> Any:
-    if target is None:
-        return None
-    from pygls.uris import to_fs_path
-
-    target = _resolved(target) or target
-    for document in list(ls.workspace.text_documents.values()):
-        fs_path = to_fs_path(document.uri)
-        if fs_path and _resolved(Path(fs_path)) == target:
-            return document
-    return None
-
-
-# --------------------------------------------------------------------------- diagnostics
-
-
-def diagnostics_publisher(ls: LanguageServer) -> Callable[[str, list[Any], int | None], None]:
-    """publish(uri, diagnostics, version): textDocument/publishDiagnostics
-    with LSP Diagnostic dicts (or lsprotocol Diagnostics); an invalid
-    diagnostic is logged and left out, an empty list clears."""
-
-    def publish(uri: str, diagnostics: list[Any], version: int | None = None) -> None:
-        items: list[types.Diagnostic] = []
-        for diagnostic in diagnostics:
-            if isinstance(diagnostic, types.Diagnostic):
-                items.append(diagnostic)
-                continue
-            try:
-                items.append(_structure(diagnostic, types.Diagnostic))
-            except Exception as exc:
-                log.warning("Dropped an invalid diagnostic for %s: %s", uri, exc)
-        ls.text_document_publish_diagnostics(
-            types.PublishDiagnosticsParams(uri=uri, diagnostics=items, version=version))
-
-    return publish
-
-
 # --------------------------------------------------------------------------- helpers
-
-
-def _structure(value: Any, cls: type[Any]) -> Any:
-    return converters.get_converter().structure(value, cls)
 
 
 def _client_workspace(ls: Any) -> types.WorkspaceClientCapabilities | None:
@@ -414,19 +343,11 @@ def _client_workspace(ls: Any) -> types.WorkspaceClientCapabilities | None:
     return workspace
 
 
-def _position_encoding(ls: Any) -> str:
-    try:
-        encoding = ls.workspace.position_encoding
-    except Exception:
-        encoding = None
-    return str(getattr(encoding, "value", encoding) or "utf-16")
-
-
 def _path_of(uri: str) -> Path | None:
     from pygls.uris import to_fs_path
 
     fs_path = to_fs_path(uri)
-    return _resolved(Path(fs_path)) if fs_path else None
+    return resolved(Path(fs_path)) if fs_path else None
 
 
 def _shown(ls: Any, uri: str) -> str:
@@ -436,18 +357,11 @@ def _shown(ls: Any, uri: str) -> str:
         return uri
     folders = getattr(getattr(ls, "state", None), "workspace_folders", None) or []
     for index, folder in enumerate(folders):
-        root = _resolved(Path(folder))
+        root = resolved(Path(folder))
         if root is not None and path.is_relative_to(root):
             rel = path.relative_to(root).as_posix()
             return rel if index == 0 else f"{root.name}/{rel}"
     return str(path)
-
-
-def _resolved(path: Path) -> Path | None:
-    try:
-        return path.resolve()
-    except (OSError, RuntimeError):
-        return None
 
 
 def _real(path: Path) -> Path:
