@@ -3,16 +3,18 @@
 
 prompt:submit -> request built to fit the window (context.py) -> provider
 stream (deltas to the observer) -> tool calls -> tool:pre (deny / ask_user /
-modify) -> tool execution (files checkpointed first) -> tool:post
-(inject_context, stored or ephemeral) -> next iteration -> until the model
+modify) -> the tool's need, the approval policy and the gate, once per call
+(turn_tools.py) -> tool execution (files checkpointed first) -> tool:post
+(inject_context, stored or ephemeral; turn_hooks.py) -> next iteration ->
+until the model
 stops, `session.maxIterations` is reached, or the turn is cancelled (pending
 tool calls then get a synthetic cancelled result, so the session stays valid
 for every provider).
 
 Every message is persisted the moment it is final, so a crash loses nothing
 already said. Split from orchestrator.py, which keeps what spans turns (the
-running turns per session, their statuses, cancellation, compaction on
-request).
+running turns per session, their SessionStatuses, cancellation, compaction
+on request); a turn sees the orchestrator only as a TurnHost (turn_host.py).
 """
 
 from __future__ import annotations
