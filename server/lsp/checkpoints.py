@@ -25,7 +25,9 @@ if TYPE_CHECKING:
 
     from .server import AgentlsLanguageServer
 
-__all__ = ["register"]
+__all__ = ["MAX_TURN", "register"]
+
+MAX_TURN = 2**31 - 1  # a turn number the session database can hold, with room to spare
 
 
 def register(server: AgentlsLanguageServer) -> None:
@@ -51,7 +53,7 @@ def register(server: AgentlsLanguageServer) -> None:
         args = params_object(params)
         session_id = session_id_param(args, "agentls/restoreCheckpoint")
         turn = args.get("turn")
-        if isinstance(turn, bool) or not isinstance(turn, int) or turn < 1:
+        if isinstance(turn, bool) or not isinstance(turn, int) or not 1 <= turn <= MAX_TURN:
             raise JsonRpcInvalidParams("agentls/restoreCheckpoint needs `turn`, a turn number "
                                        "(1 for the first prompt) from agentls/checkpoints.")
         force = args.get("force", False)

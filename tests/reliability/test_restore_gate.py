@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pygls.exceptions import JsonRpcException
 
 from tests.e2e.test_checkpoints import restore
 from tests.e2e.test_edits import call, capabilities, chat, editor_session, scripted
@@ -134,3 +135,20 @@ async def test_a_hard_linked_file_is_not_restored(tmp_path: Path, workspace: Pat
         assert any("hard link" in c["reason"] for c in answer["conflicts"]), answer
         assert ed.edits[sent:] == []
         assert (outside / "target.txt").read_text() == "ALPHA\n"
+
+
+async def test_a_huge_turn_number_is_invalid_params_without_a_traceback(
+    tmp_path: Path, workspace: Path
+) -> None:
+    # Issue 22 item 11: turn = 2**70 answered -32603 with a Python traceback.
+    settings, _ = scripted(tmp_path, "huge", EDIT_CONF, approval=ALLOW_WRITES)
+    async with editor_session(workspace, tmp_path / "state", settings,
+                              capabilities(annotations=False)) as ed:
+        sid = (await chat(ed, prompt="Change the setting"))["sessionId"]
+        for turn in (2**70, 2**63):
+            with pytest.raises(JsonRpcException) as error:
+                await restore(ed, sid, turn)
+            assert error.value.code == -32602, error.value
+            assert "Traceback" not in str(error.value) and "turn" in str(error.value)
+        # the server still answers
+        assert (await restore(ed, sid, 1))["restored"] == ["conf/config"]
