@@ -29,6 +29,7 @@ from agentls.core.registry import PluginRegistry, UnknownPlugin
 
 if TYPE_CHECKING:
     from agentls.core.agent import AgentBundle, EditorChannels
+    from agentls.core.hooks import HookRegistry
     from agentls.core.models import ModelInfo, ProviderInfo
     from agentls.core.registry import PluginKind
     from agentls.core.settings import AgentlsSettings
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ProbeReport",
     "build_agent",
+    "build_hooks",
     "build_provider",
     "enabled_plugins",
     "plugin_config",
@@ -140,8 +142,7 @@ def build_agent(
     that fails is logged and left out. `workspace_root` (project
     instructions, the system prompt) defaults to the first folder."""
     from agentls.core.agent import AgentBundle, ContextSettings, EditorChannels, TurnLimits
-    from agentls.core.capabilities import contributed_hook_modules, contributed_tool_plugins
-    from agentls.core.hook_modules import HookContext, register_hook_modules
+    from agentls.core.capabilities import contributed_tool_plugins
     from agentls.core.injections import InjectionLimits
     from agentls.core.instructions import ProjectInstructions
     from agentls.core.prompt_enrichment import PromptEnricher
@@ -159,16 +160,7 @@ def build_agent(
     features = enabled_plugins("feature", settings, registry, config, tags)
     tools = [*enabled_plugins("tool", settings, registry, config, tags),
              *contributed_tool_plugins(features)]
-    hook_modules = [*enabled_plugins("hook", settings, registry, config, tags),
-                    *contributed_hook_modules(features)]
-    hooks = register_hook_modules(hook_modules, HookContext(
-        settings=settings,
-        workspace_folders=list(folders),
-        documents=channels.snapshots,
-        display=channels.display,
-        approval=channels.approval,
-        publish_diagnostics=channels.publish_diagnostics,
-    ))
+    hooks = _hooks(settings, registry, channels, folders, config, tags, features)
     session = settings.session
     return AgentBundle(
         provider=provider,
@@ -198,6 +190,53 @@ def build_agent(
         workspace_folders=tuple(str(p) for p in folders),
         channels=channels,
     )
+
+
+def build_hooks(
+    settings: AgentlsSettings,
+    registry: PluginRegistry,
+    channels: EditorChannels | None = None,
+    *,
+    workspace_folders: Sequence[str | Path] = (),
+    workspace_root: str | Path | None = None,
+) -> HookRegistry:
+    """The hook handlers build_agent would register, alone (for callers that
+    need the policies without a provider, e.g. a checkpoint restore)."""
+    from agentls.core.agent import EditorChannels
+
+    folders = [Path(p) for p in workspace_folders]
+    root = Path(workspace_root) if workspace_root else (folders[0] if folders else None)
+    config = plugin_config(settings, folders, root)
+    tags = registry.collect_tags(config)
+    features = enabled_plugins("feature", settings, registry, config, tags)
+    return _hooks(settings, registry, channels or EditorChannels(), folders, config, tags,
+                  features)
+
+
+def _hooks(
+    settings: AgentlsSettings,
+    registry: PluginRegistry,
+    channels: EditorChannels,
+    folders: list[Path],
+    config: dict[str, Any],
+    tags: Sequence[str],
+    features: list[Any],
+) -> HookRegistry:
+    """Enabled hook modules and those the features contribute, registered
+    against what a hook module may use (core/hook_modules.py)."""
+    from agentls.core.capabilities import contributed_hook_modules
+    from agentls.core.hook_modules import HookContext, register_hook_modules
+
+    modules = [*enabled_plugins("hook", settings, registry, config, tags),
+               *contributed_hook_modules(features)]
+    return register_hook_modules(modules, HookContext(
+        settings=settings,
+        workspace_folders=list(folders),
+        documents=channels.snapshots,
+        display=channels.display,
+        approval=channels.approval,
+        publish_diagnostics=channels.publish_diagnostics,
+    ))
 
 
 @dataclass

@@ -28,6 +28,7 @@ from agentls.core.provider import ProviderConfig
 from agentls.core.registry import PluginRegistry, offering, offers, select_enabled
 from agentls.core.session_types import Session
 from agentls.core.settings import load_settings
+from agentls.core.tool_context import ToolNeed
 from agentls.core.tools import ToolExecutor
 from agentls.lsp.state import ServerState
 from agentls.providers.scripted import ScriptedProvider
@@ -60,7 +61,7 @@ def test_build_agent_makes_the_bundle_from_settings_registry_and_channels(
     assert agent.workspace == str(tmp_path) and agent.workspace_folders == (str(tmp_path),)
     tools = {d.tool_name for d in agent.tools.descriptors}
     assert {"read_file", "write_file", "run_command"} <= tools
-    assert agent.hooks.has_handlers("tool:pre")  # the policy hook module registered
+    assert agent.hooks.approval_policies  # the policy hook module registered
     assert [e.name for e in agent.enrichers] == ["mentions", "templates"]
     assert agent.tool_context()["workspace_folders"] == [str(tmp_path)]
     with pytest.raises(AttributeError):
@@ -74,7 +75,7 @@ def test_build_agent_leaves_out_what_features_disabled_names(tmp_path: Path) -> 
     tools = {d.tool_name for d in agent.tools.descriptors}
     assert "run_command" not in tools and "read_file" in tools
     assert [e.name for e in agent.enrichers] == ["templates"]
-    assert not agent.hooks.has_handlers("tool:pre")
+    assert not agent.hooks.approval_policies
 
 
 def test_build_agent_takes_tools_and_hooks_from_features(tmp_path: Path) -> None:
@@ -137,6 +138,9 @@ class Waiting:
 
     def get_tool_schemas(self, state: dict[str, Any], **_: Any) -> list[dict[str, Any]]:
         return [{"name": "wait", "description": "waits", "parameters": {"type": "object"}}]
+
+    def tool_need(self, tool_name: str, arguments: Any, state: dict[str, Any]) -> ToolNeed:
+        return ToolNeed("none")  # nothing to approve
 
     async def execute_tool_async(self, tool_name: str | None, payload: Any,
                                  state: dict[str, Any], **_: Any) -> dict[str, Any]:

@@ -18,7 +18,7 @@ implements them (lsp/channels.py, lsp/edits.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -112,6 +112,9 @@ class AgentBundle:
     workspace_folders: tuple[str, ...] | None = None
     channels: EditorChannels = field(default_factory=EditorChannels)
     system_prompt: str | None = None  # None: the default one (core/system_prompt.py)
+    # More keys for every tool call's context (an embedding application's
+    # own); the keys above win over them.
+    tool_context_extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def gate(self) -> ApprovalGate:
@@ -121,7 +124,7 @@ class AgentBundle:
         """What every tool call's context starts from (the turn adds the
         session, the trigger and the approval verdict)."""
         channels = self.channels
-        context: dict[str, Any] = {}
+        context: dict[str, Any] = dict(self.tool_context_extra)
         if self.workspace_folders is not None:
             context["workspace_folders"] = list(self.workspace_folders)
         for key, value in (("documents", channels.documents), ("snapshots", channels.snapshots),

@@ -17,7 +17,7 @@ import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from .agent import AgentBundle, ContextSettings, EditorChannels, TurnLimits
 from .approval import ApprovalChannel, ApprovalGate, DisplayChannel
@@ -27,10 +27,12 @@ from .hooks import HookRegistry
 from .models import AgentlsError, SessionStatus
 from .observer import TurnObserver
 from .provider import Provider
+from .session_statuses import SessionStatuses
 from .session_types import Message, Session
 from .system_prompt import default_system_prompt
 from .tools import ToolExecutor
 from .turn import Turn, TurnResult, TurnStatus
+from .turn_host import MessageSink
 
 __all__ = [
     "MessageSink",
@@ -45,14 +47,6 @@ __all__ = [
 
 class TurnInProgress(AgentlsError):
     """A second turn was started in a session whose turn is still running."""
-
-
-class MessageSink(Protocol):
-    """Where final messages go (the SQLite SessionStore satisfies this)."""
-
-    def append_message(self, session_id: str, message: Message) -> int: ...
-
-    def update_status(self, session_id: str, status: SessionStatus) -> None: ...
 
 
 @dataclass
@@ -81,12 +75,13 @@ class Orchestrator:
         workspace: str | None = None,
         model: str | None = None,
         max_tokens: int | None = None,
+        tool_context: Mapping[str, Any] | None = None,
     ) -> None:
         """`agent`: the bundle turns run with. A bare Provider (scripts,
         tests) is made into one with the keyword parts given here; with a
         bundle those parts are its own and must not be given again."""
         parts = (hooks, tools, approval, gate, display, limits, system_prompt, workspace,
-                 model, max_tokens)
+                 model, max_tokens, tool_context)
         if isinstance(agent, AgentBundle):
             if any(part is not None for part in parts):
                 raise TypeError("Orchestrator(bundle) takes its parts from the bundle; "
@@ -99,6 +94,7 @@ class Orchestrator:
                 max_tokens=max_tokens, workspace=workspace, system_prompt=system_prompt,
                 channels=EditorChannels(approval=approval, gate=gate or ApprovalGate(),
                                         display=display),
+                tool_context_extra=dict(tool_context or {}),
             )
         self.sink = sink
         # Where turns store files before changing them (None: no checkpoints).
@@ -109,7 +105,8 @@ class Orchestrator:
         self.context = ContextManager()
         self._apply_context(self._agent.context)
         self._running: dict[str, _Running] = {}
-        self._statuses: dict[str, SessionStatus] = {}
+        # Per-session statuses, updated by the turns (agentls/status).
+        self.session_statuses = SessionStatuses(self._load_status)
         self._notices_told: set[tuple[str, str]] = set()  # (session, provider notice)
 
     # -- the agent ------------------------------------------------------------
@@ -208,10 +205,10 @@ class Orchestrator:
         return session_id in self._running
 
     def status(self, session_id: str) -> SessionStatus | None:
-        return self._statuses.get(session_id)
+        return self.session_statuses.get(session_id)
 
     def statuses(self) -> list[SessionStatus]:
-        return list(self._statuses.values())
+        return self.session_statuses.values()
 
     def cancel(self, session_id: str) -> bool:
         """Cancel the running turn of a session: its provider call and any
@@ -240,7 +237,8 @@ class Orchestrator:
         task = asyncio.current_task()
         running = _Running(task)
         self._running[sid] = running
-        turn = Turn(self._pinned(), session, observer or TurnObserver(), dict(context or {}))
+        turn = Turn(self._pinned(), self.session_statuses, session,
+                    observer or TurnObserver(), dict(context or {}))
         try:
             return await turn.run(prompt)
         except asyncio.CancelledError:
@@ -255,8 +253,8 @@ class Orchestrator:
             # A store write failed (disk full) or a hook/tool bug escaped: the
             # turn is over either way, so its status must not stay "running"
             # (agentls/status would show it forever). The caller reports it.
-            if sid in self._statuses and not turn.finished:
-                self._set_status(sid, status="failed", ended_at=datetime.now(UTC))
+            if sid in self.session_statuses and not turn.finished:
+                self.session_statuses.update(sid, status="failed", ended_at=datetime.now(UTC))
             raise
         finally:
             self._running.pop(sid, None)
@@ -274,9 +272,9 @@ class Orchestrator:
             )
         self._running[sid] = _Running(asyncio.current_task())
         try:
-            await self._session_status(sid)
+            await self.session_statuses.load(sid)
             core = self._pinned()
-            turn = Turn(core, session, observer or TurnObserver(), {})
+            turn = Turn(core, self.session_statuses, session, observer or TurnObserver(), {})
             model = core.model or getattr(core.provider, "default_model", "") or ""
             return await core.context.compact(
                 turn.context_host(), provider=core.provider, model=model,
@@ -285,22 +283,7 @@ class Orchestrator:
         finally:
             self._running.pop(sid, None)
 
-    # -- used by Turn -------------------------------------------------------
-    async def _session_status(self, sid: str) -> SessionStatus:
-        status = self._statuses.get(sid)
-        if status is None:
-            loader = getattr(self.sink, "get_status", None)
-            if loader is not None:
-                try:
-                    status = await asyncio.to_thread(loader, sid)
-                except Exception:
-                    status = None
-            if status is None:
-                status = SessionStatus(session_id=sid, started_at=datetime.now(UTC))
-            self._statuses[sid] = status
-        return status
-
-    def _set_status(self, sid: str, **updates: Any) -> SessionStatus:
-        status = self._statuses[sid].model_copy(update=updates)
-        self._statuses[sid] = status
-        return status
+    def _load_status(self, sid: str) -> SessionStatus | None:
+        loader = getattr(self.sink, "get_status", None)
+        status = loader(sid) if loader is not None else None
+        return status if isinstance(status, SessionStatus) else None

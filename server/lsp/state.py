@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from agentls.core.agent import AgentBundle, EditorChannels
     from agentls.core.edit_history import EditHistory
     from agentls.core.feature_host import FeatureHost
+    from agentls.core.hooks import HookRegistry
     from agentls.core.orchestrator import Orchestrator
     from agentls.core.progress import ProgressSink
     from agentls.core.provider import Provider
@@ -309,6 +310,15 @@ class ServerState:
         )
 
     # -- agent turns -----------------------------------------------------------------
+    def build_hooks(self) -> HookRegistry:
+        """The hook handlers of the current settings without a bundle (no
+        provider needed): agentls.app.build_hooks, as build_agent makes them."""
+        from agentls.app import build_hooks
+
+        return build_hooks(self.settings, self.registry, self.channels,
+                           workspace_folders=self.workspace_folders,
+                           workspace_root=self.workspace_root)
+
     @property
     def turn_wiring(self) -> EditorChannels | None:
         """The editor's channels under their former name (lsp/edits.py and
