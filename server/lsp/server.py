@@ -130,6 +130,10 @@ class AgentlsLanguageServer(LanguageServer):
                 where = f"the token is the one in ${transport.TOKEN_ENV}"
             transport.announce(f"listening on {host}:{bound}; a client sends the token in "
                                f"initializationOptions.{transport.TOKEN_OPTION}; {where}")
+            if not transport.is_loopback(host):
+                transport.announce(f"warning: {host} is reachable from other machines and "
+                                   "the connection is not encrypted; prefer --socket, or "
+                                   "127.0.0.1 with an SSH tunnel")
             return listener
 
         def cleanup() -> None:

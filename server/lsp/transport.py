@@ -64,6 +64,9 @@ MAX_HEADER_LINES = 8
 # A client that connects has this long to send a complete, authenticated
 # `initialize`; an idle connection cannot hold a slot for longer.
 HANDSHAKE_SECONDS = 10.0
+# Connections still in their handshake at once; more are closed at once, so
+# a flood of idle connections cannot pile up.
+MAX_HANDSHAKES = 16
 _KNOWN_HEADERS = ("content-length", "content-type")
 
 
@@ -291,7 +294,7 @@ class SocketService:
         self.token = token
         self.unix = unix
         self._client: asyncio.StreamWriter | None = None
-        self._handshakes: set[asyncio.Task[Any]] = set()
+        self._handshakes = 0
 
     @property
     def protocol(self) -> Any:
@@ -299,10 +302,13 @@ class SocketService:
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = _peer_name(writer)
-        if self._client is not None:
-            log.warning("Refused a connection from %s: a client is already connected", peer)
+        if self._client is not None or self._handshakes >= MAX_HANDSHAKES:
+            why = "a client is already connected" if self._client is not None else \
+                f"{MAX_HANDSHAKES} connections are already authenticating"
+            log.warning("Refused a connection from %s: %s", peer, why)
             await _close(writer)
             return
+        self._handshakes += 1
         try:
             if self.unix:
                 _check_peer_uid(writer)
@@ -313,6 +319,8 @@ class SocketService:
             log.warning("Refused a connection from %s: %s", peer, why)
             await _close(writer)
             return
+        finally:
+            self._handshakes -= 1
         if self._client is not None:  # another client finished its handshake first
             log.warning("Refused a connection from %s: a client is already connected", peer)
             await _close(writer)
@@ -409,6 +417,17 @@ async def listen_unix(service: SocketService, path: Path) -> asyncio.Server:
 
 async def listen_tcp(service: SocketService, host: str, port: int) -> asyncio.Server:
     return await asyncio.start_server(service.handle, host, port, limit=MAX_HEADER_LINE_BYTES)
+
+
+def is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def announce(message: str) -> None:
