@@ -124,7 +124,9 @@ def _private_log_file(log_file: Path) -> None:
 
     log_file.parent.mkdir(parents=True, exist_ok=True)
     try:
-        create_private_file(log_file)
+        if create_private_file(log_file):
+            print(f"agentls: the log file {log_file} was readable by other users; it is now "
+                  "0600", file=sys.stderr)
     except OSError as exc:
         print(f"agentls: cannot make the log file {log_file} private ({exc}); other users "
               "may be able to read it", file=sys.stderr)

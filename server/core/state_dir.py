@@ -79,16 +79,18 @@ def restrict_file(path: Path) -> bool:
     return True
 
 
-def create_private_file(path: Path) -> None:
+def create_private_file(path: Path) -> bool:
     """Create `path` empty with mode 0600 unless it exists; an existing one
-    is tightened to 0600."""
+    is tightened to 0600. True when an existing file was tightened."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
     except FileExistsError:
         if restrict_file(path):
             log.warning("%s was readable by other users; it is now 0600", path)
-        return
+            return True
+        return False
     os.close(fd)
+    return False
 
 
 def write_private_file(path: Path, text: str) -> None:

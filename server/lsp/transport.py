@@ -30,12 +30,14 @@ server down. Here:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import hmac
 import json
 import logging
 import os
 import secrets
+import signal
 import socket
 import stat
 import struct
@@ -445,11 +447,16 @@ def run_service(server: Any, start: Callable[[SocketService], Any], service: Soc
     async def main() -> None:
         listener = await start(service)
         server._server = listener
-        async with listener:
-            try:
-                await listener.serve_forever()
-            except asyncio.CancelledError:
-                pass
+        # SIGTERM stops serving the way exit does, so the socket and the
+        # token file are removed (cleanup) rather than left behind.
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, listener.close)
+        try:
+            await listener.serve_forever()
+        except asyncio.CancelledError:
+            pass
+        finally:
+            listener.close()  # not wait_closed: from 3.12 it waits for the client to leave
 
     try:
         asyncio.run(main())

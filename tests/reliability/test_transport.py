@@ -55,7 +55,7 @@ class Server:
 
     def __init__(self, tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.runtime = tmp_path / "run"
-        self.runtime.mkdir(exist_ok=True, mode=0o755)
+        self.runtime.mkdir(parents=True, exist_ok=True, mode=0o755)
         self.stderr_path = tmp_path / "server.stderr"
         full_env = server_env(AGENTLS_STATE_DIR=str(tmp_path / "state"),
                               XDG_RUNTIME_DIR=str(self.runtime), **(env or {}))
@@ -408,3 +408,21 @@ def test_a_short_token_is_refused_with_a_clear_message(tmp_path: Path) -> None:
                 env={"AGENTLS_TOKEN": "short"}) as srv:
         assert srv.proc.wait(TIMEOUT) == 2
         assert "AGENTLS_TOKEN is 5 characters long" in srv.stderr()
+
+
+def test_sigterm_removes_the_socket_and_the_token_file(tmp_path: Path) -> None:
+    with server(tmp_path / "a", "--socket") as srv:
+        path = srv.runtime / "agentls" / "agentls.sock"
+        wait_listening(srv, re.escape(f"listening on Unix socket {path}"))
+        client = Client.unix(path)
+        client.initialize(token=None)
+        srv.proc.terminate()
+        srv.proc.wait(TIMEOUT)
+        assert not path.exists()
+        client.close()
+    port = free_port()
+    with server(tmp_path / "b", "--tcp", "--port", str(port)) as srv:
+        token_file = Path(wait_listening(srv, r"token is in (\S+) \(mode 0600\)").group(1))
+        srv.proc.terminate()
+        srv.proc.wait(TIMEOUT)
+        assert not token_file.exists()
