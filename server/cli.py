@@ -146,7 +146,7 @@ def serve(*, tcp: bool = False, host: str = "127.0.0.1", port: int = 2087,
             if socket_path is not None:
                 where = (Path(socket_path).expanduser() if socket_path
                          else lsp_transport.default_socket_path())
-                where = lsp_transport.prepare_socket_path(where)
+                where = lsp_transport.prepare_socket_path(where, chosen=bool(socket_path))
             else:
                 token = lsp_transport.load_token()
         except (ValueError, OSError) as exc:
@@ -172,7 +172,7 @@ def serve(*, tcp: bool = False, host: str = "127.0.0.1", port: int = 2087,
     gc.freeze()
     try:
         if socket_path is not None:
-            server.start_socket(where)
+            server.start_socket(where, chosen=bool(socket_path))
         elif tcp:
             server.start_tcp(host, port, token=token, token_file=token_file)
         else:

@@ -63,6 +63,27 @@ def ensure_private_dir(folder: Path) -> Path:
     return folder
 
 
+def check_own_dir(folder: Path) -> Path:
+    """A folder the user chose (not one agentls made): it must exist, belong
+    to this user and be writable by nobody else, or PrivatePathError says
+    so. Its mode is not changed (it may be the home folder)."""
+    folder = Path(folder)
+    try:
+        info = folder.stat()
+    except FileNotFoundError:
+        return ensure_private_dir(folder)
+    if not stat.S_ISDIR(info.st_mode):
+        raise PrivatePathError(f"{folder} is not a folder")
+    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        raise PrivatePathError(f"{folder} belongs to another user (uid {info.st_uid}); "
+                               "choose a folder of your own")
+    if stat.S_IMODE(info.st_mode) & 0o022:
+        raise PrivatePathError(f"{folder} is writable by other users (mode "
+                               f"{stat.S_IMODE(info.st_mode):o}), who could replace what "
+                               "agentls puts there; choose a folder only you can write")
+    return folder
+
+
 def restrict_file(path: Path) -> bool:
     """Make an existing file of this user 0600; True when its mode changed.
     A file that does not exist is left alone."""

@@ -86,12 +86,12 @@ class AgentlsLanguageServer(LanguageServer):
         finally:
             self.shutdown()  # type: ignore[no-untyped-call]
 
-    def start_socket(self, path: Path) -> None:
+    def start_socket(self, path: Path, *, chosen: bool = False) -> None:
         """Serve on a Unix socket only this user can reach (transport.py),
         one client at a time, until `exit`."""
         from . import transport
 
-        path = transport.prepare_socket_path(path)
+        path = transport.prepare_socket_path(path, chosen=chosen)
         service = transport.SocketService(self, token=None, unix=True)
 
         async def start(svc: transport.SocketService) -> asyncio.Server:
@@ -122,7 +122,8 @@ class AgentlsLanguageServer(LanguageServer):
             listener = await transport.listen_tcp(svc, host, port)
             bound = listener.sockets[0].getsockname()[1]
             if svc.token is None:
-                made = transport.new_token_file(token_file or transport.default_token_path(bound))
+                made = (transport.new_token_file(token_file, chosen=True) if token_file
+                        else transport.new_token_file(transport.default_token_path(bound)))
                 svc.token = made.value
                 written.append(made.file or Path())
                 where = f"the token is in {made.file} (mode 0600)"

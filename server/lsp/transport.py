@@ -50,7 +50,12 @@ from typing import Any
 
 import platformdirs
 
-from agentls.core.state_dir import PrivatePathError, ensure_private_dir, write_private_file
+from agentls.core.state_dir import (
+    PrivatePathError,
+    check_own_dir,
+    ensure_private_dir,
+    write_private_file,
+)
 
 from .protocol import MAX_MESSAGE_BYTES
 
@@ -116,10 +121,15 @@ def load_token(environ: Mapping[str, str] = os.environ) -> str | None:
     return value
 
 
-def new_token_file(path: Path) -> Token:
-    """A fresh random token written to `path` with mode 0600 (folder 0700)."""
+def new_token_file(path: Path, *, chosen: bool = False) -> Token:
+    """A fresh random token written to `path` with mode 0600. Our runtime
+    folder is made 0700; a folder the user chose (`chosen`) must be theirs
+    and writable by nobody else (check_own_dir)."""
     value = secrets.token_urlsafe(32)
-    ensure_private_dir(path.parent)
+    if chosen:
+        check_own_dir(path.parent)
+    else:
+        ensure_private_dir(path.parent)
     write_private_file(path, value + "\n")
     return Token(value, path)
 
@@ -379,12 +389,16 @@ def _check_peer_uid(writer: asyncio.StreamWriter) -> None:
 # --------------------------------------------------------------------------- listening
 
 
-def prepare_socket_path(path: Path) -> Path:
-    """Make `path` ready to bind: its folder private (0700; a folder we do not
-    own, or that others can write, is refused), no live server on it; a stale
-    socket file left by a killed server is removed."""
+def prepare_socket_path(path: Path, *, chosen: bool = False) -> Path:
+    """Make `path` ready to bind: our runtime folder is made 0700; a folder
+    the user chose (`chosen`) must be theirs and writable by nobody else (its
+    mode is left alone: it may be the home folder); no live server on it; a
+    stale socket file left by a killed server is removed."""
     path = path.expanduser().absolute()
-    ensure_private_dir(path.parent)
+    if chosen:
+        check_own_dir(path.parent)
+    else:
+        ensure_private_dir(path.parent)
     try:
         info = path.lstat()
     except FileNotFoundError:

@@ -392,15 +392,26 @@ def _unix_initialized(path: Path) -> Client | None:
     return client
 
 
-def test_a_socket_path_in_a_folder_others_can_write_is_made_private(tmp_path: Path) -> None:
+def test_a_socket_path_in_a_folder_others_can_write_is_refused(tmp_path: Path) -> None:
     folder = tmp_path / "shared"
-    folder.mkdir(mode=0o777)
+    folder.mkdir()
     os.chmod(folder, 0o777)
+    with server(tmp_path, "--socket", str(folder / "my.sock")) as srv:
+        assert srv.proc.wait(TIMEOUT) == 2
+        assert "is writable by other users" in srv.stderr()
+        assert not (folder / "my.sock").exists()
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o777  # the user's folder is left alone
+
+
+def test_a_socket_path_in_the_users_own_folder_keeps_its_mode(tmp_path: Path) -> None:
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    os.chmod(folder, 0o755)
     path = folder / "my.sock"
     with server(tmp_path, "--socket", str(path)) as srv:
         wait_listening(srv, re.escape(f"listening on Unix socket {path}"))
-        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
         assert stat.S_IMODE(path.lstat().st_mode) == 0o600
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o755
 
 
 def test_a_short_token_is_refused_with_a_clear_message(tmp_path: Path) -> None:
