@@ -98,11 +98,10 @@ def _configure_logging(log_file: Path | None, level: str) -> None:
     # Never log to stdout: in stdio mode it is the LSP channel.
     from agentls.core.log_redaction import REDACTOR, register_environment
 
-    handler: logging.Handler
+    handler: logging.Handler | None = None
     if log_file is not None:
-        _private_log_file(log_file)
-        handler = logging.FileHandler(log_file, encoding="utf-8")
-    else:
+        handler = _private_log_handler(log_file)
+    if handler is None:
         handler = logging.StreamHandler(sys.stderr)
         level = "WARNING" if level in ("DEBUG", "INFO") else level
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
@@ -117,19 +116,24 @@ def _configure_logging(log_file: Path | None, level: str) -> None:
     logging.getLogger("pygls").setLevel("WARNING")
 
 
-def _private_log_file(log_file: Path) -> None:
-    """The log holds file names, prompts and errors: created 0600; an
-    existing file readable by others is tightened (and the log says so)."""
-    from agentls.core.state_dir import create_private_file
+def _private_log_handler(log_file: Path) -> logging.Handler | None:
+    """The log holds file names, prompts and errors: its file is created
+    0600 (an existing one readable by others is tightened, and stderr says
+    so). None, with the reason on stderr, when the file is not the user's own
+    regular file (a link or another user's file in a shared folder)."""
+    from agentls.core.state_dir import open_private_log
 
-    log_file.parent.mkdir(parents=True, exist_ok=True)
     try:
-        if create_private_file(log_file):
-            print(f"agentls: the log file {log_file} was readable by other users; it is now "
-                  "0600", file=sys.stderr)
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        stream, tightened = open_private_log(log_file)
     except OSError as exc:
-        print(f"agentls: cannot make the log file {log_file} private ({exc}); other users "
-              "may be able to read it", file=sys.stderr)
+        print(f"agentls: not logging to {log_file}: {exc}; logging warnings to stderr "
+              "instead", file=sys.stderr)
+        return None
+    if tightened:
+        print(f"agentls: the log file {log_file} was readable by other users; it is now "
+              "0600", file=sys.stderr)
+    return logging.StreamHandler(stream)
 
 
 def serve(*, tcp: bool = False, host: str = "127.0.0.1", port: int = 2087,

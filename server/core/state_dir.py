@@ -16,6 +16,7 @@ import os
 import stat
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TextIO
 
 import platformdirs
 
@@ -98,6 +99,36 @@ def restrict_file(path: Path) -> bool:
                                "readable by others; choose a file of your own")
     os.chmod(path, stat.S_IMODE(info.st_mode) & ~0o077)
     return True
+
+
+def open_private_log(path: Path) -> tuple[TextIO, bool]:
+    """`path` opened for appending, created 0600: (file, True when an existing
+    file readable by others was tightened). A symlink, or a file that is not
+    this user's own regular file, raises PrivatePathError: a log in a shared
+    folder (/tmp) could otherwise be a link planted to make the server append
+    to another file, or a file another user reads."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags, PRIVATE_FILE_MODE)
+    except OSError as exc:
+        if Path(path).is_symlink():
+            raise PrivatePathError(f"{path} is a symbolic link; give the log file's real "
+                                   "path") from exc
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise PrivatePathError(f"{path} is not a regular file")
+        if hasattr(os, "getuid") and info.st_uid != os.getuid():
+            raise PrivatePathError(f"{path} belongs to another user (uid {info.st_uid}); "
+                                   "choose a log file of your own")
+        tightened = bool(stat.S_IMODE(info.st_mode) & 0o077)
+        if tightened:
+            os.fchmod(fd, stat.S_IMODE(info.st_mode) & ~0o077)
+        return os.fdopen(fd, "a", encoding="utf-8"), tightened
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def create_private_file(path: Path) -> bool:

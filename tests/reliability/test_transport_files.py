@@ -90,6 +90,36 @@ def test_the_log_file_is_private(tmp_path: Path, workspace: Path, existing: bool
         assert log_file.read_text().startswith("old line\n")  # appended, not replaced
 
 
+def test_a_log_file_planted_as_a_link_is_not_followed(tmp_path: Path, workspace: Path) -> None:
+    # /tmp/agentls.log made by another user as a link to one of yours
+    # (~/.bashrc): the server must not append its log lines to it.
+    target = tmp_path / "bashrc"
+    target.write_text("# mine\n")
+    link = tmp_path / "agentls.log"
+    link.symlink_to(target)
+    stderr = tmp_path / "stderr.txt"
+    with LspProcess.start(state_dir=tmp_path / "state", workspace=workspace, log_file=link,
+                          stderr_file=stderr) as lsp:
+        lsp.result("agentls/status", {})
+    assert target.read_text() == "# mine\n"
+    assert "is a symbolic link" in stderr.read_text()
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="giving a file to another user needs root")
+def test_a_log_file_of_another_user_is_not_written(tmp_path: Path, workspace: Path) -> None:
+    log_file = tmp_path / "agentls.log"
+    log_file.write_text("")
+    os.chmod(log_file, 0o666)
+    os.chown(log_file, 54321, 54321)
+    stderr = tmp_path / "stderr.txt"
+    with LspProcess.start(state_dir=tmp_path / "state", workspace=workspace,
+                          log_file=log_file, stderr_file=stderr) as lsp:
+        lsp.result("agentls/status", {})
+    assert log_file.read_text() == ""
+    assert "belongs to another user" in stderr.read_text()
+
+
 ECHO_SERVER = (
     "import os, sys\n"
     "sys.stderr.write('env: ' + os.environ.get('MCP_SECRET', '') + '\\n')\n"
