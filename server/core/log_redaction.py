@@ -4,7 +4,7 @@ Two kinds of secret are known to the process: values it was handed to send
 somewhere (an MCP server's header and `env` values, registered with
 `register_secret` where they are resolved) and the values of environment
 variables whose names say they hold one (`*_KEY`, `*TOKEN*`, `*SECRET*`,
-`*PASSWORD*`, `*AUTH*`, `*CREDENTIAL*`; registered at start-up with
+`*PASSWORD*`, `*AUTH*`, `*CRED*`; registered at start-up with
 `register_environment`). Any of them in a log record's message or traceback
 is replaced by `<redacted>`, whatever logger wrote it (ours, the MCP SDK,
 httpx, pygls). Besides the known values, `Authorization: Bearer ...`-shaped
@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 REDACTED = "<redacted>"
 # Shorter values would redact ordinary words and numbers.
 MIN_SECRET_CHARS = 8
-_SECRET_NAME = re.compile(r"(^|_)(API_?)?KEY$|TOKEN|SECRET|PASSW(OR)?D|AUTH|CREDENTIAL|COOKIE",
+_SECRET_NAME = re.compile(r"(^|_)(API_?)?KEY$|TOKEN|SECRET|PASSW(OR)?D|AUTH|CRED|COOKIE",
                           re.IGNORECASE)
 _BEARER = re.compile(r"(\b(?:Bearer|Basic|Token)\s+)[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE)
 
