@@ -125,7 +125,8 @@ class AgentlsLanguageServer(LanguageServer):
                 made = (transport.new_token_file(token_file, chosen=True) if token_file
                         else transport.new_token_file(transport.default_token_path(bound)))
                 svc.token = made.value
-                written.append(made.file or Path())
+                if made.file is not None:
+                    written.append(made.file)
                 where = f"the token is in {made.file} (mode 0600)"
             else:
                 where = f"the token is the one in ${transport.TOKEN_ENV}"
