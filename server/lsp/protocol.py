@@ -97,6 +97,7 @@ class AgentlsProtocol(LanguageServerProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._outgoing: set[Any] = set()  # ids of our requests waiting for the client
+        self._generation = 0  # +1 each time a client leaves (client_gone)
 
     def structure_message(self, data: dict[str, Any]) -> Any:
         # Called by json.loads for every object, innermost first; only
@@ -120,9 +121,17 @@ class AgentlsProtocol(LanguageServerProtocol):
         # e.g. `initialized` waiting for settings) made pygls' generator
         # runner re-raise the CancelledError from this callback, which
         # asyncio logged as an error with a traceback; it is no error.
+        # A handler of a client that has since disconnected (socket
+        # transports) answers nobody: its answer must not reach the next
+        # client, which may be using the same request id.
+        generation = self._generation
+
         def done(future: Any) -> None:
             try:
-                callback(future)
+                if generation == self._generation:
+                    callback(future)
+                else:
+                    log.debug("dropped the answer to %s: its client left", msg_id)
             except asyncio.CancelledError:
                 log.debug("handler step cancelled: %s", msg_id)
             finally:
@@ -145,7 +154,9 @@ class AgentlsProtocol(LanguageServerProtocol):
         return future
 
     def client_gone(self) -> None:
-        """The client disconnected: its questions fail, its requests stop."""
+        """The client disconnected: its questions fail, its requests stop and
+        their answers are dropped."""
+        self._generation += 1
         waiting, self._outgoing = self._outgoing, set()
         for msg_id in waiting:
             future = self._request_futures.pop(msg_id, None)

@@ -270,6 +270,35 @@ def test_a_second_client_cannot_see_or_answer_the_first_clients_approval(
         editor.close()
 
 
+def test_an_editor_leaving_mid_question_runs_nothing_and_the_next_one_takes_over(
+        tmp_path: Path, workspace: Path) -> None:
+    settings, _ = scripted(tmp_path, "cmd", [
+        call("run_command", "r1", argv=["bash", "-c", "id > pwned.txt"]), {"text": "done"}],
+        approval={"mode": "message"})
+    with tcp_server(tmp_path) as (srv, port):
+        editor = Client.tcp(port)
+        editor.initialize(workspace, settings=settings)
+        editor.request("agentls/chat", {"prompt": "run it"})
+        wait_until(lambda: editor.requests_of("window/showMessageRequest"),
+                   "the approval question to reach the editor", TIMEOUT)
+        editor.close()  # gone without answering, without exit
+
+        def turn_ended(client: Client) -> Any:
+            answer = client.response(client.request("agentls/sessions", {}))
+            assert "sessions" in answer["result"], answer  # not the left editor's answer
+            sessions = answer["result"]["sessions"]
+            return sessions and sessions[0]["status"]["status"] != "running" and sessions[0]
+
+        nxt = wait_until(lambda: _connect_and_initialize(port), "the next editor", TIMEOUT)
+        nxt.answer = {"title": "Allow once"}  # would allow, were it ever asked
+        ended = wait_until(lambda: turn_ended(nxt), "the left editor's turn to end", TIMEOUT)
+        assert ended["status"]["status"] in ("cancelled", "completed", "failed"), ended
+        assert not nxt.requests_of("window/showMessageRequest")
+        assert not (workspace / "pwned.txt").exists()
+        assert srv.alive()
+        nxt.close()
+
+
 @pytest.mark.parametrize("request_bytes", [
     pytest.param(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n"
                  b"Content-Length: %d\r\n\r\n", id="http-post"),
