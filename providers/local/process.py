@@ -70,7 +70,7 @@ def rss_bytes(pid: int) -> int | None:
 def check_gguf_file(path: Path, model: str) -> None:
     """Before a child is started: the file exists, is a GGUF, and fits in
     the memory this machine has left; else a ModelError saying what to do."""
-    from . import hub
+    import agentls.providers.local.hub as hub
 
     if not path.is_file():
         raise ModelError(
