@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentls.core.errors import ModelError
+from agentls.core.process_group import kill_process_group
 from agentls.core.provider import ProviderConfig
 
 from ..fim_probe import FimSupport
@@ -105,13 +106,8 @@ _CHILDREN_LOCK = threading.Lock()
 def _kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
     """Signal the child's whole process group (it leads its own session);
     only while the leader is not yet reaped, so the group id is still ours."""
-    if proc.returncode is not None:
-        return
-    with contextlib.suppress(OSError):
-        if hasattr(os, "killpg"):
-            os.killpg(proc.pid, sig)
-        else:  # pragma: no cover - Windows
-            proc.kill()
+    if proc.returncode is None:
+        kill_process_group(proc, sig)
 
 
 def _terminate(proc: subprocess.Popen[bytes], grace: float = 2.0) -> int | None:

@@ -51,6 +51,7 @@ from agentls.core.approval import (
 from agentls.core.edits import DocumentSnapshot, EditOutcome, EditRequest
 
 from .channels import LspApprovalChannel, send_request
+from .convert import position_encoding
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer
@@ -95,7 +96,7 @@ class LspEditApplier:
     # -- capabilities and settings -------------------------------------------------
     @property
     def position_encoding(self) -> str:
-        return _position_encoding(self.ls)
+        return position_encoding(self.ls)
 
     def _settings(self) -> ApprovalSettings:
         state = getattr(self.ls, "state", None)
@@ -378,7 +379,7 @@ class LspDocumentLookup:
 
     @property
     def position_encoding(self) -> str:
-        return _position_encoding(self.ls)
+        return position_encoding(self.ls)
 
     def __call__(self, path: str) -> DocumentSnapshot | None:
         target = _resolved(Path(path))
@@ -452,14 +453,6 @@ def _client_workspace(ls: Any) -> types.WorkspaceClientCapabilities | None:
         return None
     workspace: types.WorkspaceClientCapabilities | None = getattr(capabilities, "workspace", None)
     return workspace
-
-
-def _position_encoding(ls: Any) -> str:
-    try:
-        encoding = ls.workspace.position_encoding
-    except Exception:
-        encoding = None
-    return str(getattr(encoding, "value", encoding) or "utf-16")
 
 
 def _path_of(uri: str) -> Path | None:
