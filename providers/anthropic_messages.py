@@ -16,7 +16,7 @@ from agentls.core.models import ModelError
 from agentls.core.provider import CompletionOptions, ToolSpec
 from agentls.core.session_types import Message
 
-from .http_provider import text_of, tool_result_text
+from .http_provider import apply_extra, text_of, tool_result_text
 
 __all__ = ["SYSTEM_REMINDER", "apply_options", "prompt_chars", "to_anthropic_messages",
            "to_anthropic_tools"]
@@ -153,12 +153,7 @@ def apply_options(body: dict[str, Any], options: CompletionOptions) -> None:
         body["temperature"] = options.temperature
     if options.stop:
         body["stop_sequences"] = list(options.stop)
-    # `extra` wins (e.g. {"thinking": {...}}); a None value removes a field.
-    for key, value in options.extra.items():
-        if value is None:
-            body.pop(key, None)
-        else:
-            body[key] = value
+    apply_extra(body, options.extra)  # e.g. {"thinking": {...}}
 
 
 def prompt_chars(body: dict[str, Any]) -> int:

@@ -32,7 +32,7 @@ from agentls.core.provider import (
 )
 
 from .fim_probe import FimSupport
-from .http_provider import HttpProvider
+from .http_provider import HttpProvider, apply_extra
 from .openai_stream import SseChunkReader
 
 if TYPE_CHECKING:
@@ -240,10 +240,4 @@ def _apply_options(body: dict[str, Any], options: CompletionOptions) -> None:
         body["temperature"] = options.temperature
     if options.stop:
         body["stop"] = list(options.stop)
-    # `extra` wins; a None value removes a field a server chokes on
-    # (e.g. {"stream_options": None} for servers that reject it).
-    for key, value in options.extra.items():
-        if value is None:
-            body.pop(key, None)
-        else:
-            body[key] = value
+    apply_extra(body, options.extra)
