@@ -29,6 +29,8 @@ a None value removes a field.
 The chat wire format (messages, tools, /api/chat lines) is in
 ollama_chat.py, imported by the first chat request: the FIM path, which
 inline completion takes on every keystroke, imports no pydantic model.
+What both streams share (errors, the `done` line, token counts, the FIM
+chunks) is read by ollama_stream.py.
 
 Fill in the middle is decided by asking the server, not by the model's
 name (a `my-coder:latest` tag or a renamed base model would defeat any

@@ -12,7 +12,9 @@ the chat prompt for that request (FimUnsupported) and from then on.
 
 The chat wire format (messages, tools, chat chunks) is in openai_chat.py,
 imported by the first chat request: the FIM path, which inline completion
-takes on every keystroke, imports no pydantic model.
+takes on every keystroke, imports no pydantic model. What both streams
+share (errors sent in the stream, usage, finish reasons, the FIM chunks)
+is read by openai_stream.py.
 """
 
 from __future__ import annotations
