@@ -413,7 +413,10 @@ async def test_model_error_fails_turn_and_keeps_session_valid() -> None:
 async def test_concurrent_turns_in_one_session_are_refused() -> None:
     orch, _, _ = make([{"text": "slow", "delay": 0.2}, {"text": "x"}])
     first = asyncio.create_task(orch.run_turn(Session("s1"), "a"))
-    await asyncio.sleep(0.05)
+    for _ in range(1000):  # until the first turn has begun
+        if orch.is_running("s1"):
+            break
+        await asyncio.sleep(0)
     with pytest.raises(TurnInProgress):
         await orch.run_turn(Session("s1"), "b")
     assert (await first).status == "completed"
