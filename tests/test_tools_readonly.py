@@ -13,6 +13,7 @@ import pytest
 
 from agentls.core.models import ToolCall
 from agentls.core.registry import PluginRegistry
+from agentls.core.tool_context import ToolContext
 from agentls.core.tools import ToolExecution, ToolExecutor
 from agentls.features.tools import ListFilesTool, ReadFileTool, SearchTextTool, readonly
 from agentls.features.tools.workspace import IgnoreRules, Workspace, matches_glob
@@ -47,10 +48,9 @@ def run(
 ) -> ToolExecution:
     executor = ToolExecutor([ReadFileTool(), ListFilesTool(), SearchTextTool()], {})
     docs = documents or {}
-    context = {
-        "workspace_folders": [str(f) for f in (folders if folders is not None else [root])],
-        "documents": lambda path: docs.get(path),
-    }
+    context = ToolContext(
+        workspace_folders=tuple(str(f) for f in (folders if folders is not None else [root])),
+        documents=lambda path: docs.get(path))
     call = ToolCall(id="c1", tool=tool, arguments=arguments)
     return asyncio.run(asyncio.wait_for(executor.execute(call, context), 10))
 
