@@ -52,7 +52,8 @@ def run(
         workspace_folders=tuple(str(f) for f in (folders if folders is not None else [root])),
         documents=lambda path: docs.get(path))
     call = ToolCall(id="c1", tool=tool, arguments=arguments)
-    return asyncio.run(asyncio.wait_for(executor.execute(call, context), 10))
+    return asyncio.run(asyncio.wait_for(
+        executor.execute(call, ToolContext.from_mapping(context)), 10))
 
 
 # -- read_file --------------------------------------------------------------------------
