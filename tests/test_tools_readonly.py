@@ -48,9 +48,10 @@ def run(
 ) -> ToolExecution:
     executor = ToolExecutor([ReadFileTool(), ListFilesTool(), SearchTextTool()], {})
     docs = documents or {}
-    context = ToolContext(
-        workspace_folders=tuple(str(f) for f in (folders if folders is not None else [root])),
-        documents=lambda path: docs.get(path))
+    context = {
+        "workspace_folders": [str(f) for f in (folders if folders is not None else [root])],
+        "documents": lambda path: docs.get(path),
+    }
     call = ToolCall(id="c1", tool=tool, arguments=arguments)
     return asyncio.run(asyncio.wait_for(
         executor.execute(call, ToolContext.from_mapping(context)), 10))
