@@ -473,9 +473,6 @@ async def test_hooks_see_lifecycle_events_in_order() -> None:
                     "prompt:complete", "orchestrator:complete"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 23: core/turn.py does not emit content_block:start/end, thinking:delta and "
-    "user:notification yet (turn.py is being reworked; see server/core/events.py)"))
 async def test_hooks_see_content_blocks_thinking_and_notifications() -> None:
     hooks = HookRegistry()
     seen: list[tuple[str, dict[str, Any]]] = []
