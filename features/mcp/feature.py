@@ -175,7 +175,8 @@ class McpFeature:
         count = len(ws.blocks)
         sends = sorted({ref for block in ws.blocks.values() if isinstance(block, dict)
                         for ref in env_references([block.get("env"), block.get("headers")])})
-        summary = (f"{count} server{'s' if count != 1 else ''}: {', '.join(ws.blocks)}"
+        summary = (f"{count} server{'s' if count != 1 else ''}: "
+                   f"{', '.join(visible(name) for name in ws.blocks)}"
                    + (f"; they send your {', '.join(sends)}" if sends else ""))
         return TrustQuestion(
             file=str(ws.file), digest=ws.digest, kind=TRUST_KIND,
