@@ -10,14 +10,10 @@ What this module adds on top: choosing the file (a quant tag such as
 `Q4_K_M` or a file name), a memory check before a byte is fetched, progress
 and cancellation through a callback, a SHA-256 check against the hub's LFS
 metadata, a GGUF magic check, and errors that name the model and say what
-to do. A file that failed a check is removed from the cache, so it is never
-taken for a complete one later; huggingface_hub itself writes to a
-temporary name and renames only a download of the announced size.
-
-A hub is not trusted with paths (HF_ENDPOINT may name any mirror): every
-name it returns (commit, ETag, file names, redirects) is checked before it
-becomes one (hub_names.py); the file returned must lie inside the cache,
-and a failed check only removes files inside it.
+to do. A file that failed a check is removed from the cache (only inside
+it), so it is never taken for a complete one later. A hub is not trusted
+with paths: every name it returns is checked before it becomes one, and the
+file returned must lie inside the cache (hub_names.py).
 
 Synchronous on purpose: it runs in a worker thread (downloads.py), never on
 the event loop.
