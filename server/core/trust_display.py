@@ -153,7 +153,7 @@ def setting_lines(wire: str, value: Any) -> list[str]:
         names = ", ".join(visible(str(v)) for v in value)
         return [f"runCommand.passEnv = {shown_value(value)}   <- passes your {names} to every "
                 "command the agent runs"]
-    if wire == "linters" and isinstance(value, list):
+    if wire == "linters" and isinstance(value, list) and value:
         lines = ["linters: runs after every edit:"]
         for linter in value:
             command = linter.get("command") if isinstance(linter, Mapping) else None

@@ -42,8 +42,7 @@ def trust_question(trust: WorkspaceTrust) -> TrustQuestion:
     count = len(trust.keys)
     return TrustQuestion(
         file=trust.file, digest=trust.digest, kind="settings",
-        heading=(f"{visible(trust.file)} wants to set keys that can send your data, run "
-                 "commands or load models:"),
+        heading=f"{visible(trust.file)} wants to set keys that can send your data or run commands:",
         body=[f"    {line}" for line in trust.lines],
         footer=("They are ignored until you trust this file. A file that came with a "
                 "repository can point agentls at another server with your API key, run "
