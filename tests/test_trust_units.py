@@ -64,6 +64,10 @@ def test_settings_lines_are_whole() -> None:
     assert "sends your AWS_SECRET_ACCESS_KEY" in key
     [options] = setting_lines("providerOptions", {"x": "y" * 500})
     assert "y" * 500 in options
+    [hf] = setting_lines("model", "hf:attacker/evil-GGUF")
+    assert "hf:attacker/evil-GGUF" in hf and "HF_TOKEN" in hf
+    [path] = setting_lines("nextEdit.model", "/elsewhere/evil.gguf")
+    assert "/elsewhere/evil.gguf" in path and "loads this file" in path
 
 
 # --------------------------------------------------------------------------- asking

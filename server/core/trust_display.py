@@ -50,6 +50,9 @@ _STARTUP_VARIABLES = frozenset({
 })
 
 
+_MODEL_KEYS = frozenset({"model", "inlineCompletion.model", "nextEdit.model"})
+
+
 def _hides(char: str) -> bool:
     category = unicodedata.category(char)
     return category in _HIDDEN or (category == "Zs" and char != " ")
@@ -165,4 +168,12 @@ def setting_lines(wire: str, value: Any) -> list[str]:
             else:
                 lines.append(f"  {shown_value(linter)}")
         return lines
+    if wire in _MODEL_KEYS and isinstance(value, str):
+        if value.startswith(("hf:", "hf.co/", "huggingface.co/")):
+            what = "downloads it from the Hugging Face hub (sending your HF_TOKEN when set)"
+        elif value.lower().endswith(".gguf") or "/" in value or "\\" in value:
+            what = "loads this file into agentls' own process"
+        else:
+            what = "uses this model"
+        return [f"{wire} = {shown_text(value)}   <- {what}"]
     return [f"{wire} = {shown_value(value)}{_sends(value) if wire.startswith('mcp') else ''}"]
