@@ -165,9 +165,10 @@ class TrustAsker:
         target = folder / f"{question.kind}-{question.digest[:16]}.txt"
         header = ("agentls: the whole trust question (a copy to read; editing it changes "
                   "nothing). Answer in the editor's question.\n\n")
+        from .state_dir import ensure_private_dir
+
         try:
-            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-            os.chmod(folder, 0o700)
+            ensure_private_dir(folder)  # 0700, and the state dir above it
             fd, tmp = tempfile.mkstemp(prefix=".question-", suffix=".txt", dir=folder)
             try:  # mkstemp creates it 0600
                 with os.fdopen(fd, "w", encoding="utf-8") as handle:
