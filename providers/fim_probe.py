@@ -235,7 +235,8 @@ class FimSupport:
                 if kind == "no_suffix":
                     why = f"the server refuses `suffix` ({detail[:120]})"
                 else:
-                    why = (f"the FIM probe failed ({detail[:120]}); asked again in "
+                    code = exc.code if isinstance(exc, ModelError) else "timeout"
+                    why = (f"the FIM probe failed ({code}); asked again in "
                            f"{RETRY_SECONDS:.0f} s")
                     retry = time.monotonic() + RETRY_SECONDS
             else:

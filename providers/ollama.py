@@ -275,8 +275,13 @@ class OllamaProvider(HttpProvider):
     def model_supports_fim(self, model: str | None = None) -> bool:
         """Without waiting: the override, else what was found out (False
         until then; see fim_supported)."""
-        plan = self.fim.known(model or self.default_model)
-        return plan is not None and plan.form != "none"
+        model = model or self.default_model
+        plan = self.fim.known(model)
+        if plan is not None:
+            return plan.form in ("suffix", "template")
+        capabilities = self._show.get(model)  # not found out yet: what /api/show said
+        return capabilities is not None and (
+            "insert" in capabilities or self._show_tokens.get(model) is not None)
 
     async def fim_supported(self, model: str | None = None) -> bool:
         """Whether inline completion sends the model raw completion (FIM,

@@ -133,7 +133,7 @@ class OpenAIProvider(HttpProvider):
         """Without asking: the override, else what the server showed (False
         until found out; see fim_supported)."""
         plan = self.fim.known(model or self.default_model)
-        return plan is not None and plan.form != "none"
+        return plan is not None and plan.form in ("suffix", "template")
 
     async def fim_supported(self, model: str | None = None) -> bool:
         """Whether inline completion should send the model raw completion

@@ -25,7 +25,8 @@ from tests.fakes import fim_engines
 from tests.fakes.fim_engines import QWEN, FimModel
 from tests.fakes.http_backend import FakeBackend
 
-PREFIX = "class Box:\n    def __init__(self):\n        self.width = 3\n\n\ndef size(box):\n    return box."
+PREFIX = ("class Box:\n    def __init__(self):\n        self.width = 3\n\n\n"
+          "def size(box):\n    return box.")
 SUFFIX = "\n\n\nclass Crate:\n    def __init__(self):\n        self.volume_l = 40\n"
 REQUEST = FimRequest(prefix=PREFIX, suffix=SUFFIX, options=CompletionOptions(max_tokens=16))
 COMPLETIONS = "/v1/completions"
@@ -76,7 +77,8 @@ def test_the_family_table() -> None:
         assert family_by_name(name) is None, name
     codestral = family_by_name("codestral")
     assert codestral is not None and build_fim_prompt(codestral, "p", "s") == "[SUFFIX]s[PREFIX]p"
-    template = "{{- if .Suffix }}<|fim_prefix|>{{ .Prompt }}<|fim_suffix|>{{ .Suffix }}<|fim_middle|>"
+    template = ("{{- if .Suffix }}<|fim_prefix|>{{ .Prompt }}<|fim_suffix|>{{ .Suffix }}"
+                "<|fim_middle|>")
     found = family_in_text(template)
     assert found is not None and found.family == "qwen2.5-coder"
 

@@ -44,7 +44,10 @@ SERVER = [sys.executable, "-m", "agentls"]
 TIMEOUT = 20.0  # every request and wait here is bounded by this
 DOC = "def area(r):\n    return \n\nprint(area(2))\n"
 CURSOR = types.Position(line=1, character=11)  # after "return "
-FIM_SETTINGS = {"model": "qwen2.5-coder-1.5b", "inlineCompletion": {"debounceMs": 0}}
+# The server's own FIM (`suffix`), set: which form a server gets is
+# tests/e2e/test_inline_openai_fim.py's subject.
+FIM_SETTINGS = {"model": "qwen2.5-coder-1.5b", "inlineCompletion": {"debounceMs": 0},
+                "providerOptions": {"fim": True}}
 CHAT_SETTINGS = {"model": "gpt-4o-mini", "inlineCompletion": {"debounceMs": 0}}
 
 

@@ -48,8 +48,8 @@ from .http_backend import (
     sse_reply,
 )
 
-__all__ = ["QWEN", "RUNAWAY", "FimModel", "default_fill", "llama_cpp_python", "llama_cpp_server",
-           "lm_studio", "ollama", "vllm"]
+__all__ = ["QWEN", "RUNAWAY", "FimModel", "default_fill", "fim_server", "llama_cpp_python",
+           "llama_cpp_server", "lm_studio", "ollama", "sent_prompts", "vllm"]
 
 QWEN = family_by_name("qwen2.5-coder")
 assert QWEN is not None
@@ -198,6 +198,22 @@ def llama_cpp_server(backend: FakeBackend, model: FimModel,
     backend.respond("POST", "/v1/completions", completions)
     backend.respond("POST", "/tokenize", tokenize)
     backend.respond("POST", "/infill", infill)
+    _models(backend, model_id)
+
+
+def fim_server(backend: FakeBackend, model: FimModel, model_id: str = "my-coder:latest") -> None:
+    """An OpenAI-compatible server whose `suffix` FIM is right (the model's
+    own FIM tokens around prefix and suffix), no tokenizer route."""
+
+    def completions(request: RecordedRequest) -> Reply:
+        body = request.json or {}
+        suffix = body.get("suffix")
+        prompt = str(body.get("prompt", ""))
+        if suffix:
+            return _openai_text(request, model.answer_fim(prompt, str(suffix)))
+        return _openai_text(request, model.answer_raw(prompt))
+
+    backend.respond("POST", "/v1/completions", completions)
     _models(backend, model_id)
 
 
