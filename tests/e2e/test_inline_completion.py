@@ -291,9 +291,9 @@ async def test_type_ahead_is_answered_from_the_cache(
         assert second["items"][0]["insertText"] == "4 * r * r"
         assert second["items"][0]["range"]["start"] == {"line": 1, "character": 14}
         await asyncio.sleep(0.1)
-        # no new backend request (the other one is the FIM hint, GET /props)
+        # no new backend request (providerOptions.fim set: no FIM finding-out either)
         assert len(fake_backend.requests_to("/v1/completions")) == 1
-        assert len(fake_backend.requests) == 2
+        assert len(fake_backend.requests) == 1
 
 
 async def test_shown_and_accepted_counters(tmp_path: Path, fake_backend: FakeBackend) -> None:
