@@ -239,6 +239,9 @@ class LocalProvider(BaseProvider):
                 "starts": process.starts,
                 "capabilities": facts.capabilities() if facts else None,
                 "fimTokens": facts.fim.family if facts and facts.fim else None,
+                # the completion prompt form (fim_plan): FIM tokens or the prefix alone
+                "fimForm": ("template" if facts and facts.fim else "continuation")
+                if facts else None,
                 "toolFormat": facts.tool_calling(spec.chat_format) if facts else None,
             })
         return {
