@@ -17,8 +17,10 @@ from agentls.eval.humaneval import Problem, cut_holes, load_problems, problem_of
 PROBLEM = Problem(
     task_id="Local/0",
     prompt='def total(values):\n    """The sum of values, 0 when empty."""\n',
-    solution="    result = 0\n    for value in values:\n        result += value\n    return result\n",
-    test="def check(candidate):\n    assert candidate([]) == 0\n    assert candidate([1, 2, 3]) == 6\n",
+    solution=("    result = 0\n    for value in values:\n        result += value\n"
+              "    return result\n"),
+    test=("def check(candidate):\n    assert candidate([]) == 0\n"
+          "    assert candidate([1, 2, 3]) == 6\n"),
     entry_point="total",
 )
 
