@@ -139,7 +139,7 @@ class OllamaProvider(HttpProvider):
         self._show: OrderedDict[str, frozenset[str] | None] = OrderedDict()
         self._show_pending: dict[str, asyncio.Future[frozenset[str] | None]] = {}
         # model -> its FIM tokens as /api/show shows them (template, names)
-        self._show_tokens: dict[str, tuple[FimTokens | None, str]] = {}
+        self._show_tokens: dict[str, tuple[FimTokens | None, str] | None] = {}
         self.fim = FimSupport("ollama", config.options.get("fim"),
                               suffix_blocked=self._fim_suffix_blocked, probe=self._fim_probe,
                               find_tokens=self._fim_tokens)
