@@ -133,7 +133,12 @@ async def tokenizer_family(count: Callable[[str], Awaitable[int | None]]
 
     for tokens, _ in FAMILIES:
         needed = [tokens.prefix, tokens.suffix, *([tokens.middle] if tokens.middle else [])]
-        if not all([await one(token) for token in needed]):
+        single_all = True
+        for token in needed:  # one at a time: most vocabularies fail the first
+            if not await one(token):
+                single_all = False
+                break
+        if not single_all:
             continue
         if tokens.family == "qwen2.5-coder" and await one("<|file_separator|>"):
             continue  # CodeGemma spells FIM as Qwen does; next in the table
