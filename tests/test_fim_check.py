@@ -40,3 +40,21 @@ def test_check_shows_the_suffix_fim_a_server_does_right(
     fim_engines.fim_server(fake_backend, FimModel(), "my-coder")
     out = check(fake_backend.url + "/v1", "my-coder", tmp_path)
     assert "inline completion prompts: suffix: the server's own FIM" in out, out
+
+
+async def test_the_embedded_model_plans_from_its_gguf(tmp_path: Path) -> None:
+    from agentls.core.provider import ProviderConfig
+    from agentls.providers.local import LocalProvider
+    from tests.test_local_fim import qwen_like, write_gguf
+
+    coder = write_gguf(tmp_path / "coder.gguf", qwen_like(**{
+        "tokenizer.ggml.fim_pre_token_id": 4, "tokenizer.ggml.fim_suf_token_id": 5,
+        "tokenizer.ggml.fim_mid_token_id": 6}))
+    plain = write_gguf(tmp_path / "plain.gguf", qwen_like(**{
+        "tokenizer.ggml.tokens": ["<unk>", "<s>", "</s>", "def"]}))
+    for path, form in ((coder, "template"), (plain, "continuation")):
+        provider = LocalProvider(ProviderConfig(name="local", options={"model_path": str(path)}))
+        plan = await provider.fim_plan()
+        assert plan.form == form, plan
+        assert ("qwen2.5-coder" in plan.why) is (form == "template")
+        await provider.aclose()
