@@ -189,9 +189,10 @@ class OpenAIProvider(HttpProvider):
         return name_family(model)
 
     async def _token_count(self, url: str, model: str, text: str) -> int | None:
-        # llama.cpp reads `content`, vLLM `prompt`, llama-cpp-python `input`.
+        # llama.cpp reads `content`, vLLM `prompt`, llama-cpp-python `input`;
+        # special tokens are parsed as the completion path parses them.
         body = {"model": model, "content": text, "prompt": text, "input": text,
-                "add_special": False, "add_special_tokens": False}
+                "add_special": False, "add_special_tokens": False, "parse_special": True}
         try:
             payload = await asyncio.wait_for(self._http.request_json(
                 "POST", url, model=model, body=body, max_attempts=1), PROPS_TIMEOUT)
