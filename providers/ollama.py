@@ -29,6 +29,8 @@ a None value removes a field.
 The chat wire format (messages, tools, /api/chat lines) is in
 ollama_chat.py, imported by the first chat request: the FIM path, which
 inline completion takes on every keystroke, imports no pydantic model.
+What both streams share (errors, the `done` line, token counts, the FIM
+chunks) is read by ollama_stream.py.
 
 Fill in the middle is decided by asking the server, not by the model's
 name (a `my-coder:latest` tag or a renamed base model would defeat any
@@ -52,13 +54,12 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentls.core.errors import FinishReason, ModelError
+from agentls.core.errors import ModelError
 from agentls.core.provider import (
     CompletionOptions,
     FimChunk,
     FimPlan,
     FimRequest,
-    FimUsage,
     ProviderConfig,
     ToolSpec,
 )
@@ -72,8 +73,8 @@ from .fim_templates import (
     family_by_name,
     family_in_text,
 )
-from .http import HttpClient
 from .http_provider import HttpProvider
+from .ollama_stream import LineReader
 
 if TYPE_CHECKING:
     from agentls.core.models import ModelInfo, ProviderInfo, StreamChunk
@@ -104,13 +105,6 @@ SHOW_CACHE_SIZE = 64
 _TOP_LEVEL = frozenset(
     {"keep_alive", "think", "format", "raw", "template", "system", "context", "images"}
 )
-
-_FINISH: dict[str, FinishReason] = {
-    "stop": "stop",
-    "length": "length",
-    "load": "stop",  # an empty conversation only loads the model
-    "unload": "stop",
-}
 
 _HINTS = {
     "not_found": "Model {model!r} is not on the Ollama server at {base_url}: run "
@@ -165,12 +159,8 @@ class OllamaProvider(HttpProvider):
         prompt_chars = len(json.dumps(body["messages"])) + len(json.dumps(body.get("tools", [])))
         reader = ChatLineReader(self._http, model, prompt_chars=prompt_chars)
         async with self._http.stream_ndjson("POST", "/api/chat", model=model, body=body) as lines:
-            async for value in lines:
-                if reader.done:
-                    continue  # drain to the end so the connection can be reused
-                chunk = reader.chat_chunk(value)
-                if chunk is not None:
-                    yield chunk
+            async for chunk in reader.chunks(lines, reader.chat_chunk):
+                yield chunk
         yield reader.finish()
 
     # -- fill in the middle ---------------------------------------------------
@@ -195,12 +185,8 @@ class OllamaProvider(HttpProvider):
         async with self._http.stream_ndjson(
             "POST", "/api/generate", model=model, body=body
         ) as lines:
-            async for value in lines:
-                if reader.done:
-                    continue
-                chunk = reader.generate_chunk(value)
-                if chunk is not None:
-                    yield chunk
+            async for chunk in reader.chunks(lines, reader.generate_chunk):
+                yield chunk
         yield reader.fim_finish()
 
     async def fim_plan(self, model: str | None = None) -> FimPlan:
@@ -458,86 +444,3 @@ def _int_option(options: dict[str, Any], snake: str, camel: str) -> int | None:
     except (TypeError, ValueError):
         return None
     return number if number > 0 else None
-
-
-# --------------------------------------------------------------------------- responses
-
-
-class LineReader:
-    """Reads NDJSON lines: errors sent in the stream, the finish reason, the
-    usage counts. `generate_chunk` decodes /api/generate (FIM);
-    ollama_chat.ChatLineReader adds /api/chat's chunks."""
-
-    def __init__(self, http: HttpClient, model: str, *, prompt_chars: int) -> None:
-        self.http = http
-        self.model = model
-        self.prompt_chars = prompt_chars
-        self.output_chars = 0
-        self.done = False
-        self.tool_calls = 0
-        self.input_tokens: int | None = None
-        self.output_tokens: int | None = None
-
-    def check(self, value: Any) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            raise self.http.error(
-                "invalid_response",
-                f"a stream line is not an object: {json.dumps(value)[:200]!r}",
-                model=self.model,
-            )
-        if value.get("error"):
-            raise self.http.error_from_body(value, model=self.model, status=200)
-        return value
-
-    def generate_chunk(self, value: Any) -> FimChunk | None:
-        line = self.check(value)
-        text = text_or_empty(line.get("response"))
-        # A thinking model's reasoning is counted but not passed on: a
-        # completion is the text alone.
-        self.output_chars += len(text) + len(text_or_empty(line.get("thinking")))
-        finish = self.finish_reason(line)
-        if not (text or finish):
-            return None
-        return FimChunk(delta=text, finish_reason=finish)
-
-    def finish_reason(self, line: dict[str, Any]) -> FinishReason | None:
-        if line.get("done") is not True:
-            return None
-        self.done = True
-        prompt, output = line.get("prompt_eval_count"), line.get("eval_count")
-        if isinstance(prompt, int) and not isinstance(prompt, bool):
-            self.input_tokens = prompt
-        if isinstance(output, int) and not isinstance(output, bool):
-            self.output_tokens = output
-        reason = _FINISH.get(str(line.get("done_reason") or "stop"), "stop")
-        # Ollama says "stop" after tool calls.
-        return "tool_calls" if reason == "stop" and self.tool_calls else reason
-
-    def fim_finish(self) -> FimChunk:
-        """The FIM stream's closing usage chunk; raises if it was cut short."""
-        prompt, output = self.token_counts()
-        return FimChunk(usage=FimUsage(prompt, output, prompt + output))
-
-    def token_counts(self) -> tuple[int, int]:
-        """(input, output) tokens as the server said, else estimated."""
-        if not self.done:
-            raise self.http.error(
-                "connection",
-                'the server ended the stream before it finished (no line with "done": true)',
-                model=self.model,
-            )
-        # Ollama omits prompt_eval_count when the whole prompt came from its
-        # cache; estimate what is missing as characters / 4 (usage is always filled).
-        prompt = self.input_tokens
-        if prompt is None:
-            prompt = -(-self.prompt_chars // 4)
-            logger.debug("ollama: no prompt_eval_count; estimated %d input tokens", prompt)
-        output = self.output_tokens
-        if output is None:
-            output = -(-self.output_chars // 4)
-            logger.debug("ollama: no eval_count; estimated %d output tokens", output)
-        return prompt, output
-
-
-def text_or_empty(value: Any) -> str:
-    return value if isinstance(value, str) else ""

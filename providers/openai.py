@@ -12,19 +12,19 @@ the chat prompt for that request (FimUnsupported) and from then on.
 
 The chat wire format (messages, tools, chat chunks) is in openai_chat.py,
 imported by the first chat request: the FIM path, which inline completion
-takes on every keystroke, imports no pydantic model.
+takes on every keystroke, imports no pydantic model. What both streams
+share (errors sent in the stream, usage, finish reasons, the FIM chunks)
+is read by openai_stream.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
-import logging
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
 
-from agentls.core.errors import FinishReason, ModelError
+from agentls.core.errors import ModelError
 from agentls.core.provider import (
     CompletionOptions,
     FimChunk,
@@ -46,16 +46,14 @@ from .fim_probe import (
     tokenizer_family,
 )
 from .fim_templates import PROBE_PREFIX, PROBE_SUFFIX, FimTokens, build_fim_prompt
-from .http import HttpClient
-from .http_provider import HttpProvider
+from .http_provider import HttpProvider, apply_extra
+from .openai_stream import SseChunkReader
 
 if TYPE_CHECKING:
     from agentls.core.models import ModelInfo, ProviderInfo, StreamChunk
     from agentls.core.session_types import Message
 
 __all__ = ["OpenAIProvider"]
-
-logger = logging.getLogger("agentls.providers.openai")
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
@@ -64,17 +62,6 @@ DEFAULT_MODEL = "gpt-4o-mini"
 # small so that prompt budgets never overflow a local server's context.
 DEFAULT_CONTEXT_WINDOW = 8192
 DEFAULT_MAX_OUTPUT_TOKENS = 4096
-
-_FINISH: dict[str, FinishReason] = {
-    "stop": "stop",
-    "eos": "stop",
-    "length": "length",
-    "tool_calls": "tool_calls",
-    "function_call": "tool_calls",
-    "content_filter": "content_filter",
-}
-
-_Chunk = TypeVar("_Chunk")
 
 _HINTS = {
     "not_found": "Model {model!r} or the endpoint does not exist at {base_url}: list the "
@@ -124,7 +111,7 @@ class OpenAIProvider(HttpProvider):
         async with self._http.stream_sse(
             "POST", "/chat/completions", model=model, body=body
         ) as events:
-            async for chunk in reader.chunks(events, reader.chat_chunk):
+            async for chunk in reader.sse_chunks(events, reader.chat_chunk):
                 yield chunk
         yield reader.usage_chunk()
 
@@ -225,7 +212,7 @@ class OpenAIProvider(HttpProvider):
                                 prompt_chars=len(request.prefix + request.suffix))
         async with self._http.stream_sse("POST", "/completions", model=model,
                                          body=body) as events:
-            async for chunk in reader.chunks(events, reader.text_chunk):
+            async for chunk in reader.sse_chunks(events, reader.text_chunk):
                 yield chunk
         yield FimChunk(usage=FimUsage(*reader.token_counts()))
 
@@ -321,117 +308,4 @@ def _apply_options(body: dict[str, Any], options: CompletionOptions) -> None:
         body["temperature"] = options.temperature
     if options.stop:
         body["stop"] = list(options.stop)
-    # `extra` wins; a None value removes a field a server chokes on
-    # (e.g. {"stream_options": None} for servers that reject it).
-    for key, value in options.extra.items():
-        if value is None:
-            body.pop(key, None)
-        else:
-            body[key] = value
-
-
-# --------------------------------------------------------------------------- responses
-
-
-class SseChunkReader:
-    """Reads a stream's SSE payloads: errors sent in the stream, the usage
-    counts, whether the stream ended properly. `text_chunk` decodes the
-    /completions (FIM) stream; openai_chat.ChatChunkReader adds the chat's."""
-
-    def __init__(self, http: HttpClient, model: str, *, prompt_chars: int) -> None:
-        self.http = http
-        self.model = model
-        self.prompt_chars = prompt_chars
-        self.output_chars = 0
-        self.done = False
-        self.finished = False
-        # (prompt_tokens, completion_tokens, total_tokens) as the server said
-        self.usage: tuple[int, int, int] | None = None
-        self.saw_tool_calls = False
-
-    async def chunks(
-        self, events: AsyncIterator[Any], decode: Callable[[str], _Chunk | None]
-    ) -> AsyncIterator[_Chunk]:
-        """The decoded chunks of an SSE stream up to its `[DONE]`; what
-        follows is read and dropped so the connection can be reused."""
-        async for event in events:
-            if self.done:
-                continue
-            if event.data.strip() == "[DONE]":
-                self.done = True
-                continue
-            chunk = decode(event.data)
-            if chunk is not None:
-                yield chunk
-
-    def payload(self, data: str) -> dict[str, Any]:
-        try:
-            payload = json.loads(data)
-        except ValueError as exc:
-            raise self.http.error(
-                "invalid_response",
-                f"a stream chunk is not JSON ({exc}): {data[:200]!r}",
-                model=self.model,
-            ) from None
-        if not isinstance(payload, dict):
-            raise self.http.error(
-                "invalid_response",
-                f"a stream chunk is not an object: {data[:200]!r}",
-                model=self.model,
-            )
-        if payload.get("error"):  # vLLM, LiteLLM and others report failures in-stream
-            raise self.http.error_from_body(payload, model=self.model, status=200)
-        usage = payload.get("usage")
-        if isinstance(usage, dict):
-            prompt = int(usage.get("prompt_tokens") or 0)
-            completion = int(usage.get("completion_tokens") or 0)
-            self.usage = (prompt, completion, int(usage.get("total_tokens") or prompt + completion))
-        return payload
-
-    def text_chunk(self, data: str) -> FimChunk | None:
-        choice = first_choice(self.payload(data))
-        if choice is None:
-            return None
-        text = choice.get("text") or ""
-        self.output_chars += len(text)
-        finish = self.finish_reason(choice)
-        if not (text or finish):
-            return None
-        return FimChunk(delta=text, finish_reason=finish)
-
-    def finish_reason(self, choice: dict[str, Any]) -> FinishReason | None:
-        raw = choice.get("finish_reason")
-        if not raw:
-            return None
-        self.finished = True
-        reason = _FINISH.get(str(raw), "stop")
-        # Some servers (older llama.cpp, Ollama) say "stop" after tool calls.
-        return "tool_calls" if reason == "stop" and self.saw_tool_calls else reason
-
-    def token_counts(self) -> tuple[int, int, int]:
-        """(input, output, total) tokens for the closing usage chunk; raises
-        if the stream was cut short."""
-        if not (self.done or self.finished):
-            raise self.http.error(
-                "connection",
-                "the server ended the stream before it finished (no finish_reason, no [DONE])",
-                model=self.model,
-            )
-        if self.usage is not None:
-            return self.usage
-        prompt, output = -(-self.prompt_chars // 4), -(-self.output_chars // 4)
-        logger.debug(
-            "openai: %s sent no usage; estimated %d in / %d out tokens as characters/4",
-            self.http.base_url,
-            prompt,
-            output,
-        )
-        return prompt, output, prompt + output
-
-
-def first_choice(payload: dict[str, Any]) -> dict[str, Any] | None:
-    choices = payload.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        return None
-    first: dict[str, Any] = choices[0]
-    return first
+    apply_extra(body, options.extra)
