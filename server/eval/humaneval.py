@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentls.core.positions import code_units
+
 from .tasks import Task
 
 __all__ = ["HUMANEVAL_KINDS", "Problem", "cut_holes", "data_path", "load_problems", "problem_of",
@@ -100,7 +102,7 @@ def _hole(problem: Problem, kind: str, rng: random.Random) -> Task | None:
     masked = text[:cursor] + text[end:]
     line_number = masked.count("\n", 0, cursor)
     line_start = masked.rfind("\n", 0, cursor) + 1
-    character = len(masked[line_start:cursor].encode("utf-16-le")) // 2
+    character = code_units(masked[line_start:cursor])
     name = problem.task_id.replace("/", "_")
     return Task(id=f"{kind}:{problem.task_id}", kind=kind, source="humaneval",
                 path=f"{name}_{kind}.py", language_id="python", text=masked, offset=cursor,
