@@ -205,7 +205,8 @@ class _LoopbackOpenAI(OpenAIProvider):
         )
         # /completions is what the child serves, always (with or without
         # `suffix`, which provider.py drops): nothing to probe.
-        self.fim = FimSupport(self._http, True)
+        self.fim = FimSupport("local", True, suffix_blocked=self._fim_suffix_blocked,
+                              probe=self._fim_probe, find_tokens=self._fim_tokens)
 
     def model_supports_fim(self, model: str | None = None) -> bool:
         return False

@@ -47,6 +47,7 @@ from agentls.core.provider import (
     BaseProvider,
     CompletionOptions,
     FimChunk,
+    FimPlan,
     FimRequest,
     ProviderConfig,
     ToolSpec,
@@ -230,6 +231,9 @@ class LocalProvider(BaseProvider):
                 "starts": process.starts,
                 "capabilities": facts.capabilities() if facts else None,
                 "fimTokens": facts.fim.family if facts and facts.fim else None,
+                # the completion prompt form (fim_plan): FIM tokens or the prefix alone
+                "fimForm": ("template" if facts and facts.fim else "continuation")
+                if facts else None,
                 "toolFormat": facts.tool_calling(spec.chat_format) if facts else None,
             })
         return {
@@ -337,6 +341,20 @@ class LocalProvider(BaseProvider):
             process, lambda client: client.stream_fim(inner), "completion"
         ):
             yield chunk
+
+    async def fim_plan(self, model: str | None = None) -> FimPlan:
+        """How _stream_fim prompts the completion model, and why (for
+        `agentls check`): its GGUF's FIM tokens, else the prefix alone."""
+        try:
+            spec = self._spec(model or None, "completion")
+        except ModelError as exc:
+            return FimPlan("continuation", f"the model's GGUF cannot be read: {exc.message}")
+        facts = await self._facts(spec)
+        if facts is not None and facts.fim is not None:
+            return FimPlan("template", f"{facts.fim.family} FIM tokens declared by "
+                           f"{spec.alias}'s GGUF, in a raw prompt", facts.fim.family)
+        return FimPlan("continuation", f"{spec.alias}'s GGUF declares no FIM tokens: the "
+                       "prefix alone (llama-cpp-python's `suffix` is not FIM)")
 
     async def _facts(self, spec: _ChildSpec) -> ModelFacts | None:
         """The GGUF's facts (FIM tokens, chat template, KV-cache sizes), read

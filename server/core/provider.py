@@ -17,7 +17,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 # ChunkStream (chunk_stream.py) and the stream's fold (stream_collect.py) are
 # part of this contract; importable from here as they always were.
@@ -38,6 +38,8 @@ __all__ = [
     "CompletionOptions",
     "FimChoice",
     "FimChunk",
+    "FimForm",
+    "FimPlan",
     "FimRequest",
     "FimUnsupported",
     "FimUsage",
@@ -125,6 +127,30 @@ class FimUnsupported(ModelError):
     instead. Providers raise it only while finding out (a probe), never for
     a FIM the user forced with providerOptions.fim, so it is never a
     failure the user has to see."""
+
+
+FimForm = Literal["suffix", "template", "continuation", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class FimPlan:
+    """How a provider sends fill-in-the-middle requests for one model, and
+    why (shown by agentls/status and `agentls check`):
+
+    - "suffix": the engine's own FIM (`suffix` on the request), used only
+      once a known-answer probe showed the engine honours the suffix;
+    - "template": the model's FIM tokens laid out in a raw prompt (`family`
+      names them), with the family's stop tokens;
+    - "continuation": the prefix alone; the suffix serves post-processing;
+    - "none": no raw completion for this model: chat prompts.
+    """
+
+    form: FimForm
+    why: str
+    family: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"form": self.form, "family": self.family, "why": self.why}
 
 
 class FimChoice:

@@ -21,8 +21,8 @@ from agentls.core.plugins import plugin_name
 
 from . import inline_registration
 from .convert import to_plain
-from .reload import close_retired_providers, report_problems
-from .trust import schedule_trust_question
+from .reload import close_retired_providers, prepare_models, report_problems
+from .trust import schedule_trust_question, trust_asker
 
 if TYPE_CHECKING:
     from .server import AgentlsLanguageServer
@@ -96,7 +96,7 @@ async def start_features(ls: AgentlsLanguageServer) -> None:
 
     try:
         enabled = {id(f): f for f in offering(ls.state.features(), Startable)}
-        host = ls.state.feature_host()
+        host = ls.state.feature_host(trust=trust_asker(ls))
     except Exception:
         log.exception("Cannot list the features to start")
         ls.features_started.set()
@@ -148,26 +148,6 @@ async def refresh_configuration(ls: AgentlsLanguageServer) -> None:
             log.warning("workspace/configuration failed: %s", exc)
     report_problems(ls, ls.state.reload_settings(workspace_config=workspace_config))
     prepare_models(ls)
-
-
-def prepare_models(ls: AgentlsLanguageServer) -> None:
-    """Start fetching the models the settings name (`hf:` downloads, in the
-    background) as soon as they are chosen, so the editor shows progress
-    then rather than at the first request. Only when a download is named:
-    the provider is otherwise built on first use (start-up stays fast)."""
-    settings = ls.state.settings
-    names = [name for name in (settings.model, settings.inline_completion.model) if name]
-    if not any(name.startswith(("hf:", "hf.co/", "huggingface.co/")) for name in names):
-        return
-    from agentls.core.capabilities import ModelPreparer
-    from agentls.core.registry import offers
-
-    try:
-        provider = ls.state.provider()
-        if offers(provider, ModelPreparer):
-            provider.prepare_models(names)
-    except Exception as exc:  # shown when the model is used; never stop the server
-        log.warning("Could not prepare the configured models: %s", exc)
 
 
 def _client_supports_configuration(ls: AgentlsLanguageServer) -> bool:

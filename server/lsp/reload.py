@@ -14,7 +14,7 @@ from lsprotocol import types
 if TYPE_CHECKING:
     from .server import AgentlsLanguageServer
 
-__all__ = ["close_retired_providers", "report_problems"]
+__all__ = ["close_retired_providers", "prepare_models", "report_problems"]
 
 log = logging.getLogger("agentls.lsp.lifecycle")
 
@@ -58,3 +58,23 @@ async def close_retired_providers(ls: AgentlsLanguageServer) -> None:
                 await closing
         except Exception:
             log.exception("Closing the previous provider failed")
+
+
+def prepare_models(ls: AgentlsLanguageServer) -> None:
+    """Start fetching the models the settings name (`hf:` downloads, in the
+    background) as soon as they are chosen, so the editor shows progress
+    then rather than at the first request. Only when a download is named:
+    the provider is otherwise built on first use (start-up stays fast)."""
+    settings = ls.state.settings
+    names = [name for name in (settings.model, settings.inline_completion.model) if name]
+    if not any(name.startswith(("hf:", "hf.co/", "huggingface.co/")) for name in names):
+        return
+    from agentls.core.capabilities import ModelPreparer
+    from agentls.core.registry import offers
+
+    try:
+        provider = ls.state.provider()
+        if offers(provider, ModelPreparer):
+            provider.prepare_models(names)
+    except Exception as exc:  # shown when the model is used; never stop the server
+        log.warning("Could not prepare the configured models: %s", exc)

@@ -295,8 +295,9 @@ class ServerState:
         except TimeoutError:
             pass
 
-    def feature_host(self) -> FeatureHost:
-        """What long-running features get at start (core/feature_host.py)."""
+    def feature_host(self, trust: Any = None) -> FeatureHost:
+        """What long-running features get at start (core/feature_host.py);
+        `trust`: the TrustAsker workspace-trust questions go through."""
         from agentls.core.feature_host import FeatureHost
 
         channels = self.channels
@@ -306,6 +307,7 @@ class ServerState:
             approval=channels.approval if channels else None,
             display=channels.display if channels else None,
             trust_store=self.trust_store,
+            trust=trust,
             environ=self.environ,
         )
 

@@ -44,7 +44,10 @@ SERVER = [sys.executable, "-m", "agentls"]
 TIMEOUT = 20.0  # every request and wait here is bounded by this
 DOC = "def area(r):\n    return \n\nprint(area(2))\n"
 CURSOR = types.Position(line=1, character=11)  # after "return "
-FIM_SETTINGS = {"model": "qwen2.5-coder-1.5b", "inlineCompletion": {"debounceMs": 0}}
+# The server's own FIM (`suffix`), set: which form a server gets is
+# tests/e2e/test_inline_openai_fim.py's subject.
+FIM_SETTINGS = {"model": "qwen2.5-coder-1.5b", "inlineCompletion": {"debounceMs": 0},
+                "providerOptions": {"fim": True}}
 CHAT_SETTINGS = {"model": "gpt-4o-mini", "inlineCompletion": {"debounceMs": 0}}
 
 
@@ -288,9 +291,9 @@ async def test_type_ahead_is_answered_from_the_cache(
         # A backend call would be made before the answer; one more round trip
         # covers one the server might have started after it.
         await server.request("agentls/status", {})
-        # no new backend request (the other one is the FIM hint, GET /props)
+        # no new backend request (providerOptions.fim set: no FIM finding-out either)
         assert len(fake_backend.requests_to("/v1/completions")) == 1
-        assert len(fake_backend.requests) == 2
+        assert len(fake_backend.requests) == 1
 
 
 async def test_shown_and_accepted_counters(tmp_path: Path, fake_backend: FakeBackend) -> None:
