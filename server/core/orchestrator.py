@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from . import events
 from .agent import AgentBundle, ContextSettings, EditorChannels, TurnLimits
 from .approval import ApprovalChannel, ApprovalGate, DisplayChannel
 from .checkpoint_store import CheckpointStore
@@ -108,6 +109,7 @@ class Orchestrator:
         # Per-session statuses, updated by the turns (agentls/status).
         self.session_statuses = SessionStatuses(self._load_status)
         self._notices_told: set[tuple[str, str]] = set()  # (session, provider notice)
+        self._ended: set[str] = set()  # sessions session:end was emitted for
 
     # -- the agent ------------------------------------------------------------
     @property
@@ -209,6 +211,20 @@ class Orchestrator:
 
     def statuses(self) -> list[SessionStatus]:
         return self.session_statuses.values()
+
+    async def end_sessions(self, reason: str, session_ids: Iterable[str] | None = None) -> None:
+        """Emit session:end (`reason`: "shutdown", "deleted") for the sessions
+        this process ran (or `session_ids` of them), once each. A failing
+        hook is logged by the registry; it never stops the caller."""
+        ran = [s.session_id for s in self.session_statuses.values()]
+        for sid in ran if session_ids is None else [s for s in session_ids if s in ran]:
+            if sid in self._ended:
+                continue
+            self._ended.add(sid)
+            if self.hooks.has_handlers(events.SESSION_END):
+                await self.hooks.emit(events.SESSION_END, {
+                    "session_id": sid, "reason": reason,
+                    "timestamp": datetime.now(UTC).isoformat()})
 
     def cancel(self, session_id: str) -> bool:
         """Cancel the running turn of a session: its provider call and any

@@ -351,6 +351,9 @@ class ChatService:
         pending = [t for t in [*self.tasks.values(), *self.requests] if not t.done()]
         if pending:
             await asyncio.wait(pending, timeout=SHUTDOWN_WAIT_SECONDS)
+        orchestrator = self._orchestrator()
+        if orchestrator is not None:
+            await orchestrator.end_sessions("shutdown")
 
     # -- other requests ---------------------------------------------------------------
     async def sessions(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -383,6 +386,9 @@ class ChatService:
         except SessionStoreError as exc:
             raise JsonRpcInternalError(str(exc)) from exc
         end_session_approvals(self.ls, sid)
+        orchestrator = self._orchestrator()
+        if orchestrator is not None:
+            await orchestrator.end_sessions("deleted", [sid])
         if not deleted:
             raise JsonRpcInvalidParams(f"Unknown sessionId {sid!r}: no such session is stored.")
         return {"sessionId": sid, "deleted": True}
