@@ -78,15 +78,15 @@ class LspDocumentOpener:
 
 
 def trust_asker(ls: AgentlsLanguageServer) -> TrustAsker:
-    """The server's TrustAsker: the one approval gate (the chat wiring's),
+    """The server's TrustAsker: the one approval gate (the editor channels'),
     the user's trust store, showDocument for long questions."""
     from agentls.core.approval import ApprovalGate
     from agentls.core.trust_question import TrustAsker
 
     from .channels import LspApprovalChannel, LspDisplayChannel
 
-    wiring = ls.state.turn_wiring
-    gate = wiring.gate if wiring is not None else ApprovalGate(LspApprovalChannel(ls))
+    channels = ls.state.channels
+    gate = channels.gate if channels is not None else ApprovalGate(LspApprovalChannel(ls))
     return TrustAsker(gate, ls.state.trust_store, LspDocumentOpener(ls), LspDisplayChannel(ls))
 
 
