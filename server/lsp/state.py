@@ -370,9 +370,15 @@ class ServerState:
         core.workspace = str(self.workspace_root) if self.workspace_root else None
         from agentls.core.instructions import ProjectInstructions
 
+        # The secret-file rule every file text sent to the model goes through
+        # (composition; the shape issue moves this into app.py).
+        from agentls.features.sensitive_paths import ModelFileAccess
+
         core.context.window_override = self.settings.context_window
         core.context.instructions = ProjectInstructions(
-            self.workspace_root, self.settings.instructions.files
+            self.workspace_root, self.settings.instructions.files,
+            reader=ModelFileAccess(self.workspace_folders or
+                                   ([self.workspace_root] if self.workspace_root else [])),
         )
         if wiring is not None:
             core.gate = wiring.gate  # shared with the edit applier
