@@ -118,3 +118,16 @@ def test_unconfined_checks_apply_only_the_secret_rule(tree: Path, tmp_path: Path
     assert isinstance(access.check(tmp_path / ".ssh" / "config", confine=False), Withheld)
     assert isinstance(ModelFileAccess([]).check("notes.md"), Withheld)
     assert isinstance(access.check("a\0b"), Withheld)
+
+
+def test_mcp_contents_answering_with_a_secret_uri_are_kept_back(tree: Path) -> None:
+    from agentls.features.mcp.results import attachable_contents, withheld_resource
+
+    env, notes = (tree / ".env").as_uri(), (tree / "notes.md").as_uri()
+    kept, notes_out = attachable_contents(
+        [{"uri": notes, "text": "hello"}, {"uri": env, "text": "KEY=PLANTED"},
+         {"uri": "notes://today", "text": "milk"}, "junk"], [tree])
+    assert [c["uri"] for c in kept] == [notes, "notes://today"]
+    assert len(notes_out) == 1 and "PLANTED" not in notes_out[0] and env in notes_out[0]
+    assert withheld_resource("notes://x", [tree]) is None
+    assert withheld_resource((tree / ".git" / "config").as_uri(), [tree])

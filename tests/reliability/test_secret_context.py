@@ -21,6 +21,7 @@ approval), so neither the agent nor the user is left guessing.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -147,3 +148,49 @@ def test_mentions_in_explained_code_and_templates_do_not_attach_secrets(
     assert '<file path=\\".git/config\\" error=' in sent
     leak = next(t for t in listed["templates"] if t["name"] == "leak")
     assert WHY in leak["template"] or WHY in leak["description"]
+
+
+FILE_SERVER = '''
+import os, sys
+from pathlib import Path
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("files")
+
+
+def reader(path):
+    def read() -> str:
+        return path.read_text()
+    return read
+
+
+for name in os.environ["FILES"].split(os.pathsep):
+    path = Path(name)
+    server.resource(path.as_uri(), name=path.name)(reader(path))
+
+server.run("stdio")
+'''
+
+
+def test_mcp_file_resources_of_secret_files_are_not_attached(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """A server the user set up offers files as resources: the mention of
+    `.env` is not attached (the secret rule applies whichever server offers
+    the file), the mention of a plain file is."""
+    script = tmp_path / "file_server.py"
+    script.write_text(FILE_SERVER)
+    notes = workspace / "notes.md"
+    notes.write_text("Plain notes 7f3a.\n")
+    env = workspace / ".env"
+    settings, record = scripted_settings(tmp_path, "resources", [{"text": "ok"}])
+    settings["mcpServers"] = {"files": {
+        "command": sys.executable, "args": [str(script)],
+        "env": {"FILES": os.pathsep.join([str(env), str(notes)])}}}
+    with LspProcess.start(state_dir=tmp_path / "state", workspace=workspace,
+                          settings=settings) as lsp:
+        result = chat(lsp, f"Compare @mcp:files:{env.as_uri()} with @mcp:files:{notes.as_uri()}")
+    assert_no_secret(record, result)
+    sent = record_text(record)
+    assert "Plain notes 7f3a." in sent
+    assert "not attached" in sent and WHY in sent
