@@ -40,6 +40,7 @@ import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from wcmatch import glob
 
@@ -51,6 +52,7 @@ __all__ = [
     "SECRET_PATTERNS",
     "ModelFileAccess",
     "Protected",
+    "buffer_withheld",
     "model_file_check",
     "protected_match",
     "protected_reason",
@@ -372,3 +374,19 @@ def read_for_model(path: str | os.PathLike[str], folders: Sequence[str | os.Path
                    *, max_bytes: int) -> ModelFile | Withheld | None:
     """`ModelFileAccess(folders).read_for_model(path, max_bytes=...)`."""
     return ModelFileAccess(folders).read_for_model(path, max_bytes=max_bytes)
+
+
+def buffer_withheld(uri: str) -> str | None:
+    """Why the text of the editor buffer `uri` may not go to the model as
+    context (next edit, completions), or None. The user opened the buffer,
+    so it may be outside the workspace; only the secret rule applies. A URI
+    that is not a file (untitled:) names no file to check."""
+    if not isinstance(uri, str) or uri[:5].lower() != "file:":
+        return None
+    path = unquote(urlsplit(uri).path)
+    if os.name == "nt" and len(path) > 2 and path[0] == "/" and path[2] == ":":
+        path = path[1:]  # file:///C:/x -> C:/x
+    if not path:
+        return None
+    checked = ModelFileAccess(()).check(path, confine=False)
+    return checked.reason if isinstance(checked, Withheld) else None
