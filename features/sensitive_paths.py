@@ -36,13 +36,14 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from wcmatch import glob
+from wcmatch import fnmatch, glob
 
 from agentls.core.file_access import ModelFile, ReadableFile, Withheld
 
@@ -204,15 +205,95 @@ _SECRET_EXCEPTIONS: tuple[str, ...] = (
 )
 
 _FLAGS = glob.GLOBSTAR | glob.DOTGLOB | glob.IGNORECASE | glob.BRACE
+_NAME_FLAGS = fnmatch.DOTMATCH | fnmatch.IGNORECASE
+_GLOB_CHARS = frozenset("*?[]{}!")
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """`**/a/b` (the path ends in a/b) or `**/a/b/**` (the path is under
+    a/b), segments casefolded; `segments` None: any other glob, matched by
+    wcmatch as written."""
+
+    pattern: str
+    segments: tuple[str, ...] | None
+    under: bool
+    literal: bool
+    # per segment: None (a plain name) or the compiled fnmatch of that name
+    globs: tuple[re.Pattern[str] | None, ...] = ()
+
+
+def _name_glob(segment: str) -> re.Pattern[str] | None:
+    if not _GLOB_CHARS & set(segment):
+        return None
+    include, exclude = fnmatch.translate(segment, flags=_NAME_FLAGS)
+    if len(include) != 1 or exclude:
+        raise ValueError(f"unsupported name glob {segment!r}")
+    return re.compile(include[0])
+
+
+def _shape(pattern: str) -> _Shape:
+    under = pattern.endswith("/**")
+    body = pattern[3:-3] if under else pattern[3:]
+    if not pattern.startswith("**/") or not body or "**" in body or "{" in body:
+        return _Shape(pattern, None, False, False)
+    segments = tuple(part.casefold() for part in body.split("/"))
+    globs = tuple(_name_glob(part) for part in segments)
+    return _Shape(pattern, segments, under, all(g is None for g in globs), globs)
+
+
+class _Matcher:
+    """The first of `patterns` a path matches, in time linear in the path's
+    length. The patterns are wcmatch globs (GLOBSTAR, DOTGLOB, IGNORECASE),
+    nearly all `**/name`, `**/dir/**` or `**/a/b`: those are matched on the
+    path's folder names (a set lookup, fnmatch on the last names only), any
+    other pattern by wcmatch itself. A glob per pattern costs about 0.2 ms on
+    a short path and 1.5 s on one 20,000 folders deep, and the model
+    chooses the paths (tests/test_sensitive_paths.py checks both agree)."""
+
+    def __init__(self, patterns: tuple[str, ...]) -> None:
+        self.shapes = tuple(_shape(p) for p in patterns)
+
+    def first(self, rel: str) -> str | None:
+        names = [part.casefold() for part in rel.split("/") if part]
+        where: dict[str, list[int]] | None = None
+        for shape in self.shapes:
+            segments = shape.segments
+            if segments is None:
+                if glob.globmatch(rel, shape.pattern, flags=_FLAGS):
+                    return shape.pattern
+                continue
+            count = len(segments)
+            if shape.under:
+                if shape.literal:
+                    if where is None:
+                        where = {}
+                        for index, name in enumerate(names):
+                            where.setdefault(name, []).append(index)
+                    starts: Sequence[int] = where.get(segments[0], ())
+                else:
+                    starts = range(len(names))
+                for start in starts:
+                    if start + count < len(names) and _names_match(
+                            names[start:start + count], shape):
+                        return shape.pattern
+            elif len(names) >= count and _names_match(names[-count:], shape):
+                return shape.pattern
+        return None
+
+
+def _names_match(names: Sequence[str], shape: _Shape) -> bool:
+    if shape.literal:
+        return tuple(names) == shape.segments
+    assert shape.segments is not None
+    return all(name == segment if compiled is None else compiled.match(name) is not None
+               for name, segment, compiled in zip(names, shape.segments, shape.globs,
+                                                  strict=True))
 
 
 @functools.cache
-def _any(patterns: tuple[str, ...]) -> glob.WcMatcher:
-    """One compiled matcher per list answers "any?" in one pass (15 times
-    faster than a globmatch per pattern); the loop that names the pattern
-    runs only on a hit. Compiled on first use: the server's start need not
-    pay for it."""
-    return glob.compile(patterns, flags=_FLAGS)
+def _matcher(patterns: tuple[str, ...]) -> _Matcher:
+    return _Matcher(patterns)  # built on first use: the server's start need not pay
 
 
 def _clean(rel: str) -> str | None:
@@ -221,18 +302,13 @@ def _clean(rel: str) -> str | None:
 
 
 def _first_match(rel: str, patterns: tuple[str, ...]) -> str | None:
-    for pattern in patterns:
-        if glob.globmatch(rel, pattern, flags=_FLAGS):
-            return pattern
-    return None
+    cleaned = _clean(rel)
+    return None if cleaned is None else _matcher(patterns).first(cleaned)
 
 
 def _protected_entry(rel: str) -> Protected | None:
-    cleaned = _clean(rel)
-    if cleaned is None or not _any(PROTECTED_PATTERNS).match(cleaned):
-        return None
-    return next((entry for entry in PROTECTED
-                 if glob.globmatch(cleaned, entry.pattern, flags=_FLAGS)), None)
+    pattern = _first_match(rel, PROTECTED_PATTERNS)
+    return None if pattern is None else next(e for e in PROTECTED if e.pattern == pattern)
 
 
 def protected_match(rel: str) -> str | None:
@@ -250,11 +326,9 @@ def protected_reason(rel: str) -> str | None:
 
 def secret_match(rel: str) -> str | None:
     """The secret pattern `rel` (workspace-relative) matches, or None."""
-    cleaned = _clean(rel)
-    if (cleaned is None or not _any(SECRET_PATTERNS).match(cleaned)
-            or _any(_SECRET_EXCEPTIONS).match(cleaned)):
+    if _first_match(rel, _SECRET_EXCEPTIONS):
         return None
-    return _first_match(cleaned, SECRET_PATTERNS)
+    return _first_match(rel, SECRET_PATTERNS)
 
 
 # --------------------------------------------------------------------------- text for the model

@@ -131,3 +131,69 @@ def test_mcp_contents_answering_with_a_secret_uri_are_kept_back(tree: Path) -> N
     assert len(notes_out) == 1 and "PLANTED" not in notes_out[0] and env in notes_out[0]
     assert withheld_resource("notes://x", [tree]) is None
     assert withheld_resource((tree / ".git" / "config").as_uri(), [tree])
+
+
+def _corpus() -> list[str]:
+    import random
+
+    from agentls.features.sensitive_paths import _SECRET_EXCEPTIONS, SECRET_PATTERNS
+
+    names = {"src", "a", "x.py", "README.md", "Id_RSA.pub", "notes.env", ".ENV.local",
+             "my-credentials-prod.json", "w.code-workspace", "mise.dev.toml", "config"}
+    for pattern in (*PROTECTED_PATTERNS, *SECRET_PATTERNS, *_SECRET_EXCEPTIONS):
+        for part in pattern.split("/"):
+            if part != "**":
+                names.add(part.replace("*", "zz"))
+                names.add(part.replace("*", "").upper())
+    ordered = sorted(names)
+    rng = random.Random(22)
+    paths = ordered + [f"{first}/{rng.choice(ordered)}" for first in ordered]
+    paths += ["/".join(rng.choice(ordered) for _ in range(rng.randint(2, 5)))
+              for _ in range(600)]
+    return paths
+
+
+def test_the_fast_matcher_agrees_with_wcmatch() -> None:
+    """The folder-name matcher gives the same first pattern as a wcmatch
+    glob per pattern (the old code) on every path of a corpus built from
+    the patterns' own names, in both letter cases."""
+    from wcmatch import glob
+
+    from agentls.features.sensitive_paths import _SECRET_EXCEPTIONS, SECRET_PATTERNS
+
+    flags = glob.GLOBSTAR | glob.DOTGLOB | glob.IGNORECASE | glob.BRACE
+
+    def slow(rel: str, patterns: tuple[str, ...]) -> str | None:
+        return next((p for p in patterns if glob.globmatch(rel, p, flags=flags)), None)
+
+    for rel in _corpus():
+        assert protected_match(rel) == slow(rel, PROTECTED_PATTERNS), rel
+        expected = None if slow(rel, _SECRET_EXCEPTIONS) else slow(rel, SECRET_PATTERNS)
+        assert secret_match(rel) == expected, rel
+
+
+def test_matching_a_path_20000_folders_deep_costs_few_pattern_matches(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Linear in the path: no glob runs over the long path (only the last
+    names are compared), counted rather than timed."""
+    from wcmatch import fnmatch, glob
+
+    calls = {"glob": 0, "fnmatch": 0}
+    real_glob, real_fn = glob.globmatch, fnmatch.fnmatch
+
+    def counting_glob(*args: object, **kwargs: object) -> bool:
+        calls["glob"] += 1
+        return bool(real_glob(*args, **kwargs))  # type: ignore[arg-type]
+
+    def counting_fn(*args: object, **kwargs: object) -> bool:
+        calls["fnmatch"] += 1
+        return bool(real_fn(*args, **kwargs))  # type: ignore[arg-type]
+
+    monkeypatch.setattr(glob, "globmatch", counting_glob)
+    monkeypatch.setattr(fnmatch, "fnmatch", counting_fn)
+    deep = "d/" * 20_000 + "x.py"
+    assert protected_match(deep) is None and secret_match(deep) is None
+    assert protected_match("d/" * 20_000 + ".git/config") == "**/.git/**"
+    assert secret_match("d/" * 20_000 + ".env") == "**/.env"
+    assert calls["glob"] == 0 and calls["fnmatch"] < 100, calls

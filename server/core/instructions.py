@@ -159,11 +159,14 @@ class ProjectInstructions:
         if not isinstance(raw, str) or not raw or "\0" in raw:
             return ()
         try:
-            path = Path(raw)
-            lexical = Path(os.path.normpath(path if path.is_absolute() else self.root / path))
-            if not lexical.is_relative_to(self.root):
+            # Strings, and a bounded split: a path thousands of folders deep
+            # costs about what a short one does.
+            root = str(self.root)
+            lexical = os.path.normpath(raw if os.path.isabs(raw) else os.path.join(root, raw))
+            prefix = root.rstrip(os.sep) + os.sep
+            if not lexical.startswith(prefix):
                 return ()
-            parts = lexical.relative_to(self.root).parts
+            parts = [p for p in lexical[len(prefix):].split(os.sep, self.max_depth + 1) if p]
             if len(parts) <= self.max_depth:
                 self.stats += 1
                 folder_parts = parts if os.path.isdir(lexical) else parts[:-1]
