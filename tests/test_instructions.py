@@ -126,7 +126,8 @@ def test_secret_files_are_withheld_with_the_reason(tmp_path: Path) -> None:
     assert named is not None and named.withheld and "sk-secret" not in named.text
     assert "reaches the model only through read_file" in named.text
     found = project(tmp_path).files_for(["sub/x.py"])
-    assert [(f.path, f.withheld) for f in found] == [("sub/CLAUDE.md", True)]
+    assert [f.path for f in found] == ["sub/CLAUDE.md"] and found[0].withheld
+    assert found[0].shown().startswith("sub/CLAUDE.md (not sent: sub/CLAUDE.md leads to")
     assert "sub/CLAUDE.md leads to .git/config" in found[0].text
     section = render_instructions(found)
     assert "PLANTED" not in section and 'withheld="true"' in section

@@ -293,7 +293,7 @@ class ContextManager:
         if self.instructions is None:
             return []
         root = self.instructions.root_file()
-        return [root.path] if root is not None else []
+        return [root.shown()] if root is not None else []
 
     def _instruction_files(self, sent: Sequence[Message]) -> list[InstructionFile]:
         if self.instructions is None:
@@ -393,7 +393,7 @@ class ContextManager:
             fits=total <= limit,
             cut_older=cut_older,
             cut_current=cut_now,
-            instruction_files=[f.path for f in files],
+            instruction_files=[f.shown() for f in files],
             summary_of=covered,
         )
 

@@ -67,9 +67,14 @@ class InstructionFile:
     text: str
     size: int  # bytes on disk
     truncated: bool
-    # The text is the reason the file was kept back (a secret file, a link
-    # out of the workspace), not the file's content.
-    withheld: bool = False
+    # Why the file was kept back (a secret file, a link out of the
+    # workspace), "" when it was read; the text is then that note, not the
+    # file's content.
+    withheld: str = ""
+
+    def shown(self) -> str:
+        """The path as the chat views list it (metadata.instructions)."""
+        return f"{self.path} (not sent: {self.withheld})" if self.withheld else self.path
 
 
 @dataclass(frozen=True)
@@ -227,8 +232,8 @@ class ProjectInstructions:
                 log.warning("Instruction file not included: %s", result.reason)
                 note = (f"[agentls: the instruction file {relative} was not included: "
                         f"{result.reason}]")
-                return _Folder(stamps, InstructionFile(relative, note, 0, False, withheld=True),
-                               None, None)
+                file = InstructionFile(relative, note, 0, False, withheld=result.reason)
+                return _Folder(stamps, file, None, None)
             text = result.text
             if result.truncated:
                 text += (

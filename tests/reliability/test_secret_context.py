@@ -90,6 +90,12 @@ def test_instruction_files_naming_or_linking_to_secrets_are_withheld(
     text = "\n".join(system)
     assert 'file=".env" withheld="true"' in text and WHY in text
     assert 'file="sub/CLAUDE.md" withheld="true"' in text and "leads to .git/config" in text
+    # The chat views list the instruction files with the prompt and the
+    # replies: the user sees they were not sent, and why.
+    listed = [name for m in result["messages"]
+              for name in (m.get("metadata") or {}).get("instructions") or []]
+    assert any(name.startswith(".env (not sent: ") and WHY in name for name in listed), listed
+    assert any(name.startswith("sub/CLAUDE.md (not sent: ") for name in listed), listed
 
     # AGENTS.md as a link to .env, with the default instruction files.
     (workspace / ".agentls.toml").unlink()
