@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,42 +109,41 @@ class ProjectInstructions:
         self.max_bytes = max_bytes
         self.max_depth = max_depth
         self.reader = reader
-        self._lock = threading.Lock()
+        # No lock: the event loop (root_file) must never wait for a worker
+        # thread's lookup. Each cache entry is valid whenever it is read; two
+        # threads at once at worst do the same work twice.
         self._folders: dict[str, _Folder] = {}  # folder ("" = root) -> what it holds
         self._chains: dict[str, tuple[str, ...]] = {}  # touched path -> its folders
         self.stats = 0  # file system calls made, for tests and the benchmark
 
     def forget(self) -> None:
         """Drop what was read (a watched file changed)."""
-        with self._lock:
-            self._folders.clear()
-            self._chains.clear()
+        self._folders.clear()
+        self._chains.clear()
 
     def root_file(self) -> InstructionFile | None:
         if self.root is None:
             return None
-        with self._lock:
-            return self._in_folder("")
+        return self._in_folder("")
 
     def files_for(self, touched: Iterable[str]) -> list[InstructionFile]:
         """The root file, then each folder's own file for the folders the
         touched paths are under (outermost first, each once)."""
         if self.root is None:
             return []
-        with self._lock:
-            found: list[InstructionFile] = []
-            root_file = self._in_folder("")
-            if root_file is not None:
-                found.append(root_file)
-            folders: dict[str, None] = {}
-            for raw in dict.fromkeys(touched):
-                for folder in self._chain(raw):
-                    folders.setdefault(folder)
-            for folder in folders:
-                file = self._in_folder(folder)
-                if file is not None and file not in found:
-                    found.append(file)
-            return found
+        found: list[InstructionFile] = []
+        root_file = self._in_folder("")
+        if root_file is not None:
+            found.append(root_file)
+        folders: dict[str, None] = {}
+        for raw in dict.fromkeys(touched):
+            for folder in self._chain(raw):
+                folders.setdefault(folder)
+        for folder in folders:
+            file = self._in_folder(folder)
+            if file is not None and file not in found:
+                found.append(file)
+        return found
 
     # -- which folders ---------------------------------------------------------------
     def _chain(self, raw: str) -> tuple[str, ...]:
