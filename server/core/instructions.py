@@ -109,6 +109,9 @@ class ProjectInstructions:
         self.max_bytes = max_bytes
         self.max_depth = max_depth
         self.reader = reader
+        if reader is None and root is not None:
+            log.warning("Project instructions are off: no ModelFileReader was given to read "
+                        "them through (the composition must pass one)")
         # No lock: the event loop (root_file) must never wait for a worker
         # thread's lookup. Each cache entry is valid whenever it is read; two
         # threads at once at worst do the same work twice.
