@@ -417,6 +417,13 @@ class ModelFileAccess:
         except OSError:
             return None  # missing, a folder, or a link swapped in since the check
         try:
+            opened = _opened_path(fd)
+            if opened is not None and opened != checked.path:
+                # A folder on the way was swapped for a link after the check:
+                # judge the file really opened.
+                again = self.check(opened)
+                if isinstance(again, Withheld):
+                    return again
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 return None
@@ -436,6 +443,14 @@ class ModelFileAccess:
         truncated = len(data) > max_bytes or info.st_size > max_bytes
         text = data[:max_bytes].decode("utf-8", errors="replace")
         return ModelFile(checked.path, checked.rel, text, info.st_size, truncated)
+
+
+def _opened_path(fd: int) -> Path | None:
+    """The path the kernel says `fd` is open on (Linux), or None."""
+    try:
+        return Path(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        return None
 
 
 def model_file_check(path: str | os.PathLike[str], folders: Sequence[str | os.PathLike[str]],

@@ -197,3 +197,24 @@ def test_matching_a_path_20000_folders_deep_costs_few_pattern_matches(
     assert protected_match("d/" * 20_000 + ".git/config") == "**/.git/**"
     assert secret_match("d/" * 20_000 + ".env") == "**/.env"
     assert calls["glob"] == 0 and calls["fnmatch"] < 100, calls
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="needs /proc/self/fd (Linux)")
+def test_a_folder_swapped_for_a_link_after_the_check_is_caught(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tree / "docs").mkdir()
+    (tree / "docs" / "config").write_text("harmless")
+    real_open = os.open
+
+    def swap_then_open(path: object, *args: object, **kwargs: object) -> int:
+        # Between the check and the open, docs/ becomes a link into .git.
+        (tree / "docs" / "config").unlink()
+        (tree / "docs").rmdir()
+        (tree / "docs").symlink_to(".git")
+        monkeypatch.setattr(os, "open", real_open)
+        return real_open(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", swap_then_open)
+    result = ModelFileAccess([tree]).read_for_model("docs/config", max_bytes=100)
+    assert isinstance(result, Withheld) and "PLANTED" not in result.reason
