@@ -22,6 +22,7 @@ from agentls.core.checkpoints import (
 from agentls.core.edits import EditOutcome, EditRequest
 from agentls.core.session_store import SCHEMA_VERSION, SessionNotFound, SessionStore
 from agentls.core.session_types import Message
+from agentls.core.tool_context import ToolContext
 
 
 @pytest.fixture
@@ -130,8 +131,8 @@ async def test_the_recording_editor_stores_before_and_what_it_wrote(
     target.write_text("before\n")
     turn = TurnCheckpoints(CheckpointStore(store), "s", 1, 0)
     applier = Applier()
-    context = turn.wrap({"editor": applier})
-    editor = context["editor"]
+    context = turn.wrap(ToolContext(editor=applier))
+    editor = context.editor
     assert isinstance(editor, CheckpointingEditor)
     assert turn.wrap(context) is context  # wrapped once
     assert editor.position_encoding == "utf-16"  # the applier's attributes show through
@@ -157,7 +158,7 @@ async def test_an_unsaved_checkpoint_means_no_edit(tmp_path: Path) -> None:
     with SessionStore(tmp_path / "s.sqlite3") as store:
         turn = TurnCheckpoints(CheckpointStore(store), "gone", 1, 0)  # no such session
         applier = Applier()
-        editor = turn.wrap({"editor": applier})["editor"]
+        editor = turn.wrap(ToolContext(editor=applier)).editor
         outcome = await editor.apply(EditRequest("write_file", "gone", "l", {}, "",
                                                  (str(tmp_path / "x"),),
                                                  after={str(tmp_path / "x"): "x"}))

@@ -32,6 +32,7 @@ from agentls.core.provider import CompletionOptions, ProviderConfig, ToolSpec
 from agentls.core.session_store import SessionStore
 from agentls.core.session_types import Message, Session
 from agentls.core.tokens import estimate_tokens
+from agentls.core.tool_context import ToolNeed
 from agentls.core.tools import ToolExecutor
 from agentls.providers.scripted import ScriptedProvider
 
@@ -52,6 +53,9 @@ class BigTools:
     def get_tool_schemas(self, state: dict[str, Any], **_: Any) -> list[dict[str, Any]]:
         return [{"name": "fetch", "description": "Fetch a document",
                  "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}}}]
+
+    def tool_need(self, tool_name: str, arguments: Any, state: dict[str, Any]) -> ToolNeed:
+        return ToolNeed("none")  # reads nothing of the user's (a tool declaring nothing asks)
 
     def execute_tool(self, tool_name: str | None, payload: Any, state: dict[str, Any],
                      **_: Any) -> dict[str, Any]:

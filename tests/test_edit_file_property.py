@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentls.core.edits import DocumentSnapshot, EditOutcome, EditRequest
+from agentls.core.tool_context import ToolContext
 from agentls.features.tools.files import (
     EditFileTool,
     StringEdit,
@@ -112,11 +113,11 @@ def run_edit_file(root: Path, text: str, arguments: dict[str, Any]
         return DocumentSnapshot(uri=uri, path=path, text=text, version=7)
 
     editor = Recorder()
-    context = {"workspace_folders": [str(root)], "snapshots": lookup, "editor": editor,
-               "session_id": "s"}
+    context = ToolContext(workspace_folders=(str(root),), snapshots=lookup, editor=editor,
+                          session_id="s")
     tool = EditFileTool()
-    result = asyncio.run(tool.execute_tool_async(
-        "edit_file", {"path": "f.txt", **arguments}, tool.init({}), context=context))
+    result = asyncio.run(tool.run_tool(
+        "edit_file", {"path": "f.txt", **arguments}, tool.init({}), context))
     return result, editor.requests
 
 

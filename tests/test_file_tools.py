@@ -16,6 +16,7 @@ import pytest
 
 from agentls.core.edits import DocumentSnapshot, EditOutcome, EditRequest
 from agentls.core.models import ToolCall
+from agentls.core.tool_context import ToolContext, ToolRefused
 from agentls.core.tools import ToolExecution, ToolExecutor
 from agentls.features.tools.files import (
     PREVIEW_MAX_LINES,
@@ -69,16 +70,14 @@ TOOLS = [WriteFileTool(), EditFileTool(), DeleteFileTool(), RenameFileTool()]
 
 def run(tool: str, arguments: dict[str, Any], root: Path | None, *,
         editor: Editor | None = None, lookup: Lookup | None = None,
-        approval: str | None = None, executor: ToolExecutor | None = None) -> ToolExecution:
+        executor: ToolExecutor | None = None) -> ToolExecution:
     executor = executor or ToolExecutor(TOOLS, {})
-    context: dict[str, Any] = {
-        "workspace_folders": [str(root)] if root is not None else [],
-        "snapshots": lookup if lookup is not None else Lookup(),
-        "editor": editor if editor is not None else Editor(),
-        "session_id": "sess-1",
-    }
-    if approval is not None:
-        context["approval"] = approval
+    context = ToolContext(
+        workspace_folders=(str(root),) if root is not None else (),
+        snapshots=lookup if lookup is not None else Lookup(),
+        editor=editor if editor is not None else Editor(),
+        session_id="sess-1",
+    )
     call = ToolCall(id="c1", tool=tool, arguments=arguments)
     return asyncio.run(asyncio.wait_for(executor.execute(call, context), 10))
 
@@ -102,7 +101,7 @@ def test_edit_file_builds_a_minimal_versioned_text_document_edit(ws: Path) -> No
     assert request.label == "agentls: edit_file src/app.py"
     assert request.paths == (str(target),)
     assert request.base_versions == {target.as_uri(): 4}
-    assert request.approval == "ask"
+    assert request.confirm is False  # the gate decides; the tool never asks
     assert request.edit == {"documentChanges": [{
         "textDocument": {"uri": target.as_uri(), "version": 4},
         "edits": [{"range": {"start": position(1, 12), "end": position(1, 18)},
@@ -130,13 +129,22 @@ def test_edit_file_reads_the_disk_with_a_null_version(ws: Path) -> None:
     assert editor.requests[0].base_versions == {(ws / "src" / "app.py").as_uri(): None}
 
 
-def test_policy_approval_reaches_the_applier(ws: Path) -> None:
-    editor = Editor()
-    run("edit_file", {"path": "src/app.py", "old_string": "disk", "new_string": "d"}, ws,
-        editor=editor, approval="allow")
-    run("edit_file", {"path": "src/app.py", "old_string": "disk", "new_string": "d"}, ws,
-        editor=editor, approval="maybe")
-    assert [r.approval for r in editor.requests] == ["allow", "ask"]
+def test_the_need_is_an_edit_of_every_path_and_the_preview_is_prepared(ws: Path) -> None:
+    executor = ToolExecutor(TOOLS, {})
+    rename = ToolCall(id="c1", tool="rename_file",
+                      arguments={"path": "src/app.py", "new_path": "src/main.py"})
+    need = executor.need(rename)
+    assert (need.kind, need.paths, need.remember) == ("edit", ("src/app.py", "src/main.py"),
+                                                      True)
+    edit = ToolCall(id="c2", tool="edit_file",
+                    arguments={"path": "src/app.py", "old_string": "disk", "new_string": "d"})
+    context = ToolContext(workspace_folders=(str(ws),), snapshots=Lookup(), editor=Editor())
+    prepared = asyncio.run(executor.prepare(edit, context, executor.need(edit)))
+    assert prepared.title == "agentls: edit_file src/app.py"
+    assert "+    return 'd'" in prepared.preview and prepared.prepared is not None
+    for arguments in ({}, {"path": 3}):
+        with pytest.raises(ToolRefused):
+            executor.need(ToolCall(id="c3", tool="write_file", arguments=arguments))
 
 
 def test_positions_use_the_negotiated_encoding(ws: Path) -> None:
@@ -357,7 +365,7 @@ def test_without_a_workspace_folder_file_tools_ask_for_one(ws: Path) -> None:
 def test_without_an_editor_nothing_is_attempted(ws: Path) -> None:
     executor = ToolExecutor(TOOLS, {})
     call = ToolCall(id="c1", tool="write_file", arguments={"path": "a.txt", "content": "x"})
-    done = asyncio.run(executor.execute(call, {"workspace_folders": [str(ws)]}))
+    done = asyncio.run(executor.execute(call, ToolContext(workspace_folders=(str(ws),))))
     assert done.result.error is not None and done.result.error["code"] == "unsupported"
 
 

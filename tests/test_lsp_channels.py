@@ -15,10 +15,13 @@ from lsprotocol import types
 from agentls.core.approval import (
     EDIT_OPTIONS,
     ApprovalGate,
+    ApprovalQuestion,
     ApprovalRequest,
+    PolicyAnswer,
     options_from_labels,
 )
 from agentls.core.session_types import Message
+from agentls.core.tool_context import ToolNeed
 from agentls.lsp.channels import (
     LspApprovalChannel,
     LspDisplayChannel,
@@ -120,11 +123,13 @@ def test_protected_requests_are_not_remembered_and_need_an_explicit_yes() -> Non
                                 session_id="s", protected=True)
     assert run(gate.ask(protected)).allowed
     assert not gate.remembered("s", "write_file")
-    assert gate.needs_user("protected", "s", "write_file")
+    question = ApprovalQuestion("write_file", {}, ToolNeed("edit", remember=True), "s")
+    assert run(gate.clear(question, PolicyAnswer("protected"))).asked
     gate.remember("s", "write_file")
-    assert gate.needs_user("protected", "s", "write_file")
-    assert not gate.needs_user("ask", "s", "write_file")
-    assert gate.needs_user("something else", "s", "write_file")
+    assert run(gate.clear(question, PolicyAnswer("protected"))).asked  # memory never answers it
+    remembered = run(gate.clear(question, PolicyAnswer("ask")))
+    assert remembered.allowed and not remembered.asked
+    assert run(gate.clear(question, PolicyAnswer("something else"))).asked  # type: ignore[arg-type]
     # approval.default allow applies to ordinary calls, never to protected ones
     silent = ApprovalGate(Silent())
     quick = ApprovalRequest(prompt="?", timeout=0.05, default="allow", tool_name="x")

@@ -1,8 +1,10 @@
-"""The LSP edit applier (approval gate), document lookup and diagnostics
-publisher against a stand-in for the pygls server: mode choice by client
-capability, what each mode sends, allow for session, timeouts and
-approval.default, the stale-version check, applied:false, unsupported
-clients. The e2e tests (tests/e2e/test_edits.py) cover the wire."""
+"""The LSP edit applier, document lookup and diagnostics publisher against
+a stand-in for the pygls server: mode choice by client capability, what
+each mode sends (the applier renders, the core's approval gate decides: its
+questions through the LSP approval channel, allow for session, timeouts
+and approval.default are checked here too), the stale-version check,
+applied:false, unsupported clients. The e2e tests (tests/e2e/test_edits.py)
+cover the wire."""
 
 from __future__ import annotations
 
@@ -16,8 +18,11 @@ from typing import Any
 import pytest
 from lsprotocol import types
 
+from agentls.core.approval import ApprovalGate, ApprovalQuestion, Clearance, PolicyAnswer
 from agentls.core.edits import EditRequest
 from agentls.core.settings import ApprovalSettings
+from agentls.core.tool_context import ToolNeed
+from agentls.lsp.channels import LspApprovalChannel
 from agentls.lsp.edits import (
     APPROVAL_ACTIONS,
     LspDocumentLookup,
@@ -118,11 +123,23 @@ def text_edit(uri: str, version: int | None, new: str = "2") -> dict[str, Any]:
 
 
 def request(edit_changes: list[dict[str, Any]], base: dict[str, int | None], *,
-            tool: str = "edit_file", session: str = "s1", approval: str = "ask") -> EditRequest:
+            tool: str = "edit_file", session: str = "s1", confirm: bool = False) -> EditRequest:
     return EditRequest(tool_name=tool, session_id=session, label=f"agentls: {tool} a.txt",
                        edit={"documentChanges": edit_changes}, preview="-two\n+2",
-                       paths=("/x",), base_versions=base,
-                       approval=approval)  # type: ignore[arg-type]
+                       paths=("/x",), base_versions=base, confirm=confirm)
+
+
+def clear(ls: FakeServer, gate: ApprovalGate | None = None, *, tool: str = "edit_file",
+          session: str = "s1", verdict: str = "ask") -> Clearance:
+    """The gate's decision on an edit, asked through the LSP channel."""
+    gate = gate or ApprovalGate(LspApprovalChannel(ls))  # type: ignore[arg-type]
+    need = ToolNeed("edit", ("/x",), remember=True, title=f"agentls: {tool} a.txt",
+                    preview="-two\n+2")
+    answer = PolicyAnswer(verdict, timeout=ls.approval.timeout_seconds,  # type: ignore[arg-type]
+                          default=ls.approval.default)
+    editor = LspEditApplier(ls)  # type: ignore[arg-type]
+    return run(gate.clear(ApprovalQuestion(tool, {}, need, session), answer,
+                          editor_confirms=editor.confirms_in_editor()))
 
 
 def applied(result: bool = True, reason: str | None = None) -> Any:
@@ -155,8 +172,8 @@ def test_mode_follows_the_setting_and_the_client(
 # --------------------------------------------------------------------------- annotation mode
 
 
-@pytest.mark.parametrize(("approval", "confirm"), [("ask", True), ("allow", False)])
-def test_annotation_mode_annotates_every_change(ws: Path, approval: str, confirm: bool) -> None:
+@pytest.mark.parametrize("confirm", [True, False])
+def test_annotation_mode_annotates_every_change(ws: Path, confirm: bool) -> None:
     ls = FakeServer(ws)
     ls.protocol.answers[types.WORKSPACE_APPLY_EDIT] = applied()
     new_uri = (ws / "b.txt").as_uri()
@@ -166,7 +183,7 @@ def test_annotation_mode_annotates_every_change(ws: Path, approval: str, confirm
                text_edit(old_uri, 3),
                {"kind": "rename", "oldUri": old_uri, "newUri": (ws / "c.txt").as_uri()}]
     outcome = run(LspEditApplier(ls).apply(  # type: ignore[arg-type]
-        request(changes, {new_uri: None, old_uri: 3}, approval=approval)))
+        request(changes, {new_uri: None, old_uri: 3}, confirm=confirm)))
     assert outcome.applied and outcome.code == ""
     assert ls.protocol.methods() == [types.WORKSPACE_APPLY_EDIT]
     params = ls.protocol.sent[0][1]
@@ -193,71 +210,89 @@ def test_a_rejected_annotated_edit_is_a_failure_saying_so(ws: Path) -> None:
 # --------------------------------------------------------------------------- message mode
 
 
-def test_message_mode_asks_then_applies_a_plain_edit(ws: Path) -> None:
+def test_annotation_mode_means_the_editor_confirms_and_nothing_is_asked_first(ws: Path) -> None:
+    ls = FakeServer(ws)
+    assert LspEditApplier(ls).confirms_in_editor()  # type: ignore[arg-type]
+    cleared = clear(ls)
+    assert cleared.allowed and cleared.confirm_in_editor and not cleared.asked
+    assert ls.protocol.sent == []
+    assert clear(ls, verdict="allow") == Clearance(True)
+
+
+def test_message_mode_the_gate_asks_then_the_applier_sends_a_plain_edit(ws: Path) -> None:
     ls = FakeServer(ws, annotations=False)
     ls.protocol.answers[types.WINDOW_SHOW_MESSAGE_REQUEST] = types.MessageActionItem("Allow once")
     ls.protocol.answers[types.WORKSPACE_APPLY_EDIT] = applied()
     uri = ls.open("a.txt", "one\ntwo\n")
-    outcome = run(LspEditApplier(ls).apply(request([text_edit(uri, 1)], {uri: 1})))  # type: ignore[arg-type]
-    assert outcome.applied and outcome.choice == "Allow once"
-    assert ls.protocol.methods() == [types.WINDOW_SHOW_MESSAGE_REQUEST, types.WORKSPACE_APPLY_EDIT]
+    cleared = clear(ls)
+    assert cleared.allowed and cleared.choice == "Allow once" and not cleared.confirm_in_editor
     asked = ls.protocol.sent[0][1]
     assert [a.title for a in asked.actions] == list(APPROVAL_ACTIONS)
     assert asked.message.startswith("agentls: edit_file a.txt: allow this change?\n\n-two")
+    outcome = run(LspEditApplier(ls).apply(request([text_edit(uri, 1)], {uri: 1})))  # type: ignore[arg-type]
+    assert outcome.applied
+    assert ls.protocol.methods() == [types.WINDOW_SHOW_MESSAGE_REQUEST, types.WORKSPACE_APPLY_EDIT]
     edit = ls.protocol.sent[1][1].edit
     assert edit.change_annotations is None
     assert not isinstance(edit.document_changes[0].edits[0], types.AnnotatedTextEdit)
+
+
+def test_a_confirmation_the_editor_can_no_longer_render_is_refused(ws: Path) -> None:
+    ls = FakeServer(ws, annotations=False)
+    uri = ls.open("a.txt", "one\ntwo\n")
+    outcome = run(LspEditApplier(ls).apply(  # type: ignore[arg-type]
+        request([text_edit(uri, 1)], {uri: 1}, confirm=True)))
+    assert not outcome.applied and "Nothing was written" in outcome.reason
+    assert ls.protocol.sent == []
 
 
 def test_allow_for_session_is_per_session_and_tool(ws: Path) -> None:
     ls = FakeServer(ws, annotations=False)
     ls.protocol.answers[types.WINDOW_SHOW_MESSAGE_REQUEST] = types.MessageActionItem(
         "Allow for session")
-    ls.protocol.answers[types.WORKSPACE_APPLY_EDIT] = applied()
-    uri = ls.open("a.txt", "one\ntwo\n")
-    applier = LspEditApplier(ls)  # type: ignore[arg-type]
+    gate = ApprovalGate(LspApprovalChannel(ls))  # type: ignore[arg-type]
 
     def asks(**kwargs: Any) -> int:
         before = ls.protocol.methods().count(types.WINDOW_SHOW_MESSAGE_REQUEST)
-        assert run(applier.apply(request([text_edit(uri, 1)], {uri: 1}, **kwargs))).applied
+        assert clear(ls, gate, **kwargs).allowed
         return ls.protocol.methods().count(types.WINDOW_SHOW_MESSAGE_REQUEST) - before
 
     assert asks() == 1
     assert asks() == 0  # same session, same tool
     assert asks(tool="write_file") == 1  # another tool
     assert asks(session="s2") == 1  # another session
-    applier.end_session("s1")
+    # never for a protected file: asked, and "for session" is not an option there
+    protected = clear(ls, gate, verdict="protected")
+    assert protected.asked and not protected.allowed
+    gate.forget("s1")
     assert asks() == 1
-    applier.end_session(None)
+    gate.forget(None)
     assert asks(session="s2") == 1
 
 
-@pytest.mark.parametrize(("answer", "said"), [
-    (types.MessageActionItem("Deny"), "declined the change ('Deny')"),
-    (None, "dismissed"),
+@pytest.mark.parametrize(("answer", "code", "said"), [
+    (types.MessageActionItem("Deny"), "declined", "declined the edit_file call ('Deny')"),
+    (None, "dismissed", "dismissed"),
 ])
-def test_deny_or_dismiss_sends_nothing(ws: Path, answer: Any, said: str) -> None:
+def test_deny_or_dismiss_is_not_cleared(ws: Path, answer: Any, code: str, said: str) -> None:
     ls = FakeServer(ws, annotations=False)
     ls.protocol.answers[types.WINDOW_SHOW_MESSAGE_REQUEST] = answer
-    uri = ls.open("a.txt", "one\ntwo\n")
-    outcome = run(LspEditApplier(ls).apply(request([text_edit(uri, 1)], {uri: 1})))  # type: ignore[arg-type]
-    assert not outcome.applied and outcome.code == "declined" and said in outcome.reason
+    cleared = clear(ls)
+    assert not cleared.allowed and cleared.code == code and said in cleared.reason
     assert ls.protocol.methods() == [types.WINDOW_SHOW_MESSAGE_REQUEST]
 
 
-@pytest.mark.parametrize(("default", "applied_"), [("deny", False), ("allow", True)])
+@pytest.mark.parametrize(("default", "allowed"), [("deny", False), ("allow", True)])
 def test_an_unanswered_request_follows_approval_default(
-    ws: Path, default: str, applied_: bool
+    ws: Path, default: str, allowed: bool
 ) -> None:
     ls = FakeServer(ws, annotations=False, approval=ApprovalSettings(
         timeout_seconds=0.05, default=default))  # type: ignore[arg-type]
     ls.protocol.answers[types.WINDOW_SHOW_MESSAGE_REQUEST] = HANG
-    ls.protocol.answers[types.WORKSPACE_APPLY_EDIT] = applied()
-    uri = ls.open("a.txt", "one\ntwo\n")
-    outcome = run(LspEditApplier(ls).apply(request([text_edit(uri, 1)], {uri: 1})))  # type: ignore[arg-type]
-    assert outcome.applied is applied_
-    if not applied_:
-        assert outcome.code == "timeout" and "within 0.05s" in outcome.reason
+    cleared = clear(ls)
+    assert cleared.allowed is allowed
+    if not allowed:
+        assert cleared.code == "timeout" and "within 0.05s" in cleared.reason
     # the client is told to drop the prompt, and a late answer is ignored
     assert [m for m, _ in ls.protocol.notified] == [types.CANCEL_REQUEST]
     assert ls.protocol.notified[0][1].id not in ls.protocol._request_futures
@@ -265,11 +300,10 @@ def test_an_unanswered_request_follows_approval_default(
 
 def test_without_document_changes_support_text_edits_go_as_changes(ws: Path) -> None:
     ls = FakeServer(ws, annotations=False, document_changes=False, resources=())
-    ls.protocol.answers[types.WINDOW_SHOW_MESSAGE_REQUEST] = types.MessageActionItem("Allow once")
     ls.protocol.answers[types.WORKSPACE_APPLY_EDIT] = applied()
     uri = ls.open("a.txt", "one\ntwo\n")
     assert run(LspEditApplier(ls).apply(request([text_edit(uri, 1)], {uri: 1}))).applied  # type: ignore[arg-type]
-    edit = ls.protocol.sent[1][1].edit
+    edit = ls.protocol.sent[0][1].edit
     assert edit.document_changes is None and list(edit.changes) == [uri]
 
 
@@ -286,6 +320,9 @@ def test_a_client_without_apply_edit_or_resource_operations_is_unsupported(ws: P
         request([{"kind": "delete", "uri": uri}], {uri: None})))
     assert outcome.code == "unsupported" and "deleting files" in outcome.reason
     assert no_apply.protocol.sent == [] and no_delete.protocol.sent == []
+    # the same refusals before anyone is asked (the file tools' prepare_call)
+    assert LspEditApplier(no_delete).check(  # type: ignore[arg-type]
+        request([{"kind": "delete", "uri": uri}], {uri: None})) is not None
 
 
 def test_stale_documents_are_refused_before_anything_is_sent(ws: Path) -> None:
@@ -330,16 +367,16 @@ def test_applied_false_after_the_document_moved_is_stale(ws: Path) -> None:
 # --------------------------------------------------------------------------- session end
 
 
-def test_end_session_approvals_reaches_the_wired_editor(ws: Path) -> None:
-    applier = LspEditApplier(FakeServer(ws))  # type: ignore[arg-type]
-    applier.allow_for_session("s1", "edit_file")
-    applier.allow_for_session("s2", "edit_file")
-    ls = SimpleNamespace(state=SimpleNamespace(turn_wiring=SimpleNamespace(editor=applier)))
+def test_end_session_approvals_reaches_the_wired_gate(ws: Path) -> None:
+    gate = ApprovalGate()
+    gate.remember("s1", "edit_file")
+    gate.remember("s2", "edit_file")
+    ls = SimpleNamespace(state=SimpleNamespace(turn_wiring=SimpleNamespace(gate=gate)))
     end_session_approvals(ls, "s1")
-    assert not applier.allowed_for_session("s1", "edit_file")
-    assert applier.allowed_for_session("s2", "edit_file")
+    assert not gate.remembered("s1", "edit_file")
+    assert gate.remembered("s2", "edit_file")
     end_session_approvals(ls)
-    assert not applier.allowed_for_session("s2", "edit_file")
+    assert not gate.remembered("s2", "edit_file")
     end_session_approvals(SimpleNamespace())  # no wiring: nothing to do
 
 

@@ -195,20 +195,22 @@ def test_tool_executor_rereads_dynamic_plugins_when_their_version_moves() -> Non
 
 
 def test_policy_hands_mcp_calls_to_the_gate_and_rules_allow_or_deny(tmp_path: Path) -> None:
+    from agentls.core.approval import ApprovalQuestion
     from agentls.core.settings import ApprovalSettings
+    from agentls.core.tool_context import default_need
 
     policy = Policy(ApprovalSettings(rules=[{"tool": "mcp__time__*", "action": "allow"},
                                             {"tool": "mcp__evil__*", "action": "deny"}]),
                     [tmp_path])
-    asked = policy.answer({"tool_name": "mcp__git__git_status", "tool_input": {}})
-    assert asked.action == "modify" and asked.data is not None
-    assert asked.data["approval"] == "ask"  # the MCP tool asks, with Allow for session
-    allowed = policy.answer({"tool_name": "mcp__time__now", "tool_input": {}})
-    assert allowed.data is not None and allowed.data["approval"] == "allow"
-    assert policy.answer({"tool_name": "mcp__evil__x", "tool_input": {}}).action == "deny"
+    def verdict(tool: str, arguments: dict[str, Any]) -> str:
+        need = default_need(arguments)  # what McpTools.tool_need starts from
+        return policy.decide(ApprovalQuestion(tool, arguments, need, "s")).verdict
+
+    assert verdict("mcp__git__git_status", {}) == "ask"  # the gate asks (Allow for session)
+    assert verdict("mcp__time__now", {}) == "allow"
+    assert verdict("mcp__evil__x", {}) == "deny"
     # path arguments of MCP tools are confined like any tool's
-    outside = policy.answer({"tool_name": "mcp__fs__read", "tool_input": {"path": "/etc/passwd"}})
-    assert outside.action == "deny"
+    assert verdict("mcp__fs__read", {"path": "/etc/passwd"}) == "deny"
 
 
 # --------------------------------------------------------------------------- agentls check

@@ -22,6 +22,7 @@ from agentls.core.orchestrator import (
 from agentls.core.provider import ProviderConfig
 from agentls.core.session_store import SessionStore
 from agentls.core.session_types import Message, Session
+from agentls.core.tool_context import ToolNeed
 from agentls.core.tools import ToolExecutor
 from agentls.providers.scripted import ScriptedProvider
 
@@ -42,6 +43,9 @@ class EchoTools:
                 "parameters": {"type": "object", "properties": {"text": {"type": "string"}}}}},
             {"name": "boom", "description": "Always fails", "input_schema": {"type": "object"}},
         ]
+
+    def tool_need(self, tool_name: str, arguments: Any, state: dict[str, Any]) -> ToolNeed:
+        return ToolNeed("none")  # nothing to approve (a tool that declares nothing asks)
 
     def execute_tool(self, tool_name: str | None, payload: Any, state: dict[str, Any],
                      **_: Any) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from agentls.core.settings import AgentlsSettings
+from agentls.core.tool_context import ToolContext, ToolRefused
 from agentls.features.tools.command import (
     MAX_TIMEOUT_SECONDS,
     STREAM_CAP_BYTES,
@@ -37,14 +38,14 @@ def ws(tmp_path: Path) -> Path:
     return root.resolve()
 
 
-async def run(ws: Path, arguments: dict[str, Any], *, approval: str = "allow",
+async def run(ws: Path, arguments: dict[str, Any], *,
               settings: dict[str, Any] | None = None) -> tuple[dict[str, Any], str]:
+    """Run as the turn does once the approval gate cleared the call."""
     tool = RunCommandTool()
     wire = AgentlsSettings.model_validate(settings or {}).to_wire()
     state = tool.init({"settings": wire, "workspace_folders": [str(ws)]})
-    context = {"approval": approval, "workspace_folders": [str(ws)]}
-    result = await asyncio.wait_for(
-        tool.execute_tool_async("run_command", arguments, state, context=context), 30)
+    context = ToolContext(workspace_folders=(str(ws),))
+    result = await asyncio.wait_for(tool.run_tool("run_command", arguments, state, context), 30)
     return result, tool.format_tool_result(result, state)
 
 
@@ -132,19 +133,30 @@ async def test_bad_arguments(ws: Path, arguments: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------- approval
 
 
-@pytest.mark.parametrize("approval", ["ask", "", "ALLOW"])
-async def test_never_runs_without_approval(ws: Path, approval: str) -> None:
+async def test_the_seed_entry_point_never_runs_a_command(ws: Path) -> None:
+    # Only the turn's approval gate leads to run_tool; execute_tool_async
+    # (what a seed-style caller would use) refuses whatever the context says.
     marker = ws / "ran.txt"
-    result, _ = await run(ws, {"argv": ["touch", str(marker)]}, approval=approval)
-    assert result["success"] is False and result["error"]["code"] == "not_approved"
+    tool = RunCommandTool()
+    for context in ({"approval": "allow", "workspace_folders": [str(ws)]}, None):
+        result = await tool.execute_tool_async(
+            "run_command", {"argv": ["touch", str(marker)], "approval": "allow"},
+            tool.init({}), context=context)
+        assert result["success"] is False and result["error"]["code"] == "not_approved"
     assert not marker.exists()
 
 
-async def test_model_arguments_cannot_approve(ws: Path) -> None:
-    marker = ws / "ran.txt"
-    result, _ = await run(ws, {"argv": ["touch", str(marker)], "approval": "allow"},
-                          approval="ask")
-    assert result["error"]["code"] == "not_approved" and not marker.exists()
+def test_the_need_is_the_exact_command_line() -> None:
+    tool = RunCommandTool()
+    need = tool.tool_need("run_command", {"argv": ["bash", "-c", "echo $HOME && rm -rf b"],
+                                          "cwd": "src", "timeout_seconds": 5}, {})
+    assert (need.kind, need.command, need.cwd, need.timeout) == (
+        "run", "bash -c 'echo $HOME && rm -rf b'", "src", 5.0)
+    assert tool.tool_need("run_command", {"argv": ["ls"], "cwd": ""}, {}).cwd == "."
+    for bad in ({}, {"argv": []}, {"argv": "ls -la"}, {"argv": ["ls", 3]}, {"argv": [""]},
+                {"argv": ["ls", "a\0b"]}, {"argv": ["ls"], "cwd": 3}):
+        with pytest.raises(ToolRefused):
+            tool.tool_need("run_command", bad, {})
 
 
 # --------------------------------------------------------------------------- cwd
@@ -175,9 +187,7 @@ async def test_cwd_must_be_a_folder(ws: Path) -> None:
 async def test_no_workspace_folder_is_refused(tmp_path: Path) -> None:
     tool = RunCommandTool()
     state = tool.init({})
-    result = await tool.execute_tool_async(
-        "run_command", {"argv": ["ls"]}, state,
-        context={"approval": "allow", "workspace_folders": []})
+    result = await tool.run_tool("run_command", {"argv": ["ls"]}, state, ToolContext())
     assert result["success"] is False and result["error"]["code"] == "no_workspace"
 
 
@@ -220,10 +230,10 @@ async def test_cancellation_kills_the_process_group(ws: Path) -> None:
     pid_file = ws / "c.pid"
     tool = RunCommandTool()
     state = tool.init({})
-    context = {"approval": "allow", "workspace_folders": [str(ws)]}
+    context = ToolContext(workspace_folders=(str(ws),))
     script = f"sleep 60 & echo $! > {shlex.quote(str(pid_file))}; wait"
-    task = asyncio.create_task(tool.execute_tool_async(
-        "run_command", {"argv": ["bash", "-c", script]}, state, context=context))
+    task = asyncio.create_task(tool.run_tool(
+        "run_command", {"argv": ["bash", "-c", script]}, state, context))
     for _ in range(200):
         if pid_file.exists() and pid_file.read_text().strip():
             break

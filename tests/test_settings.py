@@ -79,17 +79,14 @@ def test_defaults_match_protocol_table(no_user_config: Path) -> None:
 
 
 def test_no_user_rules_by_default_the_policy_holds_the_built_in_ones() -> None:
-    # One list of built-in rules (features/policy.py BUILTIN_RULES), after
-    # the user's; the settings default is just "no rules of your own".
-    from agentls.features.policy import BUILTIN_RULES
+    # One table of built-in actions by the kind of call a tool declares
+    # (features/policy.py BUILTIN_ACTIONS), after the user's rules; the
+    # settings default is just "no rules of your own".
+    from agentls.features.policy import BUILTIN_ACTIONS
 
     assert default_settings().approval.rules == []
-    actions = {rule.tool: rule.action for rule in BUILTIN_RULES}
-    assert actions == {
-        "read_file": "allow", "list_files": "allow", "search_text": "allow",
-        "write_file": "ask", "edit_file": "ask", "delete_file": "ask", "rename_file": "ask",
-        "run_command": "ask",
-    }
+    assert BUILTIN_ACTIONS == {"none": "allow", "read": "allow", "edit": "ask", "run": "ask",
+                               "call": "ask"}
 
 
 def test_to_wire_is_camel_case_json() -> None:

@@ -1,23 +1,26 @@
 """MCP tools as agentls tools: one ToolPlugin for every running server's
 tools, named `mcp__<server>__<tool>`.
 
-Approval: the policy hook (features/policy.py) runs first like for every
-tool (a `deny` rule stops the call there, an `allow` rule lets it through
-without a question). Otherwise the verdict reaches here as "ask" and the
-call is put to the user through the core's ApprovalGate with Allow once /
-Allow for session / Deny, showing the server, the tool, the arguments and
-what the server claims about the tool (readOnlyHint, destructiveHint...).
-A server's claims are shown, never trusted: a read-only hint does not skip
-the question; only the user's rules or answers do.
+Approval is the turn's, like for every tool: `tool_need` declares a call
+(kind "call", "Allow for session" allowed, the question's words from
+`approval_prompt`: the server, the tool, the arguments and what the server
+claims about the tool: readOnlyHint, destructiveHint...). The policy
+(features/policy.py) and the approval gate decide before `run_tool`: a
+`deny` rule stops the call, an `allow` rule lets it through without a
+question, otherwise the user is asked with Allow once / Allow for session /
+Deny. A server's claims are shown, never trusted: a read-only hint does not
+skip the question; only the user's rules or answers do.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from agentls.core.approval import EDIT_OPTIONS, ApprovalRequest
+from agentls.core.tool_context import ToolContext, ToolNeed, default_need, failure_result
 
 from .connection import McpCallError
 from .manager import McpManager, McpTool
@@ -60,8 +63,7 @@ class McpTools:
         self.manager = manager
 
     def init(self, config: dict[str, Any]) -> dict[str, Any]:
-        approval = ((config.get("settings") or {}).get("approval") or {})
-        return {"approval": approval}
+        return {}
 
     def tools_version(self, state: dict[str, Any]) -> int:
         return self.manager.version
@@ -79,62 +81,30 @@ class McpTools:
         tool = self.manager.tools.get(tool_name or "")
         return f"MCP {tool.server}/{tool.name}" if tool else ""
 
-    async def execute_tool_async(self, tool_name: str | None, payload: Any,
-                                 state: dict[str, Any], *, context: dict[str, Any] | None = None,
-                                 **kwargs: Any) -> dict[str, Any]:
-        context = context or {}
-        tool = self.manager.tools.get(tool_name or "")
+    def tool_need(self, tool_name: str, arguments: Mapping[str, Any],
+                  state: dict[str, Any]) -> ToolNeed:
+        need = default_need(arguments)  # path-like arguments stay confined
+        tool = self.manager.tools.get(tool_name)
         if tool is None:
-            return {"success": False, "error": {
-                "message": f"The MCP tool {tool_name!r} is not available now (its server "
-                           "stopped or no longer lists it).", "code": "unknown_tool"}}
-        arguments = dict(payload) if isinstance(payload, dict) else {}
-        denied = await self._approve(tool, arguments, state, context)
-        if denied is not None:
-            return {"success": False, "error": {"message": denied, "code": "denied"}}
+            return need
+        return replace(need, remember=True, question=approval_prompt(tool, dict(arguments)))
+
+    async def run_tool(self, tool_name: str, arguments: dict[str, Any], state: dict[str, Any],
+                       context: ToolContext) -> dict[str, Any]:
+        tool = self.manager.tools.get(tool_name)
+        if tool is None:
+            return failure_result(f"The MCP tool {tool_name!r} is not available now (its server "
+                                  "stopped or no longer lists it).", "unknown_tool")
         conn = self.manager.connections.get(tool.server)
         if conn is None:
-            return {"success": False, "error": {
-                "message": f"The MCP server {tool.server!r} is not configured any more.",
-                "code": "mcp_error"}}
-        progress = context.get("progress")
+            return failure_result(f"The MCP server {tool.server!r} is not configured any more.",
+                                  "mcp_error")
         try:
-            raw = await conn.call_tool(tool.name, arguments,
-                                       progress if callable(progress) else None)
+            raw = await conn.call_tool(tool.name, arguments, context.progress)
         except McpCallError as exc:
-            return {"success": False, "error": {"message": str(exc), "code": "mcp_error"}}
+            return failure_result(str(exc), "mcp_error")
         ok, text = render_result(raw)
         if not ok:
-            return {"success": False, "error": {
-                "message": f"MCP tool {tool.server}/{tool.name} failed: {text}",
-                "code": "mcp_tool_error"}}
+            return failure_result(f"MCP tool {tool.server}/{tool.name} failed: {text}",
+                                  "mcp_tool_error")
         return {"success": True, "result": text}
-
-    async def _approve(self, tool: McpTool, arguments: dict[str, Any], state: dict[str, Any],
-                       context: dict[str, Any]) -> str | None:
-        """None when the call may run, else why not."""
-        verdict = context.get("approval", "ask")
-        if verdict == "allow":
-            return None
-        core = context.get("core")
-        gate = getattr(core, "gate", None)
-        session_id = str(context.get("session_id") or "")
-        if gate is None:
-            return (f"{tool.exposed} needs the user's approval and no approval channel is "
-                    "attached; denied.")
-        if not gate.needs_user(verdict, session_id, tool.exposed):
-            return None
-        approval = state.get("approval") or {}
-        timeout = approval.get("timeoutSeconds")
-        request = ApprovalRequest(
-            prompt=approval_prompt(tool, arguments),
-            options=EDIT_OPTIONS,
-            timeout=float(timeout) if isinstance(timeout, int | float) else 300.0,
-            default="allow" if approval.get("default") == "allow" else "deny",
-            session_id=session_id,
-            tool_name=tool.exposed,
-            tool_input=arguments,
-            protected=verdict == "protected",
-        )
-        decision = await gate.ask(request)
-        return None if decision.allowed else decision.reason

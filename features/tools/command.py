@@ -4,10 +4,11 @@ calls become workspace edits"; issue 5 item 4).
 - Runs `argv` directly with asyncio.create_subprocess_exec: never through a
   shell. A model that wants one puts "bash", "-c", "..." in argv, and the
   approval prompt shows exactly that.
-- Runs only with approval: the policy hook (features/policy.py) asks the
-  user or a rule allows the exact command line, and the orchestrator then
-  puts `approval="allow"` in the tool context. Anything else (the policy
-  hook switched off, a caller that skipped tool:pre) is refused here too.
+- Runs only with approval: it declares its need (kind "run", the exact
+  command line, its folder) and the turn's approval gate asks the user
+  unless a rule allows that exact command line (features/policy.py). The
+  seed entry point `execute_tool_async` refuses: there is no way to run it
+  around the gate.
 - `cwd` must resolve (`..`, symlinks) inside a workspace folder; default:
   the first one.
 - `timeout_seconds` (default 60, at most 600). The command runs in its own
@@ -37,13 +38,16 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from agentls.core.tool_context import ToolContext, ToolNeed
+
 from .command_env import command_environment
-from .single_tool import SingleTool
-from .workspace import Workspace, WorkspacePathError
+from .single_tool import SingleTool, ToolRefused
+from .workspace import Workspace
 
 __all__ = [
     "DEFAULT_TIMEOUT_SECONDS",
@@ -67,13 +71,6 @@ LEFTOVER_GRACE_SECONDS = 0.5
 _KILL_WAIT_SECONDS = 2.0
 
 _REAPER = Path(__file__).with_name("reaper.py")
-
-
-class _Failure(Exception):
-    def __init__(self, message: str, code: str) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
 
 
 @dataclass
@@ -188,39 +185,36 @@ class RunCommandTool(SingleTool):
     }
 
     # -- execution ---------------------------------------------------------------
-    async def execute_tool_async(
-        self, tool_name: str | None, payload: Any, state: dict[str, Any], **kwargs: Any
-    ) -> dict[str, Any]:
-        arguments = payload if isinstance(payload, dict) else {}
-        context = kwargs.get("context") or {}
+    def tool_need(self, tool_name: str, arguments: Mapping[str, Any],
+                  state: dict[str, Any]) -> ToolNeed:
+        argv = _argv(arguments.get("argv"))
+        cwd = arguments.get("cwd")
+        if cwd is not None and not isinstance(cwd, str):
+            raise ToolRefused("The argument 'cwd' must be a string.", "invalid_arguments")
+        timeout = arguments.get("timeout_seconds")
+        shown = float(timeout) if isinstance(timeout, int | float) \
+            and not isinstance(timeout, bool) else None
+        return ToolNeed("run", command=shlex.join(argv), cwd=(cwd or "").strip() or ".",
+                        timeout=shown)
+
+    async def call(self, arguments: dict[str, Any], state: dict[str, Any],
+                   context: ToolContext) -> dict[str, Any]:
         config = state.get("config") or {}
-        try:
-            if context.get("approval") != "allow":
-                raise _Failure(
-                    "run_command runs only after the user approved it (or an approval rule "
-                    "allows this exact command), and no approval was given. The approval "
-                    "policy hook may be switched off (features.disabled).",
-                    "not_approved",
-                )
-            argv = _argv(arguments.get("argv"))
-            timeout, capped = _timeout(arguments.get("timeout_seconds"))
-            workspace = Workspace.from_tool_context(context, config)
-            cwd_arg = arguments.get("cwd")
-            if cwd_arg is not None and not isinstance(cwd_arg, str):
-                raise _Failure("The argument 'cwd' must be a string.", "invalid_arguments")
-            cwd = workspace.resolve(cwd_arg)
-            if not cwd.is_dir():
-                raise _Failure(f"cwd {workspace.relative(cwd)!r} is not a folder.",
-                               "invalid_arguments")
-            settings = config.get("settings") or {}
-            passed = ((settings.get("runCommand") or {}).get("passEnv") or []
-                      if isinstance(settings, dict) else [])
-            env = command_environment(os.environ, passed)
-            output = await self._run(argv, str(cwd), env, timeout)
-        except _Failure as exc:
-            return {"success": False, "error": {"message": exc.message, "code": exc.code}}
-        except WorkspacePathError as exc:
-            return {"success": False, "error": {"message": str(exc), "code": exc.code}}
+        argv = _argv(arguments.get("argv"))
+        timeout, capped = _timeout(arguments.get("timeout_seconds"))
+        workspace = Workspace.from_tool_context(context, config)
+        cwd_arg = arguments.get("cwd")
+        if cwd_arg is not None and not isinstance(cwd_arg, str):
+            raise ToolRefused("The argument 'cwd' must be a string.", "invalid_arguments")
+        cwd = workspace.resolve(cwd_arg)
+        if not cwd.is_dir():
+            raise ToolRefused(f"cwd {workspace.relative(cwd)!r} is not a folder.",
+                              "invalid_arguments")
+        settings = config.get("settings") or {}
+        passed = ((settings.get("runCommand") or {}).get("passEnv") or []
+                  if isinstance(settings, dict) else [])
+        env = command_environment(os.environ, passed)
+        output = await self._run(argv, str(cwd), env, timeout)
         output["cwd"] = workspace.relative(cwd)
         output["timeout_seconds"] = timeout
         if capped:
@@ -260,12 +254,12 @@ class RunCommandTool(SingleTool):
                 start_new_session=posix,
             )
         except FileNotFoundError as exc:
-            raise _Failure(f"Program not found: {argv[0]!r} ({exc.strerror}). It must be on "
+            raise ToolRefused(f"Program not found: {argv[0]!r} ({exc.strerror}). It must be on "
                            "PATH or a path relative to cwd.", "not_found") from exc
         except PermissionError as exc:
-            raise _Failure(f"Cannot run {argv[0]!r}: {exc.strerror}.", "permission") from exc
+            raise ToolRefused(f"Cannot run {argv[0]!r}: {exc.strerror}.", "permission") from exc
         except OSError as exc:
-            raise _Failure(f"Cannot run {argv[0]!r}: {exc.strerror or exc}.",
+            raise ToolRefused(f"Cannot run {argv[0]!r}: {exc.strerror or exc}.",
                            "io_error") from exc
 
         started = time.monotonic()
@@ -310,11 +304,11 @@ class RunCommandTool(SingleTool):
         if isinstance(error, dict):
             kind, why = error.get("kind"), error.get("strerror")
             if kind == "FileNotFoundError":
-                raise _Failure(f"Program not found: {argv[0]!r} ({why}). It must be on PATH "
+                raise ToolRefused(f"Program not found: {argv[0]!r} ({why}). It must be on PATH "
                                "or a path relative to cwd.", "not_found")
             if kind == "PermissionError":
-                raise _Failure(f"Cannot run {argv[0]!r}: {why}.", "permission")
-            raise _Failure(f"Cannot run {argv[0]!r}: {why}.", "io_error")
+                raise ToolRefused(f"Cannot run {argv[0]!r}: {why}.", "permission")
+            raise ToolRefused(f"Cannot run {argv[0]!r}: {why}.", "io_error")
         stopped = [p for p in report.get("killed") or [] if isinstance(p, dict)]
         return {
             "argv": argv,
@@ -338,12 +332,7 @@ class RunCommandTool(SingleTool):
             return shlex.join(argv)
         return f"run_command {argv!r}"
 
-    def format_tool_result(self, result: dict[str, Any], state: dict[str, Any]) -> str:
-        output = result.get("output")
-        if not isinstance(output, dict):
-            error = result.get("error") or {}
-            message = error.get("message") if isinstance(error, dict) else error
-            return f"Error: {message}"
+    def render(self, output: dict[str, Any]) -> str:
         argv = output.get("argv") or []
         lines = [f"$ {shlex.join(argv)}" + (f"   (in {output.get('cwd')})"
                                              if output.get("cwd") not in (None, ".") else "")]
@@ -398,14 +387,14 @@ def _read_report(path: str) -> dict[str, Any]:
 
 def _argv(value: Any) -> list[str]:
     if not isinstance(value, list) or not value:
-        raise _Failure("`argv` must be a non-empty list of strings, the program first "
+        raise ToolRefused("`argv` must be a non-empty list of strings, the program first "
                        "(e.g. [\"pytest\", \"-q\"]).", "invalid_arguments")
     if not all(isinstance(a, str) for a in value):
-        raise _Failure("Every item of `argv` must be a string.", "invalid_arguments")
+        raise ToolRefused("Every item of `argv` must be a string.", "invalid_arguments")
     if not value[0]:
-        raise _Failure("`argv[0]` (the program) is empty.", "invalid_arguments")
+        raise ToolRefused("`argv[0]` (the program) is empty.", "invalid_arguments")
     if any("\0" in a for a in value):
-        raise _Failure("`argv` contains a NUL character.", "invalid_arguments")
+        raise ToolRefused("`argv` contains a NUL character.", "invalid_arguments")
     return list(value)
 
 
@@ -413,9 +402,9 @@ def _timeout(value: Any) -> tuple[float, bool]:
     if value is None:
         return DEFAULT_TIMEOUT_SECONDS, False
     if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
-        raise _Failure("`timeout_seconds` must be a number of seconds.", "invalid_arguments")
+        raise ToolRefused("`timeout_seconds` must be a number of seconds.", "invalid_arguments")
     if value <= 0:
-        raise _Failure("`timeout_seconds` must be more than 0.", "invalid_arguments")
+        raise ToolRefused("`timeout_seconds` must be more than 0.", "invalid_arguments")
     if value > MAX_TIMEOUT_SECONDS:
         return MAX_TIMEOUT_SECONDS, True
     return float(value), False

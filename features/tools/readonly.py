@@ -14,12 +14,14 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .single_tool import SingleTool
+from agentls.core.tool_context import ToolContext, ToolNeed
+
+from .single_tool import SingleTool, ToolRefused, failure_result
 from .workspace import WalkStats, Workspace, WorkspacePathError, matches_glob, open_regular
 
 __all__ = [
@@ -47,13 +49,6 @@ _SHOWN_SKIPPED = 10
 
 
 
-class _ToolFailure(Exception):
-    def __init__(self, message: str, code: str) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
-
-
 @dataclass(frozen=True)
 class _Call:
     workspace: Workspace
@@ -63,16 +58,16 @@ class _Call:
 
     def check_cancelled(self) -> None:
         if self.cancelled.is_set():
-            raise _ToolFailure("Cancelled.", "cancelled")
+            raise ToolRefused("Cancelled.", "cancelled")
 
     def text(self, key: str, *, required: bool = False) -> str | None:
         value = self.arguments.get(key)
         if value is None or value == "":
             if required:
-                raise _ToolFailure(f"The argument {key!r} is required.", "invalid_arguments")
+                raise ToolRefused(f"The argument {key!r} is required.", "invalid_arguments")
             return None
         if not isinstance(value, str):
-            raise _ToolFailure(
+            raise ToolRefused(
                 f"The argument {key!r} must be a string, not {type(value).__name__}.",
                 "invalid_arguments",
             )
@@ -80,40 +75,40 @@ class _Call:
 
 
 class _ReadOnlyTool(SingleTool):
-    """What the three tools share: schema, context, failure handling."""
+    """What the three tools share: schema, context, the worker thread."""
 
-    async def execute_tool_async(
-        self, tool_name: str | None, payload: Any, state: dict[str, Any], **kwargs: Any
-    ) -> dict[str, Any]:
-        arguments = payload if isinstance(payload, dict) else {}
-        workspace = Workspace.from_tool_context(kwargs.get("context"), state.get("config"))
+    # The argument naming what is read; a missing one means the workspace
+    # root, unless it is required.
+    path_argument: ClassVar[str] = "path"
+    path_required: ClassVar[bool] = False
+
+    def tool_need(self, tool_name: str, arguments: Mapping[str, Any],
+                  state: dict[str, Any]) -> ToolNeed:
+        value = arguments.get(self.path_argument)
+        if value is None and self.path_required:
+            raise ToolRefused(f"{self.name} needs the argument {self.path_argument!r}: a path "
+                              "inside the workspace.")
+        if value is not None and not isinstance(value, str):
+            raise ToolRefused(f"The argument {self.path_argument!r} of {self.name} must be a "
+                              f"string path, not {type(value).__name__}.")
+        if not self.path_required and (value is None or not value.strip()):
+            value = "."  # the workspace root
+        return ToolNeed("read", (str(value),))
+
+    async def call(self, arguments: dict[str, Any], state: dict[str, Any],
+                   context: ToolContext) -> dict[str, Any]:
+        workspace = Workspace.from_tool_context(context, state.get("config"))
         call = _Call(workspace, arguments)
         try:
             output = await asyncio.to_thread(self.run, call)
         except asyncio.CancelledError:
             call.cancelled.set()  # the thread cannot be killed; it stops itself
             raise
-        except _ToolFailure as exc:
-            return {"success": False, "error": {"message": exc.message, "code": exc.code}}
-        except WorkspacePathError as exc:
-            return {"success": False, "error": {"message": str(exc), "code": exc.code}}
-        except OSError as exc:
-            return {"success": False,
-                    "error": {"message": f"{self.name} failed: {exc.strerror or exc}",
-                              "code": "io_error"}}
+        except OSError as exc:  # ToolRefused and WorkspacePathError: run_tool
+            return failure_result(f"{self.name} failed: {exc.strerror or exc}", "io_error")
         return {"success": True, "output": output}
 
     def run(self, call: _Call) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def format_tool_result(self, result: dict[str, Any], state: dict[str, Any]) -> str:
-        if not result.get("success"):
-            error = result.get("error") or {}
-            message = error.get("message") if isinstance(error, dict) else error
-            return f"Error: {message}"
-        return self.render(result.get("output") or {})
-
-    def render(self, output: dict[str, Any]) -> str:
         raise NotImplementedError
 
     def format_tool_call_preview(
@@ -128,6 +123,7 @@ class _ReadOnlyTool(SingleTool):
 
 class ReadFileTool(_ReadOnlyTool):
     name = "read_file"
+    path_required = True
     description = (
         "Read a text file of the workspace. Returns the content of the editor's open "
         "buffer when the file is open (unsaved changes included), else the file on disk. "
@@ -191,7 +187,7 @@ class ListFilesTool(_ReadOnlyTool):
             if base.exists():
                 return {"path": workspace.relative(base), "files": [workspace.relative(base)],
                         "truncated": False}
-            raise _ToolFailure(f"{workspace.relative(base)} does not exist.", "not_found")
+            raise ToolRefused(f"{workspace.relative(base)} does not exist.", "not_found")
         files: list[str] = []
         truncated = False
         visited = 0
@@ -273,7 +269,7 @@ class SearchTextTool(_ReadOnlyTool):
         elif base.exists() or workspace.buffer_text(base) is not None:
             candidates = iter([base])
         else:
-            raise _ToolFailure(f"{workspace.relative(base)} does not exist.", "not_found")
+            raise ToolRefused(f"{workspace.relative(base)} does not exist.", "not_found")
         matches: list[dict[str, Any]] = []
         large: list[dict[str, Any]] = []
         truncated = False
@@ -297,7 +293,7 @@ class SearchTextTool(_ReadOnlyTool):
                         matches.append({"path": workspace.relative(path), "line": number,
                                         "text": line[:SEARCH_MAX_LINE_CHARS]})
             except TimeoutError:
-                raise _ToolFailure(
+                raise ToolRefused(
                     f"The pattern {raw!r} took longer than {SEARCH_PATTERN_SECONDS:g} s on "
                     f"{workspace.relative(path)} (catastrophic backtracking, e.g. nested "
                     "quantifiers such as (a+)+). The search was stopped; use a simpler pattern "

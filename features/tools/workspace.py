@@ -28,6 +28,7 @@ from urllib.parse import unquote, urlsplit
 from wcmatch import fnmatch, glob
 
 from agentls.core.errors import AgentlsError
+from agentls.core.tool_context import ToolContext
 from agentls.features.sensitive_paths import secret_match
 
 from .ignore import DEFAULT_IGNORED_DIRS, IgnoreRules
@@ -107,21 +108,18 @@ class Workspace:
 
     @classmethod
     def from_tool_context(
-        cls, context: Mapping[str, Any] | None, config: Mapping[str, Any] | None
+        cls, context: ToolContext | None, config: Mapping[str, Any] | None
     ) -> Workspace:
-        """From the orchestrator's tool context ({"workspace_folders",
-        "documents"}), falling back to the plugin config the server gave."""
-        context = context or {}
+        """From the turn's ToolContext (workspace folders, open buffers),
+        falling back to the plugin config the server gave."""
         config = config or {}
-        folders: Sequence[Any]
-        if "workspace_folders" in context:  # the server's current view wins
-            folders = context["workspace_folders"] or []
-        else:
+        folders: Sequence[Any] = context.workspace_folders if context is not None else ()
+        if not folders:
             folders = config.get("workspace_folders") or []
             if not folders and config.get("workspace_root"):
                 folders = [config["workspace_root"]]
-        documents = context.get("documents")
-        return cls.of([str(f) for f in folders], documents if callable(documents) else None)
+        documents = context.documents if context is not None else None
+        return cls.of([str(f) for f in folders], documents)
 
     @property
     def root(self) -> Path | None:

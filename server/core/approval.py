@@ -1,12 +1,16 @@
 """The approval gate: the one place that decides whether a tool call runs,
 needs the user, or is refused, and that asks the user.
 
-Inputs to a decision, all made here and nowhere else:
+The turn asks once per tool call, before the tool runs
+(`ApprovalGate.clear`), from the tool's declared need (`ToolNeed`,
+core/tool_context.py); a checkpoint restore asks the same way. Inputs to a
+decision, all made here and nowhere else:
 
-- the policy's verdict for the call (a `tool:pre` hook module says
-  `allow`, `ask`, `deny` or `protected`; `protected` means "always ask":
-  the call touches a file that configures agentls, the editor, git, CI or
-  a package manager, or reads a secret);
+- the policy's verdict for the call (`ApprovalPolicy.decide`, a plugin in
+  features/ answering a typed `ApprovalQuestion` with `allow`, `ask`,
+  `deny` or `protected`; `protected` means "always ask": the call touches
+  a file that configures agentls, the editor, git, CI or a package
+  manager, or reads a secret);
 - the session's memory ("Allow for session" answers, per agent session and
   tool; never consulted for protected calls, never stored from one);
 - the user's answer, as the id of one of the typed options offered. An
@@ -14,9 +18,12 @@ Inputs to a decision, all made here and nowhere else:
   channel are denials. No answer within the timeout takes
   `approval.default`, except for protected calls, which need a yes.
 
-The LSP layer only renders a question (window/showMessageRequest, or an
-annotated workspace edit the editor confirms) and returns the chosen
-option's id. It implements `ApprovalChannel` and `DisplayChannel`.
+The LSP layer only renders a question (window/showMessageRequest) and
+returns the chosen option's id (it implements `ApprovalChannel` and
+`DisplayChannel`). When the editor confirms edits itself (annotation mode:
+question and application are one round trip) the gate's `Clearance` says
+`confirm_in_editor` and the edit applier sends the change as one that needs
+confirmation; the gate still decided that it must be asked.
 """
 
 from __future__ import annotations
@@ -24,9 +31,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
+
+from .tool_context import ToolNeed
 
 __all__ = [
     "ALLOW_ONCE",
@@ -38,10 +47,15 @@ __all__ = [
     "ApprovalDecision",
     "ApprovalGate",
     "ApprovalOption",
+    "ApprovalPolicy",
+    "ApprovalQuestion",
     "ApprovalRequest",
+    "Clearance",
     "DisplayChannel",
     "MessageLevel",
+    "PolicyAnswer",
     "Verdict",
+    "decide",
     "options_from_labels",
 ]
 
@@ -110,6 +124,74 @@ class ApprovalDecision:
     code: str = ""  # "" (allowed), "declined", "dismissed", "timeout", "no_channel", "failed"
 
 
+@dataclass(frozen=True)
+class ApprovalQuestion:
+    """What the policy is asked about one tool call (or a restore)."""
+
+    tool_name: str
+    tool_input: Mapping[str, Any]
+    need: ToolNeed
+    session_id: str = ""
+
+
+@dataclass(frozen=True)
+class PolicyAnswer:
+    """The policy's verdict on one ApprovalQuestion."""
+
+    verdict: Verdict
+    reason: str = ""  # told to the model when denied; shown when protected
+    prompt: str = ""  # the question's text, when the policy words it
+    notice: str | None = None  # shown to the user (a blocked call, once per session)
+    timeout: float = 300.0  # approval.timeoutSeconds
+    default: Literal["allow", "deny"] = "deny"  # approval.default
+
+
+class ApprovalPolicy(Protocol):
+    """A plugin's rules: a pure function of settings, folders and the question."""
+
+    def decide(self, question: ApprovalQuestion) -> PolicyAnswer: ...
+
+
+_SEVERITY = {"allow": 0, "ask": 1, "protected": 2, "deny": 3}
+
+
+def decide(policies: Sequence[ApprovalPolicy], question: ApprovalQuestion) -> PolicyAnswer:
+    """The strictest answer of every policy (deny > protected > ask >
+    allow). Without a policy: reads and calls that need nothing run, the
+    rest asks. A policy that raises denies (fail closed)."""
+    if not policies:
+        kind = question.need.kind
+        if kind in ("none", "read") or question.need.by_user:
+            return PolicyAnswer("allow", "no approval policy is enabled")
+        return PolicyAnswer("ask", f"no approval policy is enabled; {question.tool_name} asks")
+    answers: list[PolicyAnswer] = []
+    for policy in policies:
+        try:
+            answers.append(policy.decide(question))
+        except Exception as exc:
+            log.exception("Approval policy failed on %s", question.tool_name)
+            return PolicyAnswer("deny", f"The approval policy could not check this "
+                                f"{question.tool_name} call ({type(exc).__name__}); denied to "
+                                "be safe.")
+    return max(answers, key=lambda a: _SEVERITY.get(a.verdict, 2))
+
+
+@dataclass(frozen=True)
+class Clearance:
+    """The gate's decision on one call: run it or not, and why."""
+
+    allowed: bool
+    reason: str = ""  # what the agent is told when not allowed
+    # "" (allowed), "denied" (the policy), "declined", "dismissed", "timeout",
+    # "no_channel", "failed" (the user's answer, or none)
+    code: str = ""
+    choice: str | None = None  # the chosen option's label, when asked
+    asked: bool = False  # a question was put to the user
+    # The editor confirms the change itself (annotation mode): the edit is
+    # sent as one that needs confirmation.
+    confirm_in_editor: bool = False
+
+
 class ApprovalChannel(Protocol):
     async def request_approval(self, request: ApprovalRequest) -> str | None:
         """Ask the user; return the chosen option's id, or None if dismissed."""
@@ -128,15 +210,6 @@ class ApprovalGate:
         self._remembered: set[tuple[str, str]] = set()
 
     # -- decisions -------------------------------------------------------------
-    def needs_user(self, verdict: Verdict | str, session_id: str, tool_name: str) -> bool:
-        """Whether the user must be asked before a call the policy did not
-        deny. Unknown verdicts ask."""
-        if verdict == "allow":
-            return False
-        if verdict == "ask":
-            return not self.remembered(session_id, tool_name)
-        return True  # "protected" and anything unrecognised
-
     def remembered(self, session_id: str, tool_name: str) -> bool:
         return bool(session_id) and (session_id, tool_name) in self._remembered
 
@@ -150,6 +223,59 @@ class ApprovalGate:
             self._remembered.clear()
         else:
             self._remembered = {k for k in self._remembered if k[0] != session_id}
+
+    # -- one tool call -------------------------------------------------------------
+    async def clear(
+        self,
+        question: ApprovalQuestion,
+        answer: PolicyAnswer,
+        *,
+        editor_confirms: bool = False,
+        approved: bool = False,
+        before_asking: Callable[[ApprovalRequest], Awaitable[None]] | None = None,
+    ) -> Clearance:
+        """Whether the call may run: the policy's `answer`, the session's
+        memory, and the user when needed. `editor_confirms`: the editor asks
+        before applying an edit (annotation mode), so an edit that must be
+        asked is sent for confirmation instead of a message question.
+        `approved`: the user already said yes to this call (a tool:pre
+        hook's ask_user), which answers "ask" but not "protected".
+        `before_asking` runs just before a question is put (approval events)."""
+        need = question.need
+        if answer.verdict == "deny":
+            return Clearance(False, answer.reason or f"{question.tool_name} is denied.",
+                             "denied")
+        protected = answer.verdict != "allow" and answer.verdict != "ask"
+        if answer.verdict == "allow" or (not protected and (
+                approved or self.remembered(question.session_id, question.tool_name))):
+            return Clearance(True)
+        if need.kind == "edit" and editor_confirms:
+            return Clearance(True, confirm_in_editor=True)
+        request = self.request_for(question, answer, protected=protected)
+        if before_asking is not None:
+            await before_asking(request)
+        decision = await self.ask(request)
+        if decision.allowed:
+            return Clearance(True, choice=decision.choice, asked=True)
+        return Clearance(False, decision.reason, decision.code or "declined",
+                         decision.choice, asked=True)
+
+    def request_for(self, question: ApprovalQuestion, answer: PolicyAnswer, *,
+                    protected: bool) -> ApprovalRequest:
+        """The question put to the user for `question` (see question_text)."""
+        need = question.need
+        options = ONCE_OPTIONS if protected or not need.remember else EDIT_OPTIONS
+        return ApprovalRequest(
+            prompt=question_text(question, answer, protected=protected),
+            options=options,
+            timeout=answer.timeout,
+            default="deny" if protected else answer.default,
+            session_id=question.session_id,
+            tool_name=question.tool_name,
+            tool_input=dict(question.tool_input),
+            reason=answer.reason,
+            protected=protected,
+        )
 
     # -- asking ----------------------------------------------------------------
     async def ask(
@@ -201,3 +327,29 @@ class ApprovalGate:
         why = ("this call always needs an explicit yes" if request.protected
                else "approval.default is deny")
         return ApprovalDecision(False, None, f"The user {what}; {why}.", code)
+
+
+_MESSAGE_MAX_CHARS = 8000
+PROTECTED_NOTE = ("This file configures agentls, the editor, git, CI or a package manager: "
+                  "it is asked every time.")
+
+
+def question_text(question: ApprovalQuestion, answer: PolicyAnswer, *, protected: bool) -> str:
+    """The words of a question: an edit's title and diff, else the tool's
+    own words (an MCP call), else the policy's (a command line), else a
+    plain "Allow <tool>?"."""
+    need = question.need
+    if need.kind == "edit" and need.title:
+        note = f"\n\n{PROTECTED_NOTE}" if protected else ""
+        text = f"{need.title}: allow this change?{note}\n\n{need.preview}"
+        if len(text) > _MESSAGE_MAX_CHARS:
+            text = text[:_MESSAGE_MAX_CHARS] + "\n... (preview cut)"
+        return text
+    if need.question:
+        return need.question
+    if answer.prompt:
+        return answer.prompt
+    if need.kind == "run" and need.command:
+        return ("The agent wants to run a command (no shell):\n\n"
+                f"    {need.command}\n\nin: {need.cwd}\n\nAllow it to run once?")
+    return f"Allow {question.tool_name}?"

@@ -14,9 +14,13 @@ deleted files re-created, created files deleted; a renamed file whose new
 path still has its old text is renamed back, so the editor keeps its
 buffer). A file changed by someone else since the agent's last
 write, now outside the workspace, a folder, or unreadable is a conflict and
-left alone (the first kind only unless forced). `restore_turn` sends the
-edit through the applier the LSP layer gives it (the one tool edits use),
-with no approval question: the user asked for it.
+left alone (the first kind only unless forced). `restore_turn` puts the
+restore to the approval gate like a `write_file` (core/approval.py: the
+policy resolves every path and its parents again, now; a path that leads
+outside is refused, a hard-linked file is refused, a protected or secret
+file asks; anything else needs no question, since the user asked), then
+sends the edit through the applier the LSP layer gives it (the one tool
+edits use).
 """
 
 from __future__ import annotations
@@ -25,14 +29,23 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .approval import ApprovalGate, ApprovalPolicy, ApprovalQuestion, decide
 from .checkpoint_store import CheckpointStore, TrackedFile, content_hash
-from .edits import DocumentLookup, DocumentSnapshot, EditApplier, EditOutcome, EditRequest
+from .edits import (
+    DocumentLookup,
+    DocumentSnapshot,
+    EditApplier,
+    EditOutcome,
+    EditRequest,
+    editor_confirms,
+)
 from .models import AgentlsError
 from .session_types import Message
+from .tool_context import ToolContext, ToolNeed
 
 __all__ = [
     "OUTSIDE_CHECKPOINTS_NOTE",
@@ -45,6 +58,7 @@ __all__ = [
     "current_text",
     "plan_restore",
     "prompt_turn",
+    "restore_need",
     "restore_request",
     "restore_turn",
 ]
@@ -87,14 +101,12 @@ class TurnCheckpoints:
             return None
         return cls(store, session_id, prompt_turn(messages), len(messages) - 1)
 
-    def wrap(self, tool_context: dict[str, Any]) -> dict[str, Any]:
+    def wrap(self, context: ToolContext) -> ToolContext:
         """The tool context with its editor recording into this checkpoint."""
-        editor = tool_context.get("editor")
+        editor = context.editor
         if editor is None or isinstance(editor, CheckpointingEditor):
-            return tool_context
-        lookup = tool_context.get("snapshots")
-        return {**tool_context,
-                "editor": CheckpointingEditor(editor, self, lookup if callable(lookup) else None)}
+            return context
+        return replace(context, editor=CheckpointingEditor(editor, self, context.snapshots))
 
 
 class CheckpointingEditor:
@@ -311,21 +323,31 @@ def _end_position(text: str, encoding: str) -> dict[str, int]:
     return {"line": line, "character": units}
 
 
+RESTORE_TOOL = "restoreCheckpoint"
+
+
 def restore_request(session_id: str, turn: int, plan: RestorePlan,
-                    shown: Callable[[str], str] = str) -> EditRequest:
-    """The restore as an edit the applier sends without asking."""
+                    shown: Callable[[str], str] = str, *, confirm: bool = False) -> EditRequest:
+    """The restore as the edit the applier sends (`confirm`: the editor asks)."""
     names = [shown(p) for p in plan.restored]
     return EditRequest(
-        tool_name="restoreCheckpoint",
+        tool_name=RESTORE_TOOL,
         session_id=session_id,
         label=f"agentls: restore checkpoint (before turn {turn})",
         edit=plan.edit,
         preview="Restore to before turn {}: {}".format(turn, ", ".join(names)),
         paths=tuple(plan.restored),
         base_versions=dict(plan.base_versions),
-        approval="allow",
+        confirm=confirm,
         after=dict(plan.after),
     )
+
+
+def restore_need(request: EditRequest) -> ToolNeed:
+    """What the gate is asked about a restore: an edit of every restored
+    path, asked for by the user."""
+    return ToolNeed("edit", request.paths, by_user=True, title=request.label,
+                    preview=request.preview)
 
 
 class NoCheckpoint(AgentlsError):
@@ -353,14 +375,16 @@ async def restore_turn(
     editor: EditApplier,
     lookup: DocumentLookup,
     workspace_folders: Sequence[str | Path],
+    gate: ApprovalGate,
+    policies: Sequence[ApprovalPolicy] = (),
     force: bool = False,
     encoding: str = "utf-16",
     shown: Callable[[str], str] = str,
 ) -> RestoreOutcome:
     """Put the files of `turn` and every later turn back (the module doc):
-    plan, store what the edit will leave, send it through `editor` (with
-    approval "allow": the user asked), then store what it left. NoCheckpoint,
-    SessionNotFound, SessionStoreError."""
+    plan, clear it with the approval `gate` and `policies` like a file
+    edit, store what the edit will leave, send it through `editor`, then
+    store what it left. NoCheckpoint, SessionNotFound, SessionStoreError."""
     files = await asyncio.to_thread(store.files_since, session_id, turn)
     if files is None:
         listed = await asyncio.to_thread(store.list_checkpoints, session_id)
@@ -376,10 +400,21 @@ async def restore_turn(
     if not plan.changes:  # everything restorable is as it was already
         await asyncio.to_thread(store.settle, session_id, dict(plan.hashes))
         return RestoreOutcome(list(plan.restored), list(plan.conflicts))
+    request = restore_request(session_id, turn, plan, shown)
+    question = ApprovalQuestion(RESTORE_TOOL, {"sessionId": session_id, "turn": turn,
+                                               "force": force},
+                                restore_need(request), session_id)
+    clearance = await gate.clear(question, decide(policies, question),
+                                 editor_confirms=editor_confirms(editor))
+    if not clearance.allowed:
+        refused = [Conflict(p, f"{shown(p)}: {clearance.reason}") for p in plan.restored]
+        return RestoreOutcome([], [*plan.conflicts, *refused])
+    if clearance.confirm_in_editor:
+        request = replace(request, confirm=True)
     # Stored first: a crash once the editor applied it must not make the
     # restored files look like someone else's change.
     await asyncio.to_thread(store.set_pending, session_id, plan.hashes)
-    outcome = await editor.apply(restore_request(session_id, turn, plan, shown))
+    outcome = await editor.apply(request)
     if outcome.applied:
         await asyncio.to_thread(store.settle, session_id, dict(plan.hashes))
         return RestoreOutcome(list(plan.restored), list(plan.conflicts))

@@ -22,10 +22,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .events import is_valid_event_name
 from .models import HookResult
+
+if TYPE_CHECKING:
+    from .approval import ApprovalPolicy
 
 __all__ = ["HookEmission", "HookHandler", "HookRegistry"]
 
@@ -68,6 +71,14 @@ class HookRegistry:
         self.handler_timeout = handler_timeout
         self._handlers: dict[str, list[_Registration]] = {}
         self._counter = itertools.count()
+        # Typed approval rules a hook module contributes (features/policy.py):
+        # the turn asks them about every tool call before it runs
+        # (core/approval.py, `decide`).
+        self.approval_policies: list[ApprovalPolicy] = []
+
+    def add_approval_policy(self, policy: ApprovalPolicy) -> None:
+        """Register an approval policy; the strictest answer of all wins."""
+        self.approval_policies.append(policy)
 
     def register(
         self,

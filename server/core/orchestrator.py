@@ -8,23 +8,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from .approval import ApprovalChannel, ApprovalGate, DisplayChannel
 from .checkpoint_store import CheckpointStore
 from .context import ContextManager
 from .hooks import HookRegistry
-from .injections import InjectionLimits
 from .models import AgentlsError, SessionStatus
 from .observer import TurnObserver
 from .provider import Provider
+from .session_statuses import SessionStatuses
 from .session_types import Message, Session
-from .size_caps import DEFAULT_MAX_TOOL_RESULT_CHARS
 from .system_prompt import default_system_prompt
 from .tools import ToolExecutor
 from .turn import Turn, TurnResult, TurnStatus
+from .turn_host import MessageSink, TurnLimits
 
 __all__ = [
     "MessageSink",
@@ -39,22 +39,6 @@ __all__ = [
 
 class TurnInProgress(AgentlsError):
     """A second turn was started in a session whose turn is still running."""
-
-
-class MessageSink(Protocol):
-    """Where final messages go (the SQLite SessionStore satisfies this)."""
-
-    def append_message(self, session_id: str, message: Message) -> int: ...
-
-    def update_status(self, session_id: str, status: SessionStatus) -> None: ...
-
-
-@dataclass(frozen=True)
-class TurnLimits:
-    max_iterations: int = 25
-    injection: InjectionLimits = field(default_factory=InjectionLimits)
-    # Tool results over this many characters keep head and tail (size_caps).
-    max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS
 
 
 @dataclass
@@ -109,7 +93,8 @@ class Orchestrator:
         # instructions): core/context.py.
         self.context = ContextManager()
         self._running: dict[str, _Running] = {}
-        self._statuses: dict[str, SessionStatus] = {}
+        # Per-session statuses, updated by the turns (agentls/status).
+        self.session_statuses = SessionStatuses(self._load_status)
         self._notices_told: set[tuple[str, str]] = set()  # (session, provider notice)
 
     @property
@@ -140,10 +125,10 @@ class Orchestrator:
         return session_id in self._running
 
     def status(self, session_id: str) -> SessionStatus | None:
-        return self._statuses.get(session_id)
+        return self.session_statuses.get(session_id)
 
     def statuses(self) -> list[SessionStatus]:
-        return list(self._statuses.values())
+        return self.session_statuses.values()
 
     def cancel(self, session_id: str) -> bool:
         """Cancel the running turn of a session: its provider call and any
@@ -172,7 +157,8 @@ class Orchestrator:
         task = asyncio.current_task()
         running = _Running(task)
         self._running[sid] = running
-        turn = Turn(self, session, observer or TurnObserver(), dict(context or {}))
+        turn = Turn(self, self.session_statuses, session, observer or TurnObserver(),
+                    dict(context or {}))
         try:
             return await turn.run(prompt)
         except asyncio.CancelledError:
@@ -187,8 +173,8 @@ class Orchestrator:
             # A store write failed (disk full) or a hook/tool bug escaped: the
             # turn is over either way, so its status must not stay "running"
             # (agentls/status would show it forever). The caller reports it.
-            if sid in self._statuses and not turn.finished:
-                self._set_status(sid, status="failed", ended_at=datetime.now(UTC))
+            if sid in self.session_statuses and not turn.finished:
+                self.session_statuses.update(sid, status="failed", ended_at=datetime.now(UTC))
             raise
         finally:
             self._running.pop(sid, None)
@@ -206,8 +192,8 @@ class Orchestrator:
             )
         self._running[sid] = _Running(asyncio.current_task())
         try:
-            await self._session_status(sid)
-            turn = Turn(self, session, observer or TurnObserver(), {})
+            await self.session_statuses.load(sid)
+            turn = Turn(self, self.session_statuses, session, observer or TurnObserver(), {})
             model = self.model or getattr(self.provider, "default_model", "") or ""
             return await self.context.compact(
                 turn.context_host(), provider=self.provider, model=model,
@@ -216,22 +202,7 @@ class Orchestrator:
         finally:
             self._running.pop(sid, None)
 
-    # -- used by Turn -------------------------------------------------------
-    async def _session_status(self, sid: str) -> SessionStatus:
-        status = self._statuses.get(sid)
-        if status is None:
-            loader = getattr(self.sink, "get_status", None)
-            if loader is not None:
-                try:
-                    status = await asyncio.to_thread(loader, sid)
-                except Exception:
-                    status = None
-            if status is None:
-                status = SessionStatus(session_id=sid, started_at=datetime.now(UTC))
-            self._statuses[sid] = status
-        return status
-
-    def _set_status(self, sid: str, **updates: Any) -> SessionStatus:
-        status = self._statuses[sid].model_copy(update=updates)
-        self._statuses[sid] = status
-        return status
+    def _load_status(self, sid: str) -> SessionStatus | None:
+        loader = getattr(self.sink, "get_status", None)
+        status = loader(sid) if loader is not None else None
+        return status if isinstance(status, SessionStatus) else None

@@ -9,21 +9,57 @@ Tool plugins may describe their tools in OpenAI's function format, the flat
 {name, description, parameters} form, or Anthropic's {name, description,
 input_schema}; `normalize_tool_schema` brings them to the flat form
 (`ToolSpec`) that providers translate to their own wire format.
+
+A tool plugin written for agentls implements `TypedTool` (core/tool_context.py
+has the types): `tool_need` declares what a call will do before it runs,
+`prepare_call` (optional) adds what the user is shown, and `run_tool` runs it
+with a frozen `ToolContext`. A seed plugin (`execute_tool_async(...,
+context=dict)`) runs through the one adapter here, with
+`ToolContext.as_seed_context()` and the default need (it asks).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .models import ToolCall, ToolResult
 from .plugins import ToolPlugin, plugin_call, plugin_name
 from .provider import ToolSpec
 from .session_types import ToolDescriptor
+from .tool_context import ToolContext, ToolNeed, ToolRefused, default_need
 
-__all__ = ["ToolExecution", "ToolExecutor", "normalize_tool_schema"]
+__all__ = ["ToolExecution", "ToolExecutor", "TypedTool", "failed", "normalize_tool_schema"]
+
+
+class TypedTool(Protocol):
+    """What an agentls tool plugin implements besides the seed's schema
+    methods (`get_tool_schemas`, `format_tool_result`, ...)."""
+
+    def tool_need(self, tool_name: str, arguments: Mapping[str, Any],
+                  state: dict[str, Any]) -> ToolNeed:
+        """What the call will do (kind, paths, command); cheap, from the
+        arguments only. ToolRefused for arguments it cannot run with."""
+        ...
+
+    async def run_tool(self, tool_name: str, arguments: dict[str, Any], state: dict[str, Any],
+                       context: ToolContext) -> dict[str, Any]:
+        """Run the call the gate cleared; the seed's result dict."""
+        ...
+
+
+class PreparingTool(TypedTool, Protocol):
+    """A TypedTool that works out what it will do before it is asked about
+    (the file tools: the edit and its diff)."""
+
+    async def prepare_call(self, tool_name: str, arguments: dict[str, Any],
+                           state: dict[str, Any], context: ToolContext,
+                           need: ToolNeed) -> ToolNeed:
+        """`need` with what the user is shown (title, preview) and what
+        run_tool will apply (prepared). ToolRefused when it cannot be done."""
+        ...
 
 log = logging.getLogger("agentls.tools")
 
@@ -165,29 +201,65 @@ class ToolExecutor:
             log.exception("format_tool_call_preview failed for %s", call.tool)
             return ""
 
-    async def execute(self, call: ToolCall, context: dict[str, Any] | None = None) -> ToolExecution:
+    def unknown(self, call: ToolCall) -> ToolExecution | None:
+        """The failure of a call to a tool nobody provides, else None."""
+        tools = self._tools
+        if call.tool in tools:
+            return None
+        known = ", ".join(sorted(tools)) or "none"
+        return failed(call, f"Unknown tool {call.tool!r}. Available tools: {known}.",
+                      "unknown_tool")
+
+    def need(self, call: ToolCall) -> ToolNeed:
+        """What the call will do, as its tool declares it (the default need
+        for a tool that declares nothing). ToolRefused for bad arguments."""
+        bound = self._tools.get(call.tool)
+        declare = getattr(bound.plugin, "tool_need", None) if bound is not None else None
+        if bound is None or not callable(declare):
+            return default_need(call.arguments)
+        need = declare(call.tool, call.arguments, bound.state)
+        if not isinstance(need, ToolNeed):
+            raise ToolRefused(f"The tool {call.tool!r} did not say what it will do; not run.",
+                              "tool_error")
+        return need
+
+    async def prepare(self, call: ToolCall, context: ToolContext, need: ToolNeed) -> ToolNeed:
+        """`need` completed by the tool's prepare_call, if it has one."""
+        bound = self._tools.get(call.tool)
+        prepare = getattr(bound.plugin, "prepare_call", None) if bound is not None else None
+        if bound is None or not callable(prepare):
+            return need
+        prepared = await prepare(call.tool, dict(call.arguments), bound.state, context, need)
+        return prepared if isinstance(prepared, ToolNeed) else need
+
+    async def execute(self, call: ToolCall, context: ToolContext | None = None) -> ToolExecution:
         tools = self._tools
         bound = tools.get(call.tool)
         if bound is None:
-            known = ", ".join(sorted(tools)) or "none"
-            return _failed(
-                call, f"Unknown tool {call.tool!r}. Available tools: {known}.", "unknown_tool"
-            )
+            return self.unknown(call) or failed(call, f"Unknown tool {call.tool!r}.",
+                                                "unknown_tool")
+        context = context or ToolContext()
+        run = getattr(bound.plugin, "run_tool", None)
         try:
-            raw = await plugin_call(
-                bound.plugin,
-                ToolPlugin,
-                "execute_tool_async",
-                call.tool,
-                call.arguments,
-                bound.state,
-                payload_kind="object",
-                tool_call=call.model_dump(),
-                context=context,
-            )
+            if callable(run):
+                raw = await run(call.tool, dict(call.arguments), bound.state, context)
+            else:  # a seed plugin: the one adapter
+                raw = await plugin_call(
+                    bound.plugin,
+                    ToolPlugin,
+                    "execute_tool_async",
+                    call.tool,
+                    call.arguments,
+                    bound.state,
+                    payload_kind="object",
+                    tool_call=call.model_dump(),
+                    context=context.as_seed_context(),
+                )
+        except ToolRefused as refused:
+            raw = refused.result()
         except Exception as exc:
             log.exception("Tool %s raised", call.tool)
-            return _failed(
+            return failed(
                 call, f"Tool {call.tool!r} raised {type(exc).__name__}: {exc}", "tool_error"
             )
         raw = raw if isinstance(raw, dict) else {"success": True, "result": raw}
@@ -219,6 +291,7 @@ def _default_content(result: ToolResult) -> str:
     return f"Error: {(result.error or {}).get('message', result.error)}"
 
 
-def _failed(call: ToolCall, message: str, code: str) -> ToolExecution:
+def failed(call: ToolCall, message: str, code: str) -> ToolExecution:
+    """A call that did not run (or failed), as the model is told it."""
     result = ToolResult(success=False, error={"message": message, "code": code})
     return ToolExecution(call, result, f"Error: {message}")

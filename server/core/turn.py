@@ -3,50 +3,44 @@
 
 prompt:submit -> request built to fit the window (context.py) -> provider
 stream (deltas to the observer) -> tool calls -> tool:pre (deny / ask_user /
-modify) -> tool execution (files checkpointed first) -> tool:post
-(inject_context, stored or ephemeral) -> next iteration -> until the model
+modify) -> the tool's need, the approval policy and the gate, once per call
+(turn_tools.py) -> tool execution (files checkpointed first) -> tool:post
+(inject_context, stored or ephemeral; turn_hooks.py) -> next iteration ->
+until the model
 stops, `session.maxIterations` is reached, or the turn is cancelled (pending
 tool calls then get a synthetic cancelled result, so the session stays valid
 for every provider).
 
 Every message is persisted the moment it is final, so a crash loses nothing
 already said. Split from orchestrator.py, which keeps what spans turns (the
-running turns per session, their statuses, cancellation, compaction on
-request).
+running turns per session, their SessionStatuses, cancellation, compaction
+on request); a turn sees the orchestrator only as a TurnHost (turn_host.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import events
-from .approval import ApprovalRequest, MessageLevel, options_from_labels
 from .checkpoints import TurnCheckpoints
 from .context import ContextHost, ContextOverflow, RequestPlan
-from .injections import InjectionBudget, InjectionRefused
-from .models import (
-    HookResult,
-    ModelError,
-    ModelResponse,
-    SessionStatus,
-    ToolCall,
-    ToolResult,
-    Usage,
-)
+from .injections import InjectionBudget
+from .models import ModelError, ModelResponse, SessionStatus, ToolCall, Usage
 from .observer import TurnObserver
 from .provider import CompletionOptions, ToolCallAccumulator
 from .session_types import Message, ProviderRequestCancelled, Session
-from .size_caps import cap_text, cap_tool_result
 from .stream_guard import StreamGuard, StreamStop
+from .turn_host import TurnHost
+from .turn_tools import ToolCalls, interrupted_message
 
 if TYPE_CHECKING:
-    from .orchestrator import Orchestrator
+    from .session_statuses import SessionStatuses
 
-__all__ = ["Turn", "TurnResult", "TurnStatus"]
+__all__ = ["Turn", "TurnHost", "TurnResult", "TurnStatus"]
 
 log = logging.getLogger("agentls.orchestrator")
 
@@ -79,17 +73,19 @@ class TurnResult:
         return wire
 
 
-class Turn:
+class Turn(ToolCalls):
     """State of one running turn."""
 
     def __init__(
         self,
-        core: Orchestrator,
+        core: TurnHost,
+        statuses: SessionStatuses,
         session: Session,
         observer: TurnObserver,
         context: dict[str, Any],
     ) -> None:
         self.core = core
+        self.statuses = statuses
         self.session = session
         self.sid = session.session_id
         self.observer = observer
@@ -113,8 +109,8 @@ class Turn:
     # -- the loop ------------------------------------------------------------
     async def run(self, prompt: str | Message) -> TurnResult:
         core = self.core
-        status = await core._session_status(self.sid)
-        core._set_status(self.sid, status="running", ended_at=None)
+        status = await self.statuses.load(self.sid)
+        self.statuses.update(self.sid, status="running", ended_at=None)
         is_new = not self.session.messages and status.total_messages == 0
         await self.emit(events.SESSION_START if is_new else events.SESSION_RESUME, {})
 
@@ -317,188 +313,12 @@ class Turn:
         self.partial_reasoning = ""
         return Message("assistant", response.content, metadata)
 
-    async def run_tool(self, call: ToolCall) -> None:
-        core = self.core
-        await self.observer.on_progress(self.sid, f"Running {call.tool}")
-        pre = await self.hook(
-            events.TOOL_PRE,
-            {"tool_name": call.tool, "tool_input": dict(call.arguments), "tool_call_id": call.id},
-        )
-        if not pre.allowed:
-            result = ToolResult(success=False, error={"message": pre.reason, "code": "denied"})
-            content = f"Error: {pre.reason}"
-        else:
-            new_input = pre.data.get("tool_input") if pre.data else None
-            if isinstance(new_input, dict):
-                call = call.model_copy(update={"arguments": new_input})
-            tool_context = {
-                **core.tool_context,
-                **self.context,
-                "core": core,
-                "session_id": self.sid,
-                "trigger_source": "core",
-                # A long-running tool (an MCP call) reports how far it got.
-                "progress": lambda text: self.observer.on_progress(self.sid, text),
-                # Last, so nothing a caller or the model supplies can set it.
-                "approval": _approval_policy(pre),
-            }
-            if self.checkpoints is not None:  # file edits store the files first
-                tool_context = self.checkpoints.wrap(tool_context)
-            execution = await core.tools.execute(call, tool_context)
-            result, content = execution.result, execution.content
-            if not result.success:
-                await self.emit(
-                    events.TOOL_ERROR,
-                    {"tool_name": call.tool, "tool_input": call.arguments, "error": result.error},
-                )
-            self.tool_post_appends = []
-            await self.hook(
-                events.TOOL_POST,
-                {
-                    "tool_name": call.tool,
-                    "tool_input": call.arguments,
-                    "tool_call_id": call.id,
-                    "result": result.model_dump(),
-                },
-            )
-            if self.tool_post_appends:
-                content = "\n\n".join([content, *self.tool_post_appends])
-                self.tool_post_appends = []
-        status = core._statuses[self.sid]
-        core._set_status(
-            self.sid,
-            tool_invocations=status.tool_invocations + 1,
-            tool_successes=status.tool_successes + (1 if result.success else 0),
-            tool_failures=status.tool_failures + (0 if result.success else 1),
-        )
-        limit = core.limits.max_tool_result_chars
-        await self.persist(
-            _tool_message(
-                call,
-                result.model_copy(update=cap_tool_result(result.model_dump(), limit)),
-                cap_text(content, limit),
-            )
-        )
-
-    # -- hooks -----------------------------------------------------------------
-    async def emit(self, event: str, data: dict[str, Any]) -> HookResult:
-        if not self.core.hooks.has_handlers(event):
-            return HookResult()
-        return await self.core.hooks.emit(
-            event, {**data, "session_id": self.sid, "timestamp": _now()}
-        )
-
-    async def hook(self, event: str, data: dict[str, Any]) -> _Outcome:
-        """Emit `event` and act on the merged result: show user_message, queue
-        injections, ask the user for ask_user. Returns whether to go on."""
-        hooks = self.core.hooks
-        if not hooks.has_handlers(event):
-            return _Outcome(True, data=data)
-        payload = {**data, "session_id": self.sid, "timestamp": _now()}
-        emission = await hooks.emit_with_sources(event, payload)
-        result = emission.result
-        if result.user_message:
-            await self.notify(result.user_message, result.user_message_level)
-        if result.action == "deny":
-            source = ", ".join(emission.sources) or "a hook"
-            return _Outcome(False, reason=result.reason or f"Denied by {source} on {event}.")
-        if result.action == "ask_user":
-            return await self.ask(event, result, data)
-        if result.action == "inject_context" and result.context_injection:
-            self.queue_injection(result, ", ".join(emission.sources) or "hook", event,
-                                 parts=emission.injections)
-        if result.action in ("modify", "inject_context") and result.data is not None:
-            return _Outcome(True, data=result.data)
-        return _Outcome(True, data=data)
-
-    async def ask(self, event: str, result: HookResult, data: dict[str, Any]) -> _Outcome:
-        tool_name = data.get("tool_name")
-        request = ApprovalRequest(
-            prompt=result.approval_prompt or result.reason or f"Allow {tool_name or event}?",
-            options=options_from_labels(result.approval_options or ()),
-            timeout=result.approval_timeout,
-            default=result.approval_default,
-            session_id=self.sid,
-            tool_name=tool_name,
-            tool_input=dict(data.get("tool_input") or {}),
-            reason=result.reason,
-        )
-        await self.emit(
-            events.APPROVAL_REQUIRED, {"tool_name": tool_name, "prompt": request.prompt}
-        )
-        decision = await self.core.gate.ask(request)
-        if decision.allowed:
-            await self.emit(
-                events.APPROVAL_GRANTED, {"tool_name": tool_name, "choice": decision.choice}
-            )
-            return _Outcome(True, data=data, choice=decision.choice)
-        await self.emit(
-            events.APPROVAL_DENIED,
-            {"tool_name": tool_name, "choice": decision.choice, "reason": decision.reason},
-        )
-        return _Outcome(False, reason=decision.reason)
-
-    def queue_injection(
-        self, result: HookResult, hook_name: str, event: str,
-        parts: list[tuple[str, str]] | None = None,
-    ) -> None:
-        # Each handler's injection is admitted on its own (the size limit is per
-        # injection): one hook flooding the context must not take the other
-        # hooks' injections on the same event down with it, as it did when the
-        # merged text was checked as a whole.
-        admitted = []
-        for name, part in parts or [(hook_name, result.context_injection or "")]:
-            try:
-                self.budget.admit(part, hook_name=name, event=event)
-            except InjectionRefused as exc:
-                log.warning("%s", exc)
-                self.refused_notices.append(str(exc))
-                continue
-            admitted.append((name, part))
-        if not admitted:
-            return
-        text = "\n\n".join(part for _, part in admitted)
-        hook_name = ", ".join(name for name, _ in admitted)
-        metadata: dict[str, Any] = {"source": "hook", "hook_name": hook_name, "event": event}
-        if result.suppress_output:
-            # The agent still sees it; transcripts shown to the user hide it.
-            metadata["suppress_output"] = True
-        if result.append_to_last_tool_result and event == events.TOOL_POST:
-            self.tool_post_appends.append(text)
-        elif result.ephemeral:
-            self.ephemeral.append(
-                Message(result.context_injection_role, text, {**metadata, "ephemeral": True})
-            )
-        else:
-            # Stored injections wait for the next model call, so they never
-            # split an assistant tool_calls message from its tool results.
-            self.pending_injections.append(Message(result.context_injection_role, text, metadata))
-
-    async def flush_injections(self) -> None:
-        for notice in self.refused_notices:
-            await self.notify(notice, "warning")
-        self.refused_notices.clear()
-        pending, self.pending_injections = self.pending_injections, []
-        for message in pending:
-            await self.persist(message)
-
-    async def notify(self, text: str, level: MessageLevel) -> None:
-        display = self.core.display
-        if display is None:
-            log.info("[%s] %s", level, text)
-            return
-        try:
-            await display.show_message(text, level)
-        except Exception:
-            log.exception("Display channel failed")
-
     # -- persistence -------------------------------------------------------------
     async def persist(self, message: Message) -> None:
         index = len(self.session.messages)
         self.session = self.session.with_message(message)
         self.messages.append(message)
-        status = self.core._statuses[self.sid]
-        self.core._set_status(self.sid, total_messages=status.total_messages + 1)
+        self.statuses.add(self.sid, total_messages=1)
         sink = self.core.sink
         if sink is not None:
             # Shielded: a cancellation must not abandon a half-written message.
@@ -537,13 +357,10 @@ class Turn:
                     continue
                 if call.id in answered:
                     continue
-                result = ToolResult(success=False, error={
-                    "message": "The agent stopped (the language server exited) before this "
-                    "tool call finished; it may not have run.",
-                    "code": "interrupted",
-                })
-                await self.persist(_tool_message(call, result, "Error: interrupted before "
-                                                 "this tool call finished; it may not have run."))
+                await self.persist(interrupted_message(
+                    call, "The agent stopped (the language server exited) before this tool "
+                    "call finished; it may not have run.", "interrupted",
+                    "Error: interrupted before this tool call finished; it may not have run."))
             return
 
     async def finish_cancelled(self) -> TurnResult:
@@ -552,14 +369,9 @@ class Turn:
         await self.emit(events.CANCEL_REQUESTED, {})
         await self.persist_partial({"cancelled": True})
         for call in self.unanswered:
-            result = ToolResult(
-                success=False,
-                error={
-                    "message": "Cancelled by the user before this tool call finished.",
-                    "code": "cancelled",
-                },
-            )
-            await self.persist(_tool_message(call, result, "Error: cancelled by the user."))
+            await self.persist(interrupted_message(
+                call, "Cancelled by the user before this tool call finished.", "cancelled",
+                "Error: cancelled by the user."))
         self.unanswered = []
         await self.emit(events.CANCEL_COMPLETED, {})
         return await self.finish(
@@ -568,20 +380,13 @@ class Turn:
 
     async def finish(self, status: TurnStatus, error: dict[str, str] | None) -> TurnResult:
         core = self.core
-        current = core._statuses[self.sid]
-        core._set_status(
-            self.sid,
-            status=status,
-            ended_at=datetime.now(UTC),
-            total_input_tokens=current.total_input_tokens + self.usage.input_tokens,
-            total_output_tokens=current.total_output_tokens + self.usage.output_tokens,
-        )
+        self.statuses.update(self.sid, status=status, ended_at=datetime.now(UTC))
+        saved = self.statuses.add(self.sid, total_input_tokens=self.usage.input_tokens,
+                                  total_output_tokens=self.usage.output_tokens)
         self.finished = True
         if core.sink is not None:
             try:
-                await asyncio.shield(
-                    asyncio.to_thread(core.sink.update_status, self.sid, core._statuses[self.sid])
-                )
+                await asyncio.shield(asyncio.to_thread(core.sink.update_status, self.sid, saved))
             except Exception:
                 log.exception("Could not save the status of session %s", self.sid)
         if status == "completed":
@@ -598,39 +403,8 @@ class Turn:
             list(self.messages),
             self.usage,
             error,
-            self.core._statuses.get(self.sid),
+            self.statuses.get(self.sid),
         )
-
-
-@dataclass
-class _Outcome:
-    allowed: bool
-    reason: str = ""
-    data: dict[str, Any] | None = None
-    choice: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-def _approval_policy(pre: _Outcome) -> str:
-    """The policy's verdict the tools are told: "allow" when a rule allowed
-    the call or the user approved it through ask_user, "protected" when the
-    call must be asked every time, else "ask". Only tool:pre hooks set it;
-    the model's own arguments can never reach it."""
-    verdict = pre.data.get("approval") if pre.data else None
-    if verdict == "protected":
-        return "protected"  # another hook's yes does not answer the protected question
-    if pre.choice is not None or verdict == "allow":
-        return "allow"
-    return "ask"
-
-
-def _tool_message(call: ToolCall, result: ToolResult, content: str) -> Message:
-    return Message(
-        "tool",
-        content,
-        {"tool_call_id": call.id, "tool_name": call.tool, "timestamp": _now()},
-        tool_result=result.model_dump(),
-    )
 
 
 async def _close_stream(stream: Any) -> None:

@@ -1,10 +1,10 @@
 """Checkpoints over LSP (PROTOCOL.md, "Context, instructions, checkpoints"):
 `agentls/checkpoints { sessionId }` and `agentls/restoreCheckpoint
 { sessionId, turn, force? }`. The mechanism is agentls.core.checkpoints
-(restore_turn sends the restore through the same edit applier as the
-agent's edits: workspace/applyEdit, no approval question, since the user
-asked); this module checks params, finds the store, the editor and the
-workspace folders, and turns errors into JSON-RPC errors.
+(restore_turn clears the restore with the approval gate like a file edit,
+then sends it through the same edit applier as the agent's edits); this
+module checks params, finds the store, the editor, the gate, the approval
+policies and the workspace folders, and turns errors into JSON-RPC errors.
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ if TYPE_CHECKING:
 
     from .server import AgentlsLanguageServer
 
-__all__ = ["register"]
+__all__ = ["MAX_TURN", "register"]
+
+MAX_TURN = 2**31 - 1  # a turn number the session database can hold, with room to spare
 
 
 def register(server: AgentlsLanguageServer) -> None:
@@ -51,7 +53,7 @@ def register(server: AgentlsLanguageServer) -> None:
         args = params_object(params)
         session_id = session_id_param(args, "agentls/restoreCheckpoint")
         turn = args.get("turn")
-        if isinstance(turn, bool) or not isinstance(turn, int) or turn < 1:
+        if isinstance(turn, bool) or not isinstance(turn, int) or not 1 <= turn <= MAX_TURN:
             raise JsonRpcInvalidParams("agentls/restoreCheckpoint needs `turn`, a turn number "
                                        "(1 for the first prompt) from agentls/checkpoints.")
         force = args.get("force", False)
@@ -80,7 +82,8 @@ async def _restore(ls: AgentlsLanguageServer, session_id: str, turn: int, force:
             outcome = await restore_turn(
                 _checkpoint_store(ls), session_id, turn, editor=wiring.editor,
                 lookup=wiring.snapshots, workspace_folders=list(ls.state.workspace_folders),
-                force=force, encoding=str(getattr(wiring.editor, "position_encoding", "utf-16")),
+                gate=wiring.gate, policies=_approval_policies(ls), force=force,
+                encoding=str(getattr(wiring.editor, "position_encoding", "utf-16")),
                 shown=shown)
         except NoCheckpoint as exc:
             raise JsonRpcInvalidParams(str(exc)) from None
@@ -92,6 +95,15 @@ async def _restore(ls: AgentlsLanguageServer, session_id: str, turn: int, force:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _approval_policies(ls: AgentlsLanguageServer) -> list[Any]:
+    """The approval policies of the current settings (the turns' own)."""
+    try:
+        hooks = ls.state.get_orchestrator().hooks
+    except Exception:  # no provider yet: the hook modules alone
+        hooks = ls.state.build_hooks()
+    return list(hooks.approval_policies)
 
 
 def _checkpoint_store(ls: AgentlsLanguageServer) -> CheckpointStore:

@@ -2,28 +2,26 @@
 interfaces (agentls.core.edits; PROTOCOL.md, "Tool calls become workspace
 edits").
 
-- LspEditApplier (the approval gate): asks the user and sends
-  `workspace/applyEdit`.
+- LspEditApplier: renders and applies, never decides (the approval gate,
+  core/approval.py, decided before the tool ran whether the user is asked).
   - `annotation` mode (`approval.mode` auto picks it when the client
     advertises workspace.workspaceEdit.changeAnnotationSupport and
-    documentChanges): every change carries the annotation `agentls`
-    (AnnotatedTextEdit, annotationId on resource operations) and the
-    `changeAnnotations` map is always sent: {label, needsConfirmation (false
-    only when a policy rule or the user already allowed the call),
-    description: the preview}. The editor's own review UI decides.
-  - `message` mode: `window/showMessageRequest` with the preview and the
-    actions "Allow once", "Allow for session", "Deny", then a plain
-    applyEdit. Not asked when the call is already allowed, or the user chose
-    "Allow for session" for this tool in this agent session (remembered
-    until agentls/deleteSession, or agentls.newSession, which starts over).
-  - No answer within `approval.timeoutSeconds` -> `approval.default`.
+    documentChanges; `confirms_in_editor()` tells the gate): every change
+    carries the annotation `agentls` (AnnotatedTextEdit, annotationId on
+    resource operations) and the `changeAnnotations` map is always sent:
+    {label, needsConfirmation (the request's `confirm`: the gate wants the
+    user asked), description: the preview}. The editor's own review UI asks.
+  - `message` mode: a plain applyEdit (the gate asked with
+    window/showMessageRequest before the tool ran).
+  - `check(request)`: what the editor cannot do (no applyEdit, a resource
+    operation it lacks) or a path that now leads outside the workspace or
+    has other hard links, before anyone is asked; `apply` checks again.
   - Right before applyEdit every document's version is compared with the
     one the edit was computed from; a moved document refuses the edit
     (code "stale"). So does a file that appeared (create) or vanished
     (delete, rename) in the meantime.
-- LspDocumentLookup: path -> DocumentSnapshot, the open buffer with its
-  version, else the disk (version None); only inside the workspace folders.
-- diagnostics_publisher: textDocument/publishDiagnostics for hook modules.
+- LspDocumentLookup and diagnostics_publisher live in documents.py (and
+  are importable from here).
 """
 
 from __future__ import annotations
@@ -32,25 +30,24 @@ import asyncio
 import copy
 import logging
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote
 
-from lsprotocol import converters, types
+from lsprotocol import types
 
-from agentls.core.approval import (
-    ALLOW_ONCE,
-    ALLOW_SESSION,
-    DENY,
-    EDIT_OPTIONS,
-    ONCE_OPTIONS,
-    ApprovalGate,
-    ApprovalRequest,
-)
-from agentls.core.edits import DocumentSnapshot, EditOutcome, EditRequest
+from agentls.core.approval import ALLOW_ONCE, ALLOW_SESSION, DENY, EDIT_OPTIONS, ApprovalGate
+from agentls.core.edits import EditOutcome, EditRequest
 
 from .channels import LspApprovalChannel, send_request
+from .documents import (
+    LspDocumentLookup,
+    client_position_encoding,
+    diagnostics_publisher,
+    open_document,
+    resolved,
+    structure,
+)
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer
@@ -73,13 +70,12 @@ log = logging.getLogger("agentls.lsp.edits")
 
 APPROVAL_ACTIONS = tuple(option.label for option in EDIT_OPTIONS)
 ANNOTATION_ID = "agentls"
-_MESSAGE_MAX_CHARS = 8000
 
 ApprovalMode = Literal["annotation", "message"]
 
 
-def _outcome(code: str, reason: str, choice: str | None = None) -> EditOutcome:
-    return EditOutcome(applied=False, reason=reason, code=code, choice=choice)
+def _outcome(code: str, reason: str) -> EditOutcome:
+    return EditOutcome(applied=False, reason=reason, code=code)
 
 
 class LspEditApplier:
@@ -87,15 +83,15 @@ class LspEditApplier:
 
     def __init__(self, ls: LanguageServer, gate: ApprovalGate | None = None) -> None:
         self.ls = ls
-        # The core's approval gate decides and keeps "Allow for session";
-        # this class only renders the question and applies the edit.
+        # The core's approval gate decides and keeps "Allow for session"
+        # (end_session forgets them); this class only renders and applies.
         self.gate = gate if gate is not None else ApprovalGate(LspApprovalChannel(ls))
         self._warned_mode = False
 
     # -- capabilities and settings -------------------------------------------------
     @property
     def position_encoding(self) -> str:
-        return _position_encoding(self.ls)
+        return client_position_encoding(self.ls)
 
     def _settings(self) -> ApprovalSettings:
         state = getattr(self.ls, "state", None)
@@ -144,19 +140,19 @@ class LspEditApplier:
                         "changeAnnotationSupport; asking with showMessageRequest instead")
         return "message"
 
-    # -- allow for session (kept by the gate) ------------------------------------------
-    def allowed_for_session(self, session_id: str, tool_name: str) -> bool:
-        return self.gate.remembered(session_id, tool_name)
-
-    def allow_for_session(self, session_id: str, tool_name: str) -> None:
-        self.gate.remember(session_id, tool_name)
+    def confirms_in_editor(self) -> bool:
+        """Whether the editor asks the user before applying an edit itself
+        (annotation mode): the gate then sends the question with the edit."""
+        return self.mode() == "annotation"
 
     def end_session(self, session_id: str | None = None) -> None:
         """Forget "Allow for session" answers of one session (all when None)."""
         self.gate.forget(session_id)
 
     # -- EditApplier ------------------------------------------------------------------
-    async def apply(self, request: EditRequest) -> EditOutcome:
+    def check(self, request: EditRequest) -> EditOutcome | None:
+        """A refusal before anyone is asked: the editor cannot apply the
+        edit, or a path of it leads outside the workspace."""
         if not self.supports_apply_edit():
             return _outcome("unsupported", "The editor does not support workspace/applyEdit, so "
                             "agentls cannot change files in it. Nothing was written.")
@@ -165,37 +161,24 @@ class LspEditApplier:
             return _outcome("unsupported", f"The editor does not support {missing} through "
                             "workspace edits (workspace.workspaceEdit.resourceOperations), so "
                             "this change cannot be made here. Nothing was written.")
-        unsafe = self.unsafe(request)
-        if unsafe is not None:
-            return unsafe
+        return self.unsafe(request)
+
+    async def apply(self, request: EditRequest) -> EditOutcome:
+        refused = self.check(request)
+        if refused is not None:
+            return refused
         settings = self._settings()
         mode = self.mode()
-        must_ask = self.gate.needs_user(request.approval, request.session_id,
-                                        request.tool_name)
-        choice: str | None = None
-        if mode == "message" and must_ask:
-            decision = await self.gate.ask(self.question(request, settings))
-            if not decision.allowed:
-                code = "timeout" if decision.code == "timeout" else "declined"
-                reason = decision.reason
-                if decision.code == "declined" and decision.choice:
-                    reason = (f"The user declined the change ({decision.choice!r}). Nothing was "
-                              "written. Do not retry it unchanged; ask the user what they want "
-                              "instead.")
-                else:
-                    reason += " Nothing was written."
-                return _outcome(code, reason, decision.choice)
-            choice = decision.choice
+        if request.confirm and mode != "annotation":
+            # The gate chose the editor's review UI; it is gone (settings changed).
+            return _outcome("failed", "The editor can no longer confirm changes itself "
+                            "(approval.mode changed while asking). Nothing was written; try "
+                            "the change again.")
         stale = self.stale(request)
         if stale is not None:
             return stale
-        # The question may have been open for minutes: a folder swapped for a
-        # symlink meanwhile must not carry the edit outside the workspace.
-        unsafe = self.unsafe(request)
-        if unsafe is not None:
-            return unsafe
         if mode == "annotation":
-            edit = self.annotated(request, needs_confirmation=must_ask)
+            edit = self.annotated(request, needs_confirmation=request.confirm)
         else:
             edit = self.plain(request.edit)
         # The didChange the editor sends for this edit is the agent's, not
@@ -208,47 +191,33 @@ class LspEditApplier:
         try:
             result = await send_request(
                 self.ls, types.WORKSPACE_APPLY_EDIT,
-                types.ApplyWorkspaceEditParams(edit=_structure(edit, types.WorkspaceEdit),
+                types.ApplyWorkspaceEditParams(edit=structure(edit, types.WorkspaceEdit),
                                                label=request.label),
                 settings.timeout_seconds)
         except TimeoutError:
             return _outcome("timeout", f"The editor did not answer within "
                             f"{settings.timeout_seconds:g} s (approval.timeoutSeconds); the "
                             "change is treated as not applied. If the editor still applies it, "
-                            "read the file again before changing it further.", choice)
+                            "read the file again before changing it further.")
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log.warning("workspace/applyEdit failed: %s", exc)
             return _outcome("failed", f"The editor refused the edit ({exc}). Nothing was "
-                            "written.", choice)
+                            "written.")
         finally:
             for uri in agent_texts:
                 if history is not None:
                     history.agent_edit_finished(uri)
         if getattr(result, "applied", False):
-            return EditOutcome(applied=True, choice=choice)
+            return EditOutcome(applied=True)
         stale = self.stale(request)
         if stale is not None:
             return stale
         detail = getattr(result, "failure_reason", None)
         why = f" ({detail})" if detail else ""
         return _outcome("failed", f"The editor did not apply the change{why}: the user declined "
-                        "it or the editor refused it. Nothing was written.", choice)
-
-    def question(self, request: EditRequest, settings: ApprovalSettings) -> ApprovalRequest:
-        """The message-mode question: the preview, Allow once / Allow for
-        session / Deny (no "for session" for a protected file)."""
-        protected = request.approval == "protected"
-        note = ("\n\nThis file configures agentls, the editor, git, CI or a package manager: "
-                "it is asked every time." if protected else "")
-        message = f"{request.label}: allow this change?{note}\n\n{request.preview}"
-        if len(message) > _MESSAGE_MAX_CHARS:
-            message = message[:_MESSAGE_MAX_CHARS] + "\n... (preview cut)"
-        return ApprovalRequest(
-            prompt=message, options=ONCE_OPTIONS if protected else EDIT_OPTIONS,
-            timeout=settings.timeout_seconds, default=settings.default,
-            session_id=request.session_id, tool_name=request.tool_name, protected=protected)
+                        "it or the editor refused it. Nothing was written.")
 
     def unsafe(self, request: EditRequest) -> EditOutcome | None:
         """A refusal when a path of the edit now leads outside the workspace
@@ -331,7 +300,7 @@ class LspEditApplier:
                                     f"(version {base}, now {document.version}). Nothing was "
                                     "written. Read the file again (read_file) and redo the change "
                                     "against its current content.")
-            elif _open_document(self.ls, _path_of(uri)) is not None:
+            elif open_document(self.ls, _path_of(uri)) is not None:
                 return _outcome("stale", f"{shown} was opened in the editor since it was read "
                                 "from disk. Nothing was written. Read it again (read_file) and "
                                 "redo the change.")
@@ -339,7 +308,7 @@ class LspEditApplier:
             kind = change.get("kind") if isinstance(change, dict) else None
             if kind == "create":
                 path = _path_of(change["uri"])
-                if path is not None and (path.exists() or _open_document(self.ls, path)):
+                if path is not None and (path.exists() or open_document(self.ls, path)):
                     shown = _shown(self.ls, change["uri"])
                     return _outcome("stale", f"{shown} exists now; it did not when the change "
                                     "was made. Nothing was written. Read it (read_file) and "
@@ -347,7 +316,7 @@ class LspEditApplier:
             elif kind in ("delete", "rename"):
                 uri = change["uri"] if kind == "delete" else change["oldUri"]
                 path = _path_of(uri)
-                if path is not None and not path.exists() and not _open_document(self.ls, path):
+                if path is not None and not path.exists() and not open_document(self.ls, path):
                     shown = _shown(self.ls, uri)
                     return _outcome("stale", f"{shown} no longer exists. Nothing was written. "
                                     "List the files again (list_files).")
@@ -357,92 +326,12 @@ class LspEditApplier:
 def end_session_approvals(ls: Any, session_id: str | None = None) -> None:
     """Forget "Allow for session" answers when a session ends (None: all)."""
     wiring = getattr(getattr(ls, "state", None), "turn_wiring", None)
-    editor = getattr(wiring, "editor", None)
-    end = getattr(editor, "end_session", None)
-    if callable(end):
-        end(session_id)
-
-
-# --------------------------------------------------------------------------- documents
-
-
-class LspDocumentLookup:
-    """DocumentLookup: the open buffer (text and version) for a path, else
-    the disk (version None); None outside the workspace folders or when
-    neither exists. Open buffers are matched by resolved path, so a buffer
-    opened through a symlink is found. UnreadableDocument (an OSError) for
-    binary, non-UTF-8 or huge files."""
-
-    def __init__(self, ls: LanguageServer) -> None:
-        self.ls = ls
-
-    @property
-    def position_encoding(self) -> str:
-        return _position_encoding(self.ls)
-
-    def __call__(self, path: str) -> DocumentSnapshot | None:
-        target = _resolved(Path(path))
-        if target is None or not self._inside(target):
-            return None
-        document = _open_document(self.ls, target)
-        if document is not None:
-            return DocumentSnapshot(uri=document.uri, path=str(target), text=document.source,
-                                    version=document.version)
-        from agentls.features.tools.files import disk_snapshot  # on first use: a tool call
-
-        return disk_snapshot(str(target))
-
-    def _inside(self, target: Path) -> bool:
-        state = getattr(self.ls, "state", None)
-        for folder in getattr(state, "workspace_folders", None) or []:
-            root = _resolved(Path(folder))
-            if root is not None and (target == root or target.is_relative_to(root)):
-                return True
-        return False
-
-
-def _open_document(ls: Any, target: Path | None) -> Any:
-    if target is None:
-        return None
-    from pygls.uris import to_fs_path
-
-    target = _resolved(target) or target
-    for document in list(ls.workspace.text_documents.values()):
-        fs_path = to_fs_path(document.uri)
-        if fs_path and _resolved(Path(fs_path)) == target:
-            return document
-    return None
-
-
-# --------------------------------------------------------------------------- diagnostics
-
-
-def diagnostics_publisher(ls: LanguageServer) -> Callable[[str, list[Any], int | None], None]:
-    """publish(uri, diagnostics, version): textDocument/publishDiagnostics
-    with LSP Diagnostic dicts (or lsprotocol Diagnostics); an invalid
-    diagnostic is logged and left out, an empty list clears."""
-
-    def publish(uri: str, diagnostics: list[Any], version: int | None = None) -> None:
-        items: list[types.Diagnostic] = []
-        for diagnostic in diagnostics:
-            if isinstance(diagnostic, types.Diagnostic):
-                items.append(diagnostic)
-                continue
-            try:
-                items.append(_structure(diagnostic, types.Diagnostic))
-            except Exception as exc:
-                log.warning("Dropped an invalid diagnostic for %s: %s", uri, exc)
-        ls.text_document_publish_diagnostics(
-            types.PublishDiagnosticsParams(uri=uri, diagnostics=items, version=version))
-
-    return publish
+    gate = getattr(wiring, "gate", None)
+    if isinstance(gate, ApprovalGate):
+        gate.forget(session_id)
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _structure(value: Any, cls: type[Any]) -> Any:
-    return converters.get_converter().structure(value, cls)
 
 
 def _client_workspace(ls: Any) -> types.WorkspaceClientCapabilities | None:
@@ -454,19 +343,11 @@ def _client_workspace(ls: Any) -> types.WorkspaceClientCapabilities | None:
     return workspace
 
 
-def _position_encoding(ls: Any) -> str:
-    try:
-        encoding = ls.workspace.position_encoding
-    except Exception:
-        encoding = None
-    return str(getattr(encoding, "value", encoding) or "utf-16")
-
-
 def _path_of(uri: str) -> Path | None:
     from pygls.uris import to_fs_path
 
     fs_path = to_fs_path(uri)
-    return _resolved(Path(fs_path)) if fs_path else None
+    return resolved(Path(fs_path)) if fs_path else None
 
 
 def _shown(ls: Any, uri: str) -> str:
@@ -476,18 +357,11 @@ def _shown(ls: Any, uri: str) -> str:
         return uri
     folders = getattr(getattr(ls, "state", None), "workspace_folders", None) or []
     for index, folder in enumerate(folders):
-        root = _resolved(Path(folder))
+        root = resolved(Path(folder))
         if root is not None and path.is_relative_to(root):
             rel = path.relative_to(root).as_posix()
             return rel if index == 0 else f"{root.name}/{rel}"
     return str(path)
-
-
-def _resolved(path: Path) -> Path | None:
-    try:
-        return path.resolve()
-    except (OSError, RuntimeError):
-        return None
 
 
 def _real(path: Path) -> Path:

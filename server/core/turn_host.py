@@ -1,0 +1,89 @@
+"""What a turn uses of the orchestrator that runs it (`TurnHost`), and the
+types both share. Turn (turn.py) depends on this Protocol, not on the
+Orchestrator class, so orchestrator.py -> turn.py is the only edge between
+them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .approval import ApprovalGate, DisplayChannel
+from .checkpoint_store import CheckpointStore
+from .context import ContextManager
+from .hooks import HookRegistry
+from .injections import InjectionLimits
+from .models import SessionStatus
+from .provider import Provider
+from .session_types import Message
+from .size_caps import DEFAULT_MAX_TOOL_RESULT_CHARS
+from .tools import ToolExecutor
+
+__all__ = ["MessageSink", "TurnHost", "TurnLimits"]
+
+
+class MessageSink(Protocol):
+    """Where final messages go (the SQLite SessionStore satisfies this)."""
+
+    def append_message(self, session_id: str, message: Message) -> int: ...
+
+    def update_status(self, session_id: str, status: SessionStatus) -> None: ...
+
+
+@dataclass(frozen=True)
+class TurnLimits:
+    max_iterations: int = 25
+    injection: InjectionLimits = field(default_factory=InjectionLimits)
+    # Tool results over this many characters keep head and tail (size_caps).
+    max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS
+
+
+class TurnHost(Protocol):
+    """The agent a turn runs with (the Orchestrator satisfies it; read-only
+    here, so any object with these attributes does)."""
+
+    @property
+    def provider(self) -> Provider: ...
+
+    @property
+    def hooks(self) -> HookRegistry: ...
+
+    @property
+    def tools(self) -> ToolExecutor: ...
+
+    @property
+    def sink(self) -> MessageSink | None: ...
+
+    @property
+    def gate(self) -> ApprovalGate: ...
+
+    @property
+    def display(self) -> DisplayChannel | None: ...
+
+    @property
+    def limits(self) -> TurnLimits: ...
+
+    @property
+    def model(self) -> str | None: ...
+
+    @property
+    def max_tokens(self) -> int | None: ...
+
+    @property
+    def output_cap(self) -> int | None: ...
+
+    # The composition's tool context keys (workspace_folders, documents,
+    # snapshots, editor): ToolContext.from_mapping reads them.
+    @property
+    def tool_context(self) -> Mapping[str, Any]: ...
+
+    @property
+    def checkpoints(self) -> CheckpointStore | None: ...
+
+    @property
+    def context(self) -> ContextManager: ...
+
+    def system_prompt(self) -> str: ...
+
+    def first_notice(self, session_id: str, notice: str) -> bool: ...

@@ -1,0 +1,192 @@
+"""One tool call of a turn, and the one place a tool call is approved.
+
+    tool:pre hooks (deny / ask_user / modify the input)
+    -> the tool declares its need (ToolExecutor.need: kind, paths, command)
+    -> the policies answer (approval.decide); deny stops here, with a notice
+    -> the tool prepares what the user is shown (the edit and its diff)
+    -> the policies answer again on the prepared need, and the gate clears
+       the call (ApprovalGate.clear: session memory, the question, timeout)
+    -> the tool runs with a frozen ToolContext (files checkpointed first)
+    -> tool:post hooks -> the result is stored.
+
+Tools never see a verdict: a call that reaches `run_tool` was cleared. When
+the editor confirms edits itself (annotation mode) the gate's clearance says
+so and the tool gets a ConfirmingEditor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from . import events
+from .approval import ApprovalQuestion, ApprovalRequest, Clearance, decide
+from .checkpoints import TurnCheckpoints
+from .edits import ConfirmingEditor, editor_confirms
+from .models import ToolCall, ToolResult
+from .observer import TurnObserver
+from .session_statuses import SessionStatuses
+from .session_types import Message
+from .size_caps import cap_text, cap_tool_result
+from .tool_context import ToolContext, ToolNeed, ToolRefused
+from .tools import ToolExecution, failed
+from .turn_hooks import TurnHooks
+
+__all__ = ["ToolCalls", "interrupted_message", "tool_message"]
+
+
+class ToolCalls(TurnHooks):
+    """The tool-call part of a Turn (turn.py): what it uses of the turn is
+    declared here, the turn provides it."""
+
+    statuses: SessionStatuses
+    observer: TurnObserver
+    context: dict[str, Any]
+    checkpoints: TurnCheckpoints | None
+
+    async def run_tool(self, call: ToolCall) -> None:
+        """Run one tool call and store its result."""
+        await _run_tool(self, call)
+
+    async def clear_tool_call(self, call: ToolCall, *, approved: bool = False
+                              ) -> tuple[ToolExecution, bool]:
+        return await _clear_tool_call(self, call, approved=approved)
+
+    def tool_context(self) -> ToolContext:
+        return _tool_context(self)
+
+
+async def _run_tool(turn: ToolCalls, call: ToolCall) -> None:
+    core = turn.core
+    await turn.observer.on_progress(turn.sid, f"Running {call.tool}")
+    pre = await turn.hook(
+        events.TOOL_PRE,
+        {"tool_name": call.tool, "tool_input": dict(call.arguments), "tool_call_id": call.id},
+    )
+    ran = False
+    if not pre.allowed:
+        execution = failed(call, pre.reason, "denied")
+    else:
+        new_input = pre.data.get("tool_input") if pre.data else None
+        if isinstance(new_input, dict):
+            call = call.model_copy(update={"arguments": new_input})
+        execution, ran = await turn.clear_tool_call(call, approved=pre.choice is not None)
+    result, content = execution.result, execution.content
+    if ran:
+        if not result.success:
+            await turn.emit(
+                events.TOOL_ERROR,
+                {"tool_name": call.tool, "tool_input": call.arguments, "error": result.error},
+            )
+        turn.tool_post_appends = []
+        await turn.hook(
+            events.TOOL_POST,
+            {"tool_name": call.tool, "tool_input": call.arguments, "tool_call_id": call.id,
+             "result": result.model_dump()},
+        )
+        if turn.tool_post_appends:
+            content = "\n\n".join([content, *turn.tool_post_appends])
+            turn.tool_post_appends = []
+    turn.statuses.add(turn.sid, tool_invocations=1, tool_successes=int(result.success),
+                      tool_failures=int(not result.success))
+    limit = core.limits.max_tool_result_chars
+    await turn.persist(tool_message(
+        call, result.model_copy(update=cap_tool_result(result.model_dump(), limit)),
+        cap_text(content, limit)))
+
+
+async def _clear_tool_call(turn: ToolCalls, call: ToolCall, *, approved: bool = False
+                           ) -> tuple[ToolExecution, bool]:
+    """Ask the policies and the gate about `call` (the one approval call
+    site), then run it. Returns the execution and whether the tool ran.
+    `approved`: the user said yes to a tool:pre hook's ask_user."""
+    core = turn.core
+    unknown = core.tools.unknown(call)
+    if unknown is not None:
+        return unknown, False
+    context = turn.tool_context()
+    try:
+        need = core.tools.need(call)
+        question = ApprovalQuestion(call.tool, dict(call.arguments), need, turn.sid)
+        answer = decide(core.hooks.approval_policies, question)
+        if answer.notice:
+            await turn.notify(answer.notice, "warning")
+        if answer.verdict == "deny":
+            return failed(call, answer.reason, "denied"), False
+        # What the user will be shown, and what will be applied.
+        need = await core.tools.prepare(call, context, need)
+    except ToolRefused as refused:
+        return failed(call, refused.message, refused.code), False
+    question = replace(question, need=need)
+    answer = decide(core.hooks.approval_policies, question)
+
+    async def announce(request: ApprovalRequest) -> None:
+        await turn.emit(events.APPROVAL_REQUIRED,
+                        {"tool_name": call.tool, "prompt": request.prompt})
+
+    clearance = await core.gate.clear(question, answer, approved=approved,
+                                      editor_confirms=editor_confirms(context.editor),
+                                      before_asking=announce)
+    if clearance.asked:
+        if clearance.allowed:
+            await turn.emit(events.APPROVAL_GRANTED,
+                            {"tool_name": call.tool, "choice": clearance.choice})
+        else:
+            await turn.emit(events.APPROVAL_DENIED, {"tool_name": call.tool,
+                                                     "choice": clearance.choice,
+                                                     "reason": clearance.reason})
+    if not clearance.allowed:
+        message, code = _refusal(need, clearance)
+        return failed(call, message, code), False
+    editor = context.editor
+    if clearance.confirm_in_editor and editor is not None:
+        editor = ConfirmingEditor(editor)
+    context = replace(context, need=need, editor=editor)
+    if turn.checkpoints is not None:  # file edits store the files first
+        context = turn.checkpoints.wrap(context)
+    return await core.tools.execute(call, context), True
+
+
+def _tool_context(turn: ToolCalls) -> ToolContext:
+    """The context a tool of `turn` runs with: the composition's keys, the
+    caller's extra keys, the session and a progress callback."""
+
+    async def progress(text: str) -> None:
+        await turn.observer.on_progress(turn.sid, text)
+
+    return ToolContext.from_mapping(
+        {**turn.context, **turn.core.tool_context},
+        session_id=turn.sid, trigger_source="core", progress=progress)
+
+
+def _refusal(need: ToolNeed, clearance: Clearance) -> tuple[str, str]:
+    """What the model is told about a call the gate did not clear."""
+    if clearance.code == "denied" or need.kind != "edit":
+        return clearance.reason, "denied"
+    subject = need.title.removeprefix("agentls: ") or "The change"
+    code = "timeout" if clearance.code == "timeout" else "declined"
+    if clearance.code == "declined" and clearance.choice:
+        return (f"{subject}: The user declined the change ({clearance.choice!r}). Nothing was "
+                "written. Do not retry it unchanged; ask the user what they want instead.",
+                code)
+    return f"{subject}: {clearance.reason} Nothing was written.", code
+
+
+def tool_message(call: ToolCall, result: ToolResult, content: str) -> Message:
+    return Message(
+        "tool",
+        content,
+        {"tool_call_id": call.id, "tool_name": call.tool, "timestamp": _now()},
+        tool_result=result.model_dump(),
+    )
+
+
+def interrupted_message(call: ToolCall, message: str, code: str, content: str) -> Message:
+    """The synthetic failed result of a call that never finished."""
+    return tool_message(call, ToolResult(success=False, error={"message": message, "code": code}),
+                        content)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
