@@ -1,4 +1,5 @@
-"""Command line: `agentls` (serve LSP on stdio), `--tcp`, `--version`,
+"""Command line: `agentls` (serve LSP on stdio), `--socket [PATH]` (a Unix
+socket only this user can reach), `--tcp` (with a token), `--version`,
 `agentls check`, `agentls trust` (trust the workspace's .agentls.toml),
 `agentls eval` (inline completion quality on real code; agentls/eval).
 
@@ -47,9 +48,20 @@ def build_parser() -> argparse.ArgumentParser:
     transport = parser.add_mutually_exclusive_group()
     transport.add_argument("--stdio", action="store_true",
                            help="serve LSP on stdin/stdout (the default)")
-    transport.add_argument("--tcp", action="store_true", help="serve LSP on a TCP socket")
+    transport.add_argument("--socket", nargs="?", const="", default=None, metavar="PATH",
+                           help="serve LSP on a Unix socket only you can reach (mode 0600 in a "
+                           "0700 folder); default PATH: $XDG_RUNTIME_DIR/agentls/agentls.sock. "
+                           "One client at a time; a client leaving does not stop the server")
+    transport.add_argument("--tcp", action="store_true",
+                           help="serve LSP on TCP; the client must send the token in "
+                           "initializationOptions.agentlsToken (from $AGENTLS_TOKEN, or a new "
+                           "one written to the token file, mode 0600; see docs/security.md)")
     parser.add_argument("--host", default="127.0.0.1", help="TCP host (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=2087, help="TCP port (default 2087)")
+    parser.add_argument("--port", type=int, default=2087,
+                        help="TCP port (default 2087; 0 picks a free one, printed on stderr)")
+    parser.add_argument("--token-file", type=Path, default=None,
+                        help="`--tcp`: where to write the token (default: "
+                        "$XDG_RUNTIME_DIR/agentls/tcp-PORT.token)")
     parser.add_argument("--log-file", type=Path, help="write the server log to this file")
     parser.add_argument("--log-level", default="INFO",
                         choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="log level")
@@ -78,26 +90,72 @@ def main(argv: Sequence[str] | None = None) -> int:
         _configure_logging(args.log_file, "WARNING")
         return run_trust(args.workspace or Path.cwd(), assume_yes=args.yes)
     _configure_logging(args.log_file, args.log_level)
-    return serve(tcp=args.tcp, host=args.host, port=args.port)
+    return serve(tcp=args.tcp, host=args.host, port=args.port, socket_path=args.socket,
+                 token_file=args.token_file)
 
 
 def _configure_logging(log_file: Path | None, level: str) -> None:
     # Never log to stdout: in stdio mode it is the LSP channel.
-    handler: logging.Handler
+    from agentls.core.log_redaction import REDACTOR, register_environment
+
+    handler: logging.Handler | None = None
     if log_file is not None:
-        log_file.parent.mkdir(parents=True, exist_ok=True)
-        handler = logging.FileHandler(log_file, encoding="utf-8")
-    else:
+        handler = _private_log_handler(log_file)
+    if handler is None:
         handler = logging.StreamHandler(sys.stderr)
         level = "WARNING" if level in ("DEBUG", "INFO") else level
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    # Secrets never reach the log, whichever library writes the record.
+    register_environment()
+    handler.addFilter(REDACTOR)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    # pygls logs every message body it sends at INFO ("Sending data: ..."),
+    # file text and tool results included: only its warnings are kept.
+    logging.getLogger("pygls").setLevel("WARNING")
 
 
-def serve(*, tcp: bool = False, host: str = "127.0.0.1", port: int = 2087) -> int:
+def _private_log_handler(log_file: Path) -> logging.Handler | None:
+    """The log holds file names, prompts and errors: its file is created
+    0600 (an existing one readable by others is tightened, and stderr says
+    so). None, with the reason on stderr, when the file is not the user's own
+    regular file (a link or another user's file in a shared folder)."""
+    from agentls.core.state_dir import open_private_log
+
+    try:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        stream, tightened = open_private_log(log_file)
+    except OSError as exc:
+        print(f"agentls: not logging to {log_file}: {exc}; logging warnings to stderr "
+              "instead", file=sys.stderr)
+        return None
+    if tightened:
+        print(f"agentls: the log file {log_file} was readable by other users; it is now "
+              "0600", file=sys.stderr)
+    return logging.StreamHandler(stream)
+
+
+def serve(*, tcp: bool = False, host: str = "127.0.0.1", port: int = 2087,
+          socket_path: str | None = None, token_file: Path | None = None) -> int:
+    """Serve LSP: on stdio, on a Unix socket (`socket_path`, "" for the
+    default path) or on TCP with a token (agentls.lsp.transport)."""
     from agentls.lsp.server import create_server
+
+    token: str | None = None
+    if tcp or socket_path is not None:
+        from agentls.lsp import transport as lsp_transport
+
+        try:
+            if socket_path is not None:
+                where = (Path(socket_path).expanduser() if socket_path
+                         else lsp_transport.default_socket_path())
+                where = lsp_transport.prepare_socket_path(where, chosen=bool(socket_path))
+            else:
+                token = lsp_transport.load_token()
+        except (ValueError, OSError) as exc:
+            print(f"agentls: {exc}", file=sys.stderr)
+            return 2
 
     # Everything alive after an import or set-up step (pygls, lsprotocol's
     # ~560 classes, our modules, the server) lives as long as the process.
@@ -116,10 +174,18 @@ def serve(*, tcp: bool = False, host: str = "127.0.0.1", port: int = 2087) -> in
 
     server = create_server()
     gc.freeze()
-    if tcp:
-        server.start_tcp(host, port)
-    else:
-        server.start_io()
+    try:
+        if socket_path is not None:
+            server.start_socket(where, chosen=bool(socket_path))
+        elif tcp:
+            server.start_tcp(host, port, token=token, token_file=token_file)
+        else:
+            server.start_io()
+    except OSError as exc:  # the address is taken, the folder is not ours, ...
+        if not (tcp or socket_path is not None):
+            raise
+        print(f"agentls: cannot serve: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -6,8 +6,12 @@ start it with pipes); these cover the edges those cannot reach cheaply."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from agentls.lsp.stdio import PipeReader, can_read_as_pipe
 
@@ -89,3 +93,81 @@ def test_only_pipes_and_sockets_not_shared_with_stdout_are_read_by_the_loop(
         # A regular file cannot be watched by epoll: pygls' threaded reader.
         assert not can_read_as_pipe(file_in, stdout)
         assert not can_read_as_pipe(object(), stdout)
+
+
+# --------------------------------------------------------------------------- sockets
+# agentls.lsp.transport's StrictFrameReader: the socket transports hand pygls
+# only well-formed frames (the behaviour through the real server is in
+# tests/reliability/test_transport.py; these pin the edges).
+
+
+def _socket_reader(data: bytes, token: str | None = None) -> Any:
+    from agentls.lsp.transport import MAX_HEADER_LINE_BYTES, StrictFrameReader, handshake_check
+
+    stream = asyncio.StreamReader(limit=MAX_HEADER_LINE_BYTES)
+    stream.feed_data(data)
+    stream.feed_eof()
+    return StrictFrameReader(stream, check_first=handshake_check(token))
+
+
+def _initialize(**options: Any) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                       "params": {"capabilities": {}, "initializationOptions": options}}).encode()
+
+
+async def test_socket_frames_pass_with_content_type_and_the_token_is_taken_out() -> None:
+    first = _initialize(agentlsToken="s3cret-token-value", agentls={"model": "m"})
+    second = b'{"jsonrpc": "2.0", "method": "initialized", "params": {}}'
+    reader = _socket_reader(
+        b"Content-Length: %d\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n"
+        % len(first) + first + _frame(second), token="s3cret-token-value")
+    await reader.first_frame()
+    header = await reader.readline()
+    assert await reader.readline() == b"\r\n"
+    body = await reader.readexactly(int(header.split(b":")[1]))
+    assert json.loads(body)["params"]["initializationOptions"] == {"agentls": {"model": "m"}}
+    assert b"s3cret" not in header + body
+    assert await reader.readline() == b"Content-Length: %d\r\n" % len(second)
+    assert await reader.readline() == b"\r\n"
+    assert await reader.readexactly(len(second)) == second
+    assert await reader.readline() == b""  # end of stream
+    assert reader.error is None
+
+
+@pytest.mark.parametrize("data", [
+    b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"Content-Length: 5\r\nX-Other: 1\r\n\r\n{...}",
+    b"Content-Length: 5\n\n{...}",
+    b"Content-Length: -5\r\n\r\n",
+    b"Content-Length: 5\r\nContent-Length: 5\r\n\r\n{...}",
+    b"Content-Length: 99999999999\r\n\r\n",
+    b"Content-Type: application/vscode-jsonrpc\r\n\r\n{}",
+    b"content-length : 5\r\n\r\n{...}",
+    b"Content-Length: 5\r\n" * 9 + b"\r\n",
+    b"Content-Length: " + b"1" * 2000 + b"\r\n\r\n",
+], ids=["http", "unknown-header", "bare-lf", "negative", "twice", "too-big", "no-length",
+        "spaced-name", "too-many-lines", "long-line"])
+async def test_what_is_not_an_lsp_frame_ends_the_socket_stream(data: bytes) -> None:
+    from agentls.lsp.transport import FrameError
+
+    reader = _socket_reader(data)
+    with pytest.raises(FrameError):
+        await reader.first_frame()
+
+
+@pytest.mark.parametrize("options", [{}, {"agentlsToken": "wrong-token-value"},
+                                     {"agentlsToken": 12345}])
+async def test_the_first_frame_needs_the_token(options: dict[str, Any]) -> None:
+    from agentls.lsp.transport import FrameError
+
+    body = _initialize(**options)
+    with pytest.raises(FrameError):
+        await _socket_reader(_frame(body), token="the-right-token-123").first_frame()
+
+
+async def test_the_first_frame_must_be_initialize() -> None:
+    from agentls.lsp.transport import FrameError
+
+    body = b'{"jsonrpc": "2.0", "id": 1, "method": "agentls/status", "params": {}}'
+    with pytest.raises(FrameError):
+        await _socket_reader(_frame(body)).first_frame()

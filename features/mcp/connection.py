@@ -28,6 +28,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from typing import Any, Literal
 
+from agentls.core.log_redaction import register_secret
+
 from .config import McpServerSpec, child_environment, resolved_headers
 from .stderr import StderrTail
 from .wire import (
@@ -254,6 +256,7 @@ class McpConnection:
             from mcp.client.stdio import StdioServerParameters
 
             env, missing = child_environment(config, self.environ, self.hidden_env)
+            register_secret(*(env[key] for key in config.env if key in env))
             if missing:
                 log.warning("MCP server %s: environment variables %s are not set", self.name,
                             ", ".join(sorted(set(missing))))
@@ -270,6 +273,7 @@ class McpConnection:
         from mcp.client.streamable_http import streamable_http_client
 
         headers, missing = resolved_headers(config, self.environ)
+        register_secret(*headers.values())
         if missing:
             log.warning("MCP server %s: environment variables %s are not set", self.name,
                         ", ".join(sorted(set(missing))))

@@ -24,25 +24,35 @@ import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from pydantic import ValidationError
-from pydantic_core import to_jsonable_python
 
 from agentls.core.models import SessionStatus
 from agentls.core.session_errors import SessionNotFound, SessionStoreError
 from agentls.core.session_errors import describe_sqlite_error as _describe_sqlite_error
+from agentls.core.session_rows import TITLE_MAX_CHARS, SessionSummary
+from agentls.core.session_rows import dumps as _dumps
+from agentls.core.session_rows import iso_utc as _iso_utc
+from agentls.core.session_rows import title_from as _title_from
 from agentls.core.session_schema import MIGRATIONS, SCHEMA_VERSION
 from agentls.core.session_types import Message, Session
-from agentls.core.state_dir import STATE_DIR_ENV, default_store_path
+from agentls.core.state_dir import (
+    STATE_DIR_ENV,
+    PrivatePathError,
+    create_private_file,
+    default_store_path,
+    ensure_private_dir,
+    restrict_file,
+)
 
 __all__ = [
     "SCHEMA_VERSION",
     "STATE_DIR_ENV",
+    "TITLE_MAX_CHARS",
     "SessionNotFound",
     "SessionStore",
     "SessionStoreError",
@@ -52,73 +62,7 @@ __all__ = [
 
 log = logging.getLogger("agentls.session_store")
 
-TITLE_MAX_CHARS = 80
 DEFAULT_BUSY_TIMEOUT = 5.0  # seconds another process may hold the write lock
-
-
-# --------------------------------------------------------------------------- summary
-
-
-def _iso_utc(value: datetime) -> str:
-    """Fixed-width ISO 8601 UTC text, so text order is time order in SQL."""
-    return value.astimezone(UTC).isoformat(timespec="microseconds")
-
-
-@dataclass(frozen=True)
-class SessionSummary:
-    """One line of the session list."""
-
-    session_id: str
-    title: str
-    created_at: datetime
-    updated_at: datetime
-    status: SessionStatus
-    message_count: int
-
-    def to_wire(self) -> dict[str, Any]:
-        """The `agentls/sessions` entry: sessionId, title, updatedAt, status."""
-        updated = self.updated_at.astimezone(UTC).isoformat(timespec="milliseconds")
-        return {
-            "sessionId": self.session_id,
-            "title": self.title,
-            "updatedAt": updated.replace("+00:00", "Z"),
-            "status": self.status.to_dict(),
-        }
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _message_text(message: Message) -> str:
-    """The plain text of a message: its string content or its first text part."""
-    if isinstance(message.content, str):
-        return message.content
-    parts = message.content if isinstance(message.content, list) else []
-    for part in [*parts, *(message.multipart_content or [])]:
-        if isinstance(part, str):
-            return part
-        if isinstance(part, dict) and isinstance(part.get("text"), str):
-            return str(part["text"])
-    return ""
-
-
-def _title_from(message: Message) -> str:
-    """Title for a session whose first user message is `message` ('' if none).
-
-    Hook injections can carry role "user" but are not what the user typed.
-    """
-    if message.role != "user" or (message.metadata or {}).get("source") == "hook":
-        return ""
-    lines = (line.strip() for line in _message_text(message).splitlines())
-    first = next((line for line in lines if line), "")
-    if len(first) > TITLE_MAX_CHARS:
-        first = first[: TITLE_MAX_CHARS - 1].rstrip() + "…"
-    return first
-
-
-def _dumps(value: Any) -> str:
-    # Message content is `Any`: pydantic's encoder covers models, datetimes, etc.
-    return json.dumps(value, ensure_ascii=False, default=to_jsonable_python)
 
 
 # --------------------------------------------------------------------------- store
@@ -132,7 +76,7 @@ class SessionStore:
         self._lock = threading.Lock()
         self._last_time = datetime.min.replace(tzinfo=UTC)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._make_private()
         except OSError as exc:
             raise SessionStoreError(
                 f"session store: cannot create directory {self.path.parent}: {exc}; "
@@ -154,6 +98,18 @@ class SessionStore:
         return cls(default_store_path(environ))
 
     # ---------------------------------------------------------------- plumbing
+
+    def _make_private(self) -> None:
+        """The folder 0700 and the database files 0600 before SQLite opens
+        them: they hold approved secret files' text (sessions, checkpoints).
+        SQLite gives its -wal and -shm files the database file's mode."""
+        ensure_private_dir(self.path.parent)
+        create_private_file(self.path)
+        for suffix in ("-wal", "-shm", "-journal"):
+            try:
+                restrict_file(self.path.with_name(self.path.name + suffix))
+            except PrivatePathError as exc:
+                log.warning("%s", exc)
 
     def _connect(self, busy_timeout: float) -> sqlite3.Connection:
         # isolation_level=None: we issue BEGIN/COMMIT ourselves, so a message is

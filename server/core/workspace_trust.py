@@ -135,7 +135,9 @@ class TrustStore:
         data = self._read()
         data[_key(file, kind)] = {"sha256": content_digest, "decision": decision,
                                   "at": datetime.now(UTC).isoformat()}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        from .state_dir import ensure_private_dir
+
+        ensure_private_dir(self.path.parent)  # 0700: the decisions are the user's own
         fd, tmp = tempfile.mkstemp(prefix=".trust-", dir=self.path.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:

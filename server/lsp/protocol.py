@@ -17,7 +17,20 @@ answering, so the client waits forever. Here:
 - requests after `shutdown` are answered with -32600, as LSP says, instead
   of being dropped;
 - `params` may be omitted (JSON-RPC allows it), so an unknown method
-  without params is -32601 and `agentls/status` without params answers.
+  without params is -32601 and `agentls/status` without params answers;
+- an `agentls/*` request whose params hold an integer no editor can send
+  exactly (beyond +-(2**53 - 1), JavaScript's safe range) is answered with
+  -32602 naming the field, before any handler sees it (a turn number of
+  2**70 reached SQLite and came back as -32603 with a traceback);
+- an error no handler expected is answered with -32603 and one line saying
+  what failed, never with pygls' Python traceback (server paths): that goes
+  to the log only.
+
+Over a socket (transport.py) the client can go away while the server still
+waits for its answers: `client_gone` fails those questions (an approval
+becomes "no answer", a Deny) and cancels the requests it had running, and
+`connected` makes later questions fail at once instead of waiting for a
+client that is not there.
 
 Only the outermost object of a message is the message: pygls' object_hook
 also sees every nested object, so a params value that merely looks like a
@@ -37,9 +50,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import uuid
+from concurrent.futures import Future
 from typing import Any, BinaryIO
 
-from pygls.exceptions import JsonRpcInvalidParams, JsonRpcInvalidRequest
+from lsprotocol.types import ResponseError
+from pygls.exceptions import (
+    JsonRpcException,
+    JsonRpcInternalError,
+    JsonRpcInvalidParams,
+    JsonRpcInvalidRequest,
+)
 from pygls.protocol import LanguageServerProtocol
 
 log = logging.getLogger("agentls.lsp.protocol")
@@ -56,9 +77,28 @@ MAX_HEADER_LINE_BYTES = 64 << 10
 # fails to parse, and answer_parse_error recognises it to say why.
 # (no leading NUL: json.loads would take it for UTF-16 and fail differently)
 _OVERSIZED = "agentls-oversized:"
+# The largest integer a JSON-RPC peer can send exactly (JavaScript's
+# Number.MAX_SAFE_INTEGER); agentls/* params never need more.
+MAX_SAFE_INTEGER = (1 << 53) - 1
+CUSTOM_PREFIX = "agentls/"
+
+
+class ClientGone(JsonRpcException):
+    """The answer to a server -> client request whose client disconnected."""
+
+    CODE = -32099
+    MESSAGE = "The client disconnected before answering"
 
 
 class AgentlsProtocol(LanguageServerProtocol):
+    # False while no client is connected (socket transports between clients).
+    connected = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._outgoing: set[Any] = set()  # ids of our requests waiting for the client
+        self._generation = 0  # +1 each time a client leaves (client_gone)
+
     def structure_message(self, data: dict[str, Any]) -> Any:
         # Called by json.loads for every object, innermost first; only
         # handle_message knows which one is the message (see module doc).
@@ -81,9 +121,17 @@ class AgentlsProtocol(LanguageServerProtocol):
         # e.g. `initialized` waiting for settings) made pygls' generator
         # runner re-raise the CancelledError from this callback, which
         # asyncio logged as an error with a traceback; it is no error.
+        # A handler of a client that has since disconnected (socket
+        # transports) answers nobody: its answer must not reach the next
+        # client, which may be using the same request id.
+        generation = self._generation
+
         def done(future: Any) -> None:
             try:
-                callback(future)
+                if generation == self._generation:
+                    callback(future)
+                else:
+                    log.debug("dropped the answer to %s: its client left", msg_id)
             except asyncio.CancelledError:
                 log.debug("handler step cancelled: %s", msg_id)
             finally:
@@ -91,6 +139,45 @@ class AgentlsProtocol(LanguageServerProtocol):
                     del self._request_futures[msg_id]
 
         super()._execute_handler(msg_id, handler, done, args, kwargs)
+
+    # -- requests to the client ---------------------------------------------------
+    def send_request(self, method: str, params: Any | None = None,
+                     callback: Any = None, msg_id: Any = None) -> Future[Any]:
+        msg_id = str(uuid.uuid4()) if msg_id is None else msg_id
+        if not self.connected:
+            future: Future[Any] = Future()
+            future.set_exception(ClientGone(f"no client is connected to answer {method}"))
+            return future
+        future = super().send_request(method, params, callback, msg_id)
+        self._outgoing.add(msg_id)
+        future.add_done_callback(lambda _f: self._outgoing.discard(msg_id))
+        return future
+
+    def client_gone(self) -> None:
+        """The client disconnected: its questions fail, its requests stop and
+        their answers are dropped."""
+        self._generation += 1
+        waiting, self._outgoing = self._outgoing, set()
+        for msg_id in waiting:
+            future = self._request_futures.pop(msg_id, None)
+            self._result_types.pop(msg_id, None)
+            if future is not None and not future.done():
+                future.set_exception(ClientGone("the client disconnected before answering"))
+        for msg_id, future in list(self._request_futures.items()):
+            if not future.done():
+                log.info("Cancelling request %s of the client that left", msg_id)
+                future.cancel()
+
+    # -- answers without tracebacks -------------------------------------------------
+    def _send_response(self, msg_id: Any, result: Any | None = None,
+                       error: ResponseError | None = None) -> None:
+        if error is not None and error.code == JsonRpcInternalError.CODE and error.data:
+            # pygls attaches the Python traceback (server paths, code lines)
+            # to -32603: the log has it (pygls logged it with the exception).
+            summary = _first_line(Exception(error.message)) if error.message else "an error"
+            error = ResponseError(code=error.code, message=f"Internal error: {summary}. The "
+                                  "server log has the details.")
+        super()._send_response(msg_id, result, error)
 
     # -- answers to what pygls would drop -------------------------------------
     def answer_parse_error(self, error: BaseException) -> None:
@@ -164,6 +251,19 @@ class AgentlsProtocol(LanguageServerProtocol):
             return None
         if "params" not in data:  # JSON-RPC: params may be omitted
             data = {**data, "params": None}
+        if method.startswith(CUSTOM_PREFIX):
+            unsafe = _unsafe_integer(data["params"])
+            if unsafe is not None:
+                detail = (f"{unsafe[0]} = {unsafe[1]} is out of range (integers must be within "
+                          f"+-{MAX_SAFE_INTEGER})")
+                if has_id:
+                    error = JsonRpcInvalidParams(f"Invalid params for {method}: {detail}.")
+                    self._send_response(msg_id, None, error.to_response_error())
+                    log.warning("Answered %s (id %s) with InvalidParams: %s", method, msg_id,
+                                detail)
+                else:
+                    log.warning("Dropped a notification %s: %s", method, detail)
+                return None
         return self._structure_typed(data)
 
     def _structure_typed(self, data: dict[str, Any]) -> Any | None:
@@ -232,6 +332,32 @@ def oversized_marker(size: int) -> bytes:
     log.error("A message announced %s bytes, over the %d-byte limit; skipping it",
               size, MAX_MESSAGE_BYTES)
     return f"{_OVERSIZED}{size}".encode()  # fails to parse: answered with -32700
+
+
+def _unsafe_integer(value: Any, where: str = "params", depth: int = 0
+                    ) -> tuple[str, str] | None:
+    """The first integer in a params value beyond the safe range, as (path,
+    shortened value); None when there is none."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if abs(value) > MAX_SAFE_INTEGER:
+            text = str(value)
+            return where, text if len(text) <= 30 else f"{text[:12]}...({len(text)} digits)"
+        return None
+    if depth > 64:
+        return None
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        if isinstance(item, int | dict | list):
+            path = f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}"
+            found = _unsafe_integer(item, path, depth + 1)
+            if found is not None:
+                return found
+    return None
 
 
 def _json_type(value: Any) -> str:

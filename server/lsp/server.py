@@ -13,6 +13,7 @@ import importlib
 import logging
 import sys
 import threading
+from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from pygls.exceptions import FeatureNotificationError, JsonRpcException
@@ -84,6 +85,85 @@ class AgentlsLanguageServer(LanguageServer):
             pass
         finally:
             self.shutdown()  # type: ignore[no-untyped-call]
+
+    def start_socket(self, path: Path, *, chosen: bool = False) -> None:
+        """Serve on a Unix socket only this user can reach (transport.py),
+        one client at a time, until `exit`."""
+        from . import transport
+
+        path = transport.prepare_socket_path(path, chosen=chosen)
+        service = transport.SocketService(self, token=None, unix=True)
+
+        async def start(svc: transport.SocketService) -> asyncio.Server:
+            listener = await transport.listen_unix(svc, path)
+            transport.announce(f"listening on Unix socket {path}")
+            return listener
+
+        def cleanup() -> None:
+            try:
+                path.unlink()
+            except OSError:
+                pass
+
+        self._prepare_for_clients()
+        transport.run_service(self, start, service, cleanup)
+
+    def start_tcp(self, host: str, port: int, token: str | None = None,
+                  token_file: Path | None = None) -> None:
+        """Serve on TCP; a client must present the token first (transport.py).
+        Without `token`, a random one is written to `token_file` (default: the
+        user's runtime folder), mode 0600."""
+        from . import transport
+
+        written: list[Path] = []
+        service = transport.SocketService(self, token=token, unix=False)
+
+        async def start(svc: transport.SocketService) -> asyncio.Server:
+            listener = await transport.listen_tcp(svc, host, port)
+            bound = listener.sockets[0].getsockname()[1]
+            if svc.token is None:
+                made = (transport.new_token_file(token_file, chosen=True) if token_file
+                        else transport.new_token_file(transport.default_token_path(bound)))
+                svc.token = made.value
+                if made.file is not None:
+                    written.append(made.file)
+                where = f"the token is in {made.file} (mode 0600)"
+            else:
+                where = f"the token is the one in ${transport.TOKEN_ENV}"
+            transport.announce(f"listening on {host}:{bound}; a client sends the token in "
+                               f"initializationOptions.{transport.TOKEN_OPTION}; {where}")
+            if not transport.is_loopback(host):
+                transport.announce(f"warning: {host} is reachable from other machines and "
+                                   "the connection is not encrypted; prefer --socket, or "
+                                   "127.0.0.1 with an SSH tunnel")
+            return listener
+
+        def cleanup() -> None:
+            for file in written:
+                try:
+                    file.unlink()
+                except OSError:
+                    pass
+
+        self._prepare_for_clients()
+        transport.run_service(self, start, service, cleanup)
+
+    def _prepare_for_clients(self) -> None:
+        from .transport import NoClientWriter
+
+        self.protocol.set_writer(NoClientWriter())
+        cast(AgentlsProtocol, self.protocol).connected = False
+
+    async def serve_connection(self, reader: Any) -> None:
+        """pygls' message loop over one client connection (transport.py)."""
+        assert self._stop_event is not None
+        protocol = cast(AgentlsProtocol, self.protocol)
+        protocol.connected = True
+        try:
+            await run_async(stop_event=self._stop_event, reader=reader, protocol=self.protocol,
+                            logger=log, error_handler=self.report_server_error)
+        finally:
+            protocol.connected = False
 
     async def _serve_pipe(self, stdin: Any) -> None:
         assert self._stop_event is not None

@@ -5,6 +5,7 @@
  */
 
 import * as fs from "node:fs";
+import * as net from "node:net";
 import * as os from "node:os";
 import * as vscode from "vscode";
 import {
@@ -14,9 +15,11 @@ import {
   TransportKind,
   type LanguageClientOptions,
   type ServerOptions,
+  type StreamInfo,
 } from "vscode-languageclient/node";
 import { Methods, type MessageDeltaParams, type MessageParams } from "./chat/protocol";
-import { discoverServer } from "./serverPath";
+import { parseConnect, tokenFor, withToken, type ConnectTarget } from "./remoteServer";
+import { discoverServer, expandPath } from "./serverPath";
 import { showServerProgress } from "./serverProgress";
 import { needsRestart, toWireSettings, type Inspected } from "./settings";
 import { mcpStarting, type DidChangeStatus, type ServerState, type StatusResult } from "./status";
@@ -124,6 +127,15 @@ export class ServerConnection implements vscode.Disposable {
   private async doStart(): Promise<void> {
     const config = vscode.workspace.getConfiguration(SECTION);
     const folders = (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath);
+    const remote = this.remoteServer(config, folders);
+    if (remote === "failed") {
+      this.setState("failed");
+      return;
+    }
+    if (remote) {
+      await this.startClient(remote.serverOptions, remote.initializationOptions, remote.label);
+      return;
+    }
     const discovery = discoverServer({
       configured: config.get<string>("server.path"),
       workspaceFolders: folders,
@@ -156,13 +168,57 @@ export class ServerConnection implements vscode.Disposable {
       transport: TransportKind.stdio,
       options: { env: { ...process.env, ...extraEnv }, cwd: folders[0] },
     };
+    await this.startClient(serverOptions, {}, discovery.path);
+  }
+
+  /**
+   * `agentls.server.connect` set: connect to a running server (remoteServer.ts)
+   * rather than start one. Undefined when it is empty; "failed" after telling
+   * the user what is wrong.
+   */
+  private remoteServer(
+    config: vscode.WorkspaceConfiguration,
+    folders: string[],
+  ): { serverOptions: ServerOptions; initializationOptions: Record<string, unknown>; label: string } | "failed" | undefined {
+    const uid = typeof process.getuid === "function" ? process.getuid() : undefined;
+    const parsed = parseConnect(config.get<string>("server.connect"), process.env, uid);
+    if (!parsed) return undefined;
+    const fail = (message: string): "failed" => {
+      this.output.error(message);
+      void vscode.window.showErrorMessage(message, "Configure").then((choice) => {
+        if (choice === "Configure") {
+          void vscode.commands.executeCommand("workbench.action.openSettings", "agentls.server.connect");
+        }
+      });
+      return "failed";
+    };
+    if ("error" in parsed) return fail(parsed.error);
+    const target = parsed.target;
+    const configuredFile = config.get<string>("server.tokenFile")?.trim();
+    const token = tokenFor(target, {
+      env: process.env,
+      uid,
+      tokenFile: configuredFile ? expandPath(configuredFile, folders, os.homedir()) : undefined,
+      readFile: (file) => fs.readFileSync(file, "utf8"),
+    });
+    if (token.error) return fail(token.error);
+    const label = target.kind === "unix" ? `unix:${target.path}` : `tcp:${target.host}:${target.port}`;
+    this.output.info(`Connecting to the running agentls server at ${label}`);
+    return { serverOptions: () => connectTo(target), initializationOptions: withToken({}, token.token), label };
+  }
+
+  private async startClient(
+    serverOptions: ServerOptions,
+    initializationOptions: Record<string, unknown>,
+    label: string,
+  ): Promise<void> {
     const clientOptions: LanguageClientOptions = {
       documentSelector: [{ scheme: "file" }, { scheme: "untitled" }],
       outputChannel: this.output,
       // Settings travel through workspace/configuration only (see
       // settings.ts): initializationOptions would outrank them and could
-      // not change without a restart.
-      initializationOptions: {},
+      // not change without a restart. (A running server's token goes here.)
+      initializationOptions,
       middleware: {
         workspace: {
           configuration: async (params, token, next) => {
@@ -201,7 +257,7 @@ export class ServerConnection implements vscode.Disposable {
       if (this.client === client) this.client = undefined;
       this.setState("failed");
       void vscode.window
-        .showErrorMessage(`agentls: the server failed to start (${discovery.path}).`, "Show Output", "Configure")
+        .showErrorMessage(`agentls: the server failed to start (${label}).`, "Show Output", "Configure")
         .then((choice) => {
           if (choice === "Show Output") this.output.show();
           if (choice === "Configure") {
@@ -231,7 +287,7 @@ export class ServerConnection implements vscode.Disposable {
   private configurationChanged(event: vscode.ConfigurationChangeEvent): void {
     if (!event.affectsConfiguration(SECTION)) return;
     const restart = needsRestart(
-      ["server.path", "server.args", "server.env"].filter((key) => event.affectsConfiguration(`${SECTION}.${key}`)),
+      ["server.path", "server.args", "server.env", "server.connect", "server.tokenFile"].filter((key) => event.affectsConfiguration(`${SECTION}.${key}`)),
     );
     if (restart) {
       this.output.info("agentls.server.* changed: restarting the server");
@@ -255,6 +311,16 @@ export class ServerConnection implements vscode.Disposable {
     this.state = state;
     this.stateEmitter.fire(state);
   }
+}
+
+/** A socket to a running server, for the language client. */
+function connectTo(target: ConnectTarget): Promise<StreamInfo> {
+  return new Promise((resolve, reject) => {
+    const socket =
+      target.kind === "unix" ? net.connect({ path: target.path }) : net.connect({ host: target.host, port: target.port });
+    socket.once("connect", () => resolve({ reader: socket, writer: socket }));
+    socket.once("error", reject);
+  });
 }
 
 function wireSettings(scopeUri?: string) {

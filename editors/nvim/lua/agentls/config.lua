@@ -7,6 +7,12 @@ M.defaults = {
   cmd = nil,
   -- Extra environment for the server process (e.g. { AGENTLS_LOG_LEVEL = "DEBUG" }).
   cmd_env = nil,
+  -- Connect to a running server instead of starting one (lua/agentls/connect.lua):
+  -- "unix" (`agentls --socket`), "unix:/path/agentls.sock" or "tcp:127.0.0.1:PORT"
+  -- (`agentls --tcp`; its token is read from token_file, the file the server
+  -- wrote for that port, or $AGENTLS_TOKEN).
+  connect = nil,
+  token_file = nil,
   -- initializationOptions. Either { agentls = {...} } or the agentls object itself,
   -- e.g. { provider = "openai", model = "gpt-4o-mini" } (PROTOCOL.md, Configuration).
   init_options = nil,
@@ -110,6 +116,15 @@ function M.set(opts)
   end
   if type(options.cmd) == "string" then
     options.cmd = { options.cmd }
+  end
+  options.connect_target = nil
+  if options.connect then
+    local target, err = require("agentls.connect").parse(options.connect)
+    if not target then
+      vim.notify(err, vim.log.levels.ERROR)
+    else
+      options.connect_target = target
+    end
   end
   options.cmd = options.cmd or { find_server() }
   options.init_options = wrap_agentls(opts.init_options)

@@ -65,6 +65,11 @@ function M.check()
   end
 
   health.start("agentls: server")
+  if options.connect_target then
+    local target = options.connect_target
+    health.info(("connects to a running server: %s"):format(
+      target.kind == "unix" and target.path or (target.host .. ":" .. target.port)))
+  end
   local cmd = options.cmd
   local exe = cmd[1]
   local path = vim.fn.exepath(exe)

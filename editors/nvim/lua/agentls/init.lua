@@ -1,7 +1,7 @@
 -- agentls for Neovim: the agentls language server (inline completions, an
 -- agent you chat with, approvals of its edits) through Neovim's own LSP client.
 --
---   require("agentls").setup({ cmd?, init_options?, settings?, inline_completion?, next_edit? })
+--   require("agentls").setup({ cmd?, connect?, init_options?, settings?, inline_completion?, next_edit? })
 --
 -- See editors/nvim/README.md and :help agentls.
 local M = {}
@@ -87,8 +87,11 @@ function M.setup(opts)
   local options = config.set(opts)
   local inline = require("agentls.inline")
 
+  local target = options.connect_target
+  local connect = target and require("agentls.connect")
   vim.lsp.config("agentls", {
-    cmd = options.cmd,
+    cmd = connect and connect.cmd(target) or options.cmd,
+    before_init = connect and connect.before_init(target, options.token_file) or nil,
     cmd_env = options.cmd_env,
     filetypes = options.filetypes,
     root_dir = function(bufnr, on_dir)
