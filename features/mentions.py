@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agentls.core.file_access import Withheld
+from agentls.features.mention_prefix import complete_mention_prefix
 from agentls.features.sensitive_paths import ModelFileAccess
 from agentls.features.tools.workspace import Workspace, WorkspacePathError
 
@@ -131,11 +132,8 @@ class MentionsFeature:
     def get_completions(self, config: dict[str, Any], text: str) -> list[dict[str, Any]]:
         typing = _TYPING.search(text)
         if typing is None:
-            prefix = _TYPING_PREFIX.search(text)
-            if prefix is None:
-                return []
-            return [{"replacement": MENTION_PREFIX, "start": prefix.start(),
-                     "display": MENTION_PREFIX, "display_meta": "mention a workspace file"}]
+            return complete_mention_prefix(
+                text, _TYPING_PREFIX, MENTION_PREFIX, "mention a workspace file")
         root = config.get("workspace_root")
         if not root:
             return []

@@ -30,16 +30,12 @@ Rules that matter to callers:
 
 from __future__ import annotations
 
-import email.utils
 import json
 import logging
-import os
 import random
 import ssl
-import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -48,6 +44,21 @@ import httpx
 
 from agentls.core.errors import ModelError
 from agentls.core.provider import ProviderConfig
+
+# The error and framing helpers live in http_errors.py and http_framing.py;
+# callers import them from here as before.
+from .http_errors import (
+    HINTS,
+    SUMMARIES,
+    HttpStatusError,
+    bearer_auth,
+    classify_status,
+    extract_error_message,
+    parse_retry_after,
+    read_api_key,
+    redact,
+)
+from .http_framing import LineSplitter, ResponseFormatError, SSEDecoder, SSEEvent
 
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
@@ -77,19 +88,6 @@ MAX_RETRY_AFTER = 30.0  # longer waits help nobody typing in an editor
 _ERROR_BODY_BYTES = 64 << 10  # error bodies are read only this far
 _BASE_DELAY = 0.5
 _MAX_DELAY = 8.0
-_REDACTED = "[redacted]"
-
-# Phrases servers use for "the prompt does not fit" (OpenAI, vLLM, llama.cpp,
-# Anthropic, Ollama); a 4xx with one of these is context_length.
-_CONTEXT_WORDS = (
-    "context_length_exceeded",
-    "maximum context length",
-    "context length",
-    "context window",
-    "prompt is too long",
-    "too many tokens",
-    "exceeds the available context",
-)
 
 _RETRYABLE_TRANSPORT = (
     httpx.ConnectError,
@@ -98,249 +96,6 @@ _RETRYABLE_TRANSPORT = (
     httpx.ReadError,
     httpx.WriteError,
 )
-
-
-# --------------------------------------------------------------------------- secrets
-
-
-def redact(text: str, secrets: Iterable[str | None]) -> str:
-    """Replace every occurrence of each secret in `text` with "[redacted]".
-
-    Very short values are skipped: redacting "a" would shred the message and
-    nothing that short is a real key.
-    """
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, _REDACTED)
-    return text
-
-
-def read_api_key(env_var: str | None) -> str | None:
-    """The key in `env_var`, read now (never cached, never stored); None if unset/blank."""
-    if not env_var:
-        return None
-    value = os.environ.get(env_var, "").strip()
-    return value or None
-
-
-def bearer_auth(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
-
-
-# --------------------------------------------------------------------------- errors
-
-
-def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
-    """Seconds the server asks us to wait: `retry-after-ms` (OpenAI), or
-    `Retry-After` as seconds or an HTTP date. None when absent or unreadable."""
-    millis = headers.get("retry-after-ms")
-    if millis:
-        try:
-            return max(0.0, float(millis) / 1000.0)
-        except ValueError:
-            pass
-    value = (headers.get("retry-after") or "").strip()
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
-def extract_error_message(body: bytes | str | Any) -> tuple[str, str]:
-    """(message, machine code) from an error body, whatever its dialect:
-    {"error": {"message", "code"|"type"}} (OpenAI, Anthropic), {"error": "..."}
-    (Ollama, llama.cpp), {"message"} / {"detail"} (FastAPI, vLLM), or text."""
-    payload: Any = body
-    if isinstance(body, bytes | str):
-        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
-        try:
-            payload = json.loads(text)
-        except ValueError:
-            return " ".join(text.split())[:500], ""
-    if not isinstance(payload, dict):
-        return str(payload)[:500], ""
-    error = payload.get("error", payload)
-    if isinstance(error, str):
-        return error[:500], ""
-    if not isinstance(error, dict):
-        return json.dumps(payload)[:500], ""
-    message = error.get("message") or error.get("detail") or error.get("msg") or ""
-    if not isinstance(message, str):
-        message = json.dumps(message)
-    code = error.get("code") or error.get("type") or ""
-    return message[:500], str(code)
-
-
-def classify_status(status: int, message: str = "", error_code: str = "") -> str:
-    """The ModelError code for an HTTP error status (see module doc)."""
-    if status in (401, 403):
-        return "auth"
-    if status == 404:
-        return "not_found"
-    if status == 429:
-        return "rate_limit"
-    if status == 408:
-        return "timeout"
-    if status >= 500:
-        return "server_error"
-    words = f"{message} {error_code}".lower()
-    if any(phrase in words for phrase in _CONTEXT_WORDS):
-        return "context_length"
-    return "bad_request"
-
-
-_SUMMARY = {
-    "auth": "authentication failed",
-    "not_found": "not found",
-    "rate_limit": "rate limited",
-    "timeout": "timed out",
-    "server_error": "server error",
-    "context_length": "input too long for the model",
-    "bad_request": "request rejected",
-    "connection": "cannot reach the server",
-    "invalid_response": "invalid response",
-}
-
-# Hints name the setting to change; providers may replace any of them.
-# Fields: {provider} {model} {base_url} {env} {attempts} {timeout}.
-_HINTS = {
-    "auth": "Check the API key in the environment variable {env} "
-    "(or set apiKeyEnv to the variable that holds it).",
-    "auth_missing": "No API key: the environment variable {env} is not set "
-    "(set it, or set apiKeyEnv to the variable that holds the key).",
-    "not_found": "Model {model!r} (or the endpoint) does not exist there: list the "
-    "models the server offers (agentls/models) and set `model` to one of them, "
-    "and check baseUrl ({base_url}).",
-    "rate_limit": "Gave up after {attempts} attempt(s); wait a moment, or check the "
-    "account's rate limits and quota.",
-    "timeout": "No data within {timeout:g} s; the model may be overloaded or too slow "
-    "for this timeout.",
-    "server_error": "Gave up after {attempts} attempt(s); try again later.",
-    "context_length": "The conversation does not fit the model's context window: start "
-    "a new session or send less context.",
-    "bad_request": "The server rejected the request as sent.",
-    "connection": "Check baseUrl ({base_url}) and that the server is running.",
-    "invalid_response": "Check that baseUrl ({base_url}) points at a {provider}-compatible API.",
-}
-
-
-# --------------------------------------------------------------------------- framing
-
-
-class HttpStatusError(ModelError):
-    """The server answered with an HTTP error status. Besides the house-style
-    message, `status` and the server's own `server_message` let a caller
-    tell "this endpoint or parameter is not offered" from other failures
-    (see fim_probe.py)."""
-
-    def __init__(
-        self, error: ModelError, *, status: int, server_message: str
-    ) -> None:
-        super().__init__(error.message, model=error.model, code=error.code)
-        self.status = status
-        self.server_message = server_message
-
-
-class ResponseFormatError(ValueError):
-    """The body breaks framing, size or encoding rules (-> invalid_response)."""
-
-
-class LineSplitter:
-    """Incremental bytes -> str lines, with a per-line and a total size cap.
-
-    Lines end in \\n (a preceding \\r is dropped); bare-\\r line endings, legal
-    in SSE but used by no model server we know, are not split. Splitting on
-    the \\n byte before decoding is safe: it never occurs inside a multi-byte
-    UTF-8 sequence. Each line is decoded strictly, so invalid UTF-8 fails.
-    """
-
-    def __init__(self, *, max_line_bytes: int, max_total_bytes: int) -> None:
-        self.max_line_bytes = max_line_bytes
-        self.max_total_bytes = max_total_bytes
-        self._buffer = bytearray()
-        self._total = 0
-
-    def feed(self, data: bytes) -> list[str]:
-        self._total += len(data)
-        if self._total > self.max_total_bytes:
-            raise ResponseFormatError(
-                f"response larger than {self.max_total_bytes} bytes (max_response_bytes)"
-            )
-        self._buffer += data
-        lines: list[str] = []
-        start = 0
-        while (end := self._buffer.find(b"\n", start)) != -1:
-            lines.append(self._decode(self._buffer[start:end]))
-            start = end + 1
-        del self._buffer[:start]
-        if len(self._buffer) > self.max_line_bytes:
-            raise ResponseFormatError(
-                f"a line longer than {self.max_line_bytes} bytes (max_line_bytes)"
-            )
-        return lines
-
-    def close(self) -> list[str]:
-        """The unterminated last line, if any."""
-        rest, self._buffer = self._buffer, bytearray()
-        return [self._decode(rest)] if rest else []
-
-    def _decode(self, raw: bytearray) -> str:
-        if len(raw) > self.max_line_bytes:
-            raise ResponseFormatError(
-                f"a line longer than {self.max_line_bytes} bytes (max_line_bytes)"
-            )
-        if raw.endswith(b"\r"):
-            raw = raw[:-1]
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ResponseFormatError(f"invalid UTF-8 at byte {exc.start} of a line") from None
-
-
-@dataclass(frozen=True, slots=True)
-class SSEEvent:
-    data: str
-    event: str = "message"
-    id: str | None = None
-
-
-class SSEDecoder:
-    """Server-sent events from lines (WHATWG rules: `data:` lines join with
-    \\n, a blank line dispatches, `:` lines are comments). An event left
-    without its blank line at end of stream is dropped, as the spec says."""
-
-    def __init__(self) -> None:
-        self._data: list[str] = []
-        self._event = ""
-        self._id: str | None = None
-
-    def feed(self, line: str) -> SSEEvent | None:
-        if not line:
-            if not self._data:
-                self._event = ""
-                return None
-            event = SSEEvent("\n".join(self._data), self._event or "message", self._id)
-            self._data, self._event = [], ""
-            return event
-        if line.startswith(":"):
-            return None
-        name, _, value = line.partition(":")
-        if value.startswith(" "):
-            value = value[1:]
-        if name == "data":
-            self._data.append(value)
-        elif name == "event":
-            self._event = value
-        elif name == "id":
-            self._id = value
-        return None
 
 
 # --------------------------------------------------------------------------- client
@@ -397,7 +152,7 @@ class HttpClient:
             config.options, "max_response_bytes", "maxResponseBytes", DEFAULT_MAX_RESPONSE_BYTES
         )
         self._auth_headers = auth_headers
-        self._hints = {**_HINTS, **(hints or {})}
+        self._hints = {**HINTS, **(hints or {})}
         self._client: httpx.AsyncClient | None = None
 
     def __repr__(self) -> str:  # never shows a key (not held) or the URL password
@@ -454,7 +209,7 @@ class HttpClient:
             attempts=attempts,
             timeout=self.read_timeout,
         )
-        summary = _SUMMARY.get(code, "request failed")
+        summary = SUMMARIES.get(code, "request failed")
         message = f"{self.provider}: {summary}{where}: {detail}".rstrip(": ")
         if hint:
             message = f"{message}. {hint}" if not message.endswith(".") else f"{message} {hint}"

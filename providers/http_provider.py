@@ -19,7 +19,7 @@ from .http import HttpClient, bearer_auth
 if TYPE_CHECKING:
     from agentls.core.session_types import Message
 
-__all__ = ["HttpProvider", "text_of", "tool_result_text"]
+__all__ = ["HttpProvider", "apply_extra", "text_of", "tool_result_text"]
 
 
 class HttpProvider(BaseProvider):
@@ -77,3 +77,14 @@ def tool_result_text(message: Message) -> str:
     if result.get("success", True):
         return text_of(result.get("output", ""))
     return text_of({"error": result.get("error")})
+
+
+def apply_extra(body: dict[str, Any], extra: Mapping[str, Any]) -> None:
+    """CompletionOptions.extra into a request body: `extra` wins, and a None
+    value removes a field (e.g. {"stream_options": None} for a server that
+    rejects it)."""
+    for key, value in extra.items():
+        if value is None:
+            body.pop(key, None)
+        else:
+            body[key] = value

@@ -29,6 +29,8 @@ a None value removes a field.
 The chat wire format (messages, tools, /api/chat lines) is in
 ollama_chat.py, imported by the first chat request: the FIM path, which
 inline completion takes on every keystroke, imports no pydantic model.
+What both streams share (errors, the `done` line, token counts, the FIM
+chunks) is read by ollama_stream.py.
 
 Fill in the middle is decided by asking the server, not by the model's
 name (a `my-coder:latest` tag or a renamed base model would defeat any
@@ -45,24 +47,34 @@ SHOW_CACHE_SIZE), and concurrent first requests share one /api/show call.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentls.core.errors import FinishReason, ModelError
+from agentls.core.errors import ModelError
 from agentls.core.provider import (
     CompletionOptions,
     FimChunk,
+    FimPlan,
     FimRequest,
-    FimUsage,
     ProviderConfig,
     ToolSpec,
 )
 
-from .http import HttpClient
+from .fim_probe import PROBE_MAX_TOKENS, FimSupport, name_family
+from .fim_templates import (
+    PROBE_PREFIX,
+    PROBE_SUFFIX,
+    FimTokens,
+    build_fim_prompt,
+    family_by_name,
+    family_in_text,
+)
 from .http_provider import HttpProvider
+from .ollama_stream import LineReader
 
 if TYPE_CHECKING:
     from agentls.core.models import ModelInfo, ProviderInfo, StreamChunk
@@ -94,13 +106,6 @@ _TOP_LEVEL = frozenset(
     {"keep_alive", "think", "format", "raw", "template", "system", "context", "images"}
 )
 
-_FINISH: dict[str, FinishReason] = {
-    "stop": "stop",
-    "length": "length",
-    "load": "stop",  # an empty conversation only loads the model
-    "unload": "stop",
-}
-
 _HINTS = {
     "not_found": "Model {model!r} is not on the Ollama server at {base_url}: run "
     "`ollama pull {model}` there, or set `model` to one it has (agentls/models, i.e. "
@@ -127,6 +132,11 @@ class OllamaProvider(HttpProvider):
         # model -> its /api/show capabilities (None: the server did not say)
         self._show: OrderedDict[str, frozenset[str] | None] = OrderedDict()
         self._show_pending: dict[str, asyncio.Future[frozenset[str] | None]] = {}
+        # model -> its FIM tokens as /api/show shows them (template, names)
+        self._show_tokens: dict[str, tuple[FimTokens | None, str] | None] = {}
+        self.fim = FimSupport("ollama", config.options.get("fim"),
+                              suffix_blocked=self._fim_suffix_blocked, probe=self._fim_probe,
+                              find_tokens=self._fim_tokens)
 
     # -- chat ----------------------------------------------------------------
     async def _stream(
@@ -149,37 +159,69 @@ class OllamaProvider(HttpProvider):
         prompt_chars = len(json.dumps(body["messages"])) + len(json.dumps(body.get("tools", [])))
         reader = ChatLineReader(self._http, model, prompt_chars=prompt_chars)
         async with self._http.stream_ndjson("POST", "/api/chat", model=model, body=body) as lines:
-            async for value in lines:
-                if reader.done:
-                    continue  # drain to the end so the connection can be reused
-                chunk = reader.chat_chunk(value)
-                if chunk is not None:
-                    yield chunk
+            async for chunk in reader.chunks(lines, reader.chat_chunk):
+                yield chunk
         yield reader.finish()
 
     # -- fill in the middle ---------------------------------------------------
     async def _stream_fim(self, request: FimRequest) -> AsyncIterator[FimChunk]:
         options = request.options
         model = options.model or self.default_model
-        body: dict[str, Any] = {
-            "model": model,
-            "prompt": request.prefix,
-            "suffix": request.suffix,
-            "stream": True,
-            "raw": False,  # `suffix` needs the model's template, which raw skips
-        }
-        self._apply_options(body, options)
+        plan = await self.fim_plan(model)
+        tokens = self.fim.tokens(model)
+        body: dict[str, Any] = {"model": model, "stream": True}
+        stop = options.stop
+        if plan.form == "suffix" and request.suffix:
+            # `suffix` needs the model's template, which raw skips
+            body.update(prompt=request.prefix, suffix=request.suffix, raw=False)
+        elif plan.form == "template" and tokens is not None and request.suffix:
+            body.update(prompt=build_fim_prompt(tokens, request.prefix, request.suffix),
+                        raw=True)
+            stop = stop + tuple(s for s in tokens.stops if s not in stop)
+        else:  # the prefix alone, as the model continues text (no chat template)
+            body.update(prompt=request.prefix, raw=True)
+        self._apply_options(body, dataclasses.replace(options, stop=stop))
         reader = LineReader(self._http, model, prompt_chars=len(request.prefix + request.suffix))
         async with self._http.stream_ndjson(
             "POST", "/api/generate", model=model, body=body
         ) as lines:
-            async for value in lines:
-                if reader.done:
-                    continue
-                chunk = reader.generate_chunk(value)
-                if chunk is not None:
-                    yield chunk
+            async for chunk in reader.chunks(lines, reader.generate_chunk):
+                yield chunk
         yield reader.fim_finish()
+
+    async def fim_plan(self, model: str | None = None) -> FimPlan:
+        """How FIM requests for the model are sent, and why (fim_probe.py):
+        the model's own template with `suffix` when a known-answer probe
+        shows it fills by the suffix, else its FIM tokens in a raw prompt
+        (from its template, else its name), else the prefix alone. A server
+        that does not answer /api/show gets chat prompts (asked again next
+        time)."""
+        model = model or self.default_model
+        if self.fim.override is None and self.fim.known(model) is None:
+            if await self.model_capabilities(model) is None:
+                return FimPlan("none", f"{self._http.base_url}/api/show gave no answer for "
+                               f"{model}: chat prompts")
+        return await self.fim.plan(model)
+
+    async def _fim_suffix_blocked(self, model: str) -> str | None:
+        capabilities = await self.model_capabilities(model)
+        if capabilities is None or "insert" not in capabilities:
+            return "the model's template takes no suffix (/api/show lists no `insert`)"
+        return None
+
+    async def _fim_probe(self, model: str) -> str:
+        """The known-answer probe through the model's template and `suffix`."""
+        body = {"model": model, "prompt": PROBE_PREFIX, "suffix": PROBE_SUFFIX,
+                "stream": False, "raw": False,
+                "options": {"num_predict": PROBE_MAX_TOKENS, "temperature": 0}}
+        payload = await self._http.request_json("POST", "/api/generate", model=model, body=body,
+                                                max_attempts=1)
+        text = payload.get("response") if isinstance(payload, dict) else None
+        return text if isinstance(text, str) else ""
+
+    async def _fim_tokens(self, model: str) -> tuple[FimTokens | None, str]:
+        await self.model_capabilities(model)
+        return self._show_tokens.get(model) or name_family(model)
 
     def _apply_options(self, body: dict[str, Any], options: CompletionOptions) -> None:
         model_options: dict[str, Any] = {}
@@ -217,22 +259,23 @@ class OllamaProvider(HttpProvider):
 
     # -- capabilities (/api/show) --------------------------------------------------
     def model_supports_fim(self, model: str | None = None) -> bool:
-        """Without waiting: providerOptions.fim when set, else what /api/show
-        said (False until it has been asked; see fim_supported)."""
-        setting = self.config.options.get("fim")
-        if setting is not None:
-            return bool(setting)
-        capabilities = self._show.get(model or self.default_model)
-        return capabilities is not None and "insert" in capabilities
+        """Without waiting: the override, else what was found out (False
+        until then; see fim_supported)."""
+        model = model or self.default_model
+        plan = self.fim.known(model)
+        if plan is not None:
+            return plan.form in ("suffix", "template")
+        capabilities = self._show.get(model)  # not found out yet: what /api/show said
+        return capabilities is not None and (
+            "insert" in capabilities or self._show_tokens.get(model) is not None)
 
     async def fim_supported(self, model: str | None = None) -> bool:
-        """providerOptions.fim when set, else whether the server says the
-        model's template takes `suffix` (asked once per model)."""
-        setting = self.config.options.get("fim")
-        if setting is not None:
-            return bool(setting)
-        capabilities = await self.model_capabilities(model or self.default_model)
-        return capabilities is not None and "insert" in capabilities
+        """Whether inline completion sends the model raw completion (FIM,
+        template or continuation) rather than chat prompts."""
+        return (await self.fim_plan(model)).form != "none"
+
+    def status_report(self) -> dict[str, Any]:
+        return {"fim": self.fim.status()}
 
     async def model_capabilities(self, model: str) -> frozenset[str] | None:
         """The model's capabilities per POST /api/show (cached), or None
@@ -260,6 +303,9 @@ class OllamaProvider(HttpProvider):
             return None
         capabilities = _capabilities_of(payload)
         self._show[model] = capabilities
+        self._show_tokens[model] = _fim_tokens_of(payload, model)
+        while len(self._show_tokens) > SHOW_CACHE_SIZE:
+            self._show_tokens.pop(next(iter(self._show_tokens)))
         while len(self._show) > SHOW_CACHE_SIZE:
             self._show.popitem(last=False)
         return capabilities
@@ -373,6 +419,22 @@ def _capabilities_of(payload: Any) -> frozenset[str] | None:
     return None
 
 
+def _fim_tokens_of(payload: Any, model: str) -> tuple[FimTokens | None, str] | None:
+    """The FIM family an /api/show body shows: FIM tokens in the model's
+    template, else a code model's name (the tag, general.basename), else None."""
+    if not isinstance(payload, dict):
+        return None
+    template = payload.get("template")
+    tokens = family_in_text(template) if isinstance(template, str) else None
+    if tokens is not None:
+        return tokens, "the model's template (/api/show)"
+    info = payload.get("model_info")
+    names = [model, *(str(info.get(key) or "") for key in ("general.basename", "general.name"))
+             ] if isinstance(info, dict) else [model]
+    tokens = family_by_name(*names)
+    return (tokens, "from the model's name") if tokens else None
+
+
 def _int_option(options: dict[str, Any], snake: str, camel: str) -> int | None:
     value = options.get(snake, options.get(camel))
     if isinstance(value, bool) or value is None:
@@ -382,86 +444,3 @@ def _int_option(options: dict[str, Any], snake: str, camel: str) -> int | None:
     except (TypeError, ValueError):
         return None
     return number if number > 0 else None
-
-
-# --------------------------------------------------------------------------- responses
-
-
-class LineReader:
-    """Reads NDJSON lines: errors sent in the stream, the finish reason, the
-    usage counts. `generate_chunk` decodes /api/generate (FIM);
-    ollama_chat.ChatLineReader adds /api/chat's chunks."""
-
-    def __init__(self, http: HttpClient, model: str, *, prompt_chars: int) -> None:
-        self.http = http
-        self.model = model
-        self.prompt_chars = prompt_chars
-        self.output_chars = 0
-        self.done = False
-        self.tool_calls = 0
-        self.input_tokens: int | None = None
-        self.output_tokens: int | None = None
-
-    def check(self, value: Any) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            raise self.http.error(
-                "invalid_response",
-                f"a stream line is not an object: {json.dumps(value)[:200]!r}",
-                model=self.model,
-            )
-        if value.get("error"):
-            raise self.http.error_from_body(value, model=self.model, status=200)
-        return value
-
-    def generate_chunk(self, value: Any) -> FimChunk | None:
-        line = self.check(value)
-        text = text_or_empty(line.get("response"))
-        # A thinking model's reasoning is counted but not passed on: a
-        # completion is the text alone.
-        self.output_chars += len(text) + len(text_or_empty(line.get("thinking")))
-        finish = self.finish_reason(line)
-        if not (text or finish):
-            return None
-        return FimChunk(delta=text, finish_reason=finish)
-
-    def finish_reason(self, line: dict[str, Any]) -> FinishReason | None:
-        if line.get("done") is not True:
-            return None
-        self.done = True
-        prompt, output = line.get("prompt_eval_count"), line.get("eval_count")
-        if isinstance(prompt, int) and not isinstance(prompt, bool):
-            self.input_tokens = prompt
-        if isinstance(output, int) and not isinstance(output, bool):
-            self.output_tokens = output
-        reason = _FINISH.get(str(line.get("done_reason") or "stop"), "stop")
-        # Ollama says "stop" after tool calls.
-        return "tool_calls" if reason == "stop" and self.tool_calls else reason
-
-    def fim_finish(self) -> FimChunk:
-        """The FIM stream's closing usage chunk; raises if it was cut short."""
-        prompt, output = self.token_counts()
-        return FimChunk(usage=FimUsage(prompt, output, prompt + output))
-
-    def token_counts(self) -> tuple[int, int]:
-        """(input, output) tokens as the server said, else estimated."""
-        if not self.done:
-            raise self.http.error(
-                "connection",
-                'the server ended the stream before it finished (no line with "done": true)',
-                model=self.model,
-            )
-        # Ollama omits prompt_eval_count when the whole prompt came from its
-        # cache; estimate what is missing as characters / 4 (usage is always filled).
-        prompt = self.input_tokens
-        if prompt is None:
-            prompt = -(-self.prompt_chars // 4)
-            logger.debug("ollama: no prompt_eval_count; estimated %d input tokens", prompt)
-        output = self.output_tokens
-        if output is None:
-            output = -(-self.output_chars // 4)
-            logger.debug("ollama: no eval_count; estimated %d output tokens", output)
-        return prompt, output
-
-
-def text_or_empty(value: Any) -> str:
-    return value if isinstance(value, str) else ""

@@ -19,7 +19,7 @@ from agentls.core.provider import ToolSpec
 from agentls.core.session_types import Message
 
 from .http_provider import text_of, tool_result_text
-from .ollama import LineReader, text_or_empty
+from .ollama_stream import LineReader, text_or_empty
 from .openai_chat import to_openai_tools
 
 __all__ = ["ChatLineReader", "to_ollama_messages", "to_ollama_tools"]
@@ -154,10 +154,8 @@ class ChatLineReader(LineReader):
         for call in raw:
             function = call.get("function") if isinstance(call, dict) else None
             if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-                raise self.http.error(
-                    "invalid_response",
-                    f"a tool call without a function name: {json.dumps(call)[:200]!r}",
-                    model=self.model,
+                raise self.invalid(
+                    f"a tool call without a function name: {json.dumps(call)[:200]!r}"
                 )
             arguments = function.get("arguments")
             if arguments is None:

@@ -18,7 +18,7 @@ from agentls.core.provider import ToolSpec
 from agentls.core.session_types import Message
 
 from .http_provider import text_of, tool_result_text
-from .openai import SseChunkReader, first_choice
+from .openai_stream import SseChunkReader, first_choice
 
 __all__ = ["ChatChunkReader", "prompt_chars", "to_openai_messages", "to_openai_tools"]
 

@@ -32,10 +32,10 @@ and no `stream`). The server passes whatever the registry loaded through
 `as_provider_factory()`, which returns a factory for both kinds:
 
     factory = as_provider_factory(registry.provider_factory(name))
-
-`as_provider_factory` lives in provider_factory.py (re-exported here), so
-that building an ordinary provider does not import this module.
     provider = factory(config)
+
+`as_provider_factory` lives in provider_factory.py (import it from there),
+so that building an ordinary provider does not import this module.
 """
 
 from __future__ import annotations
@@ -69,15 +69,7 @@ from agentls.core.provider import (
 )
 from agentls.core.session_types import Message, ProviderRequestCancelled
 
-# Re-exported: the server integration lives in provider_factory.py.
-from .provider_factory import as_provider_factory, is_provider_plugin, wrap_provider_plugin
-
-__all__ = [
-    "ProviderPluginAdapter",
-    "as_provider_factory",
-    "is_provider_plugin",
-    "wrap_provider_plugin",
-]
+__all__ = ["ProviderPluginAdapter"]
 
 log = logging.getLogger("agentls.providers.plugin_adapter")
 

@@ -243,6 +243,7 @@ def run_check(workspace: Path) -> int:
               f"answered; models: {names}", file=out)
         if settings.provider == "local":
             _print_local_tool_calling(getattr(provider, "default_model", None), report.models, out)
+        _print_fim_plan(provider, settings.inline_completion.model or settings.model, out)
     else:
         failed = True
         print(f"  error [{report.error_code}]: {report.error}", file=out)
@@ -284,6 +285,30 @@ def _print_local_tool_calling(chat_model: str | None, models: list[Any], out: An
               "agent that edits code: `agentls pull --recommended`", file=out)
     elif tool_format:
         print(f"  tools: {chat_model} calls tools natively ({tool_format} format)", file=out)
+
+
+def _print_fim_plan(provider: Any, model: str | None, out: Any) -> None:
+    """Which prompt form inline completion sends the model, and why (a
+    provider that finds it out: fim_probe.py; the embedded model: its GGUF)."""
+    plan_of = getattr(provider, "fim_plan", None)
+    if not callable(plan_of):
+        return
+
+    async def ask() -> Any:
+        try:
+            return await asyncio.wait_for(plan_of(model), 90)
+        finally:
+            closing = provider.aclose()
+            if asyncio.iscoroutine(closing):
+                await closing
+
+    try:
+        plan = asyncio.run(ask())
+    except Exception as exc:  # the check goes on: the provider answered above
+        print(f"  inline completion: could not find out the FIM prompt form ({exc})", file=out)
+        return
+    family = f" ({plan.family})" if plan.family else ""
+    print(f"  inline completion prompts: {plan.form}{family}: {plan.why}", file=out)
 
 
 def run_pull(models: list[str], *, recommended: bool) -> int:

@@ -36,11 +36,8 @@ from agentls.providers.autogen_client import (
     guess_family,
     to_core_messages,
 )
-from agentls.providers.plugin_adapter import (
-    ProviderPluginAdapter,
-    as_provider_factory,
-    wrap_provider_plugin,
-)
+from agentls.providers.plugin_adapter import ProviderPluginAdapter
+from agentls.providers.provider_factory import as_provider_factory, wrap_provider_plugin
 from agentls.providers.scripted import ScriptedProvider
 
 READ_FILE: ToolSpec = {

@@ -417,3 +417,22 @@ def test_reported_usage_scales_later_estimates_up_never_down() -> None:
     manager._last_estimate["s2"] = 100  # too small a sample to learn from
     manager.calibrate("s2", 10_000, counter.name)
     assert planned() < 3 * before
+
+
+def test_one_head_and_tail_cut_serves_the_size_caps_and_the_excerpts() -> None:
+    from agentls.core.compaction import excerpt
+    from agentls.core.size_caps import cap_text, head_and_tail
+
+    text = "".join(chr(ord("a") + i % 26) for i in range(3000))
+    assert head_and_tail(text, 90, lambda omitted: f"[{omitted}]", head_share=(2, 3)) == (
+        text[:60] + "[2910]" + text[-30:])
+    capped = cap_text(text, 100)
+    assert capped.startswith(text[:75] + "\n\n[… 2,900 characters of this tool result left out")
+    assert capped.endswith("…]\n\n" + text[-25:])
+    assert cap_text(text, 3000) is text
+    cut = excerpt(Message("tool", text, tool_result={"success": True}), 600, "older")
+    assert cut is not None and cut.metadata["context_cut"] is True
+    assert cut.content.startswith(text[:400] + "\n\n[agentls: 2,400 of this tool result's 3,000 ")
+    assert "(it belongs to an earlier turn)." in cut.content
+    assert cut.content.endswith(".]\n\n" + text[-200:])
+    assert excerpt(Message("tool", text[:700]), 600, "older") is None  # short enough already

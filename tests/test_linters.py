@@ -12,6 +12,7 @@ cleared; renames and deletes; the event loop stays free while linting.
 from __future__ import annotations
 
 import asyncio
+import shlex
 import shutil
 import sys
 import time
@@ -229,30 +230,37 @@ async def test_failing_generic_linter_without_findings_is_a_failure(ws: Path) ->
 # --------------------------------------------------------------------------- trouble
 
 
-@pytest.mark.skipif(shutil.which("sleep") is None or shutil.which("sh") is None,
-                    reason="needs sh and sleep")
+@pytest.mark.skipif(shutil.which("sleep") is None or shutil.which("sh") is None
+                    or not Path("/proc/self/stat").exists(),
+                    reason="needs sh, sleep and /proc to see the child")
 async def test_timeout_kills_the_linter(ws: Path) -> None:
-    # `sh` starts `sleep` as a child: the whole process group is stopped
-    linter = Linter("sleepy", ("python",), ("sh", "-c", "sleep 31.4159; echo $0", "{file}"),
-                    timeout=0.3)
-    started = time.monotonic()
-    run = await run_linter(linter, "x = 1\n", ws / "m.py", cwd=ws)
-    assert time.monotonic() - started < 5
-    assert run.failure_kind == "timeout" and "0.3 s" in (run.failure or "")
-    await asyncio.sleep(0.1)
-    assert _processes(b"sleep\x0031.4159\x00") == [], "the linter's child survived the timeout"
+    # `sh` starts `sleep` as a child and writes its pid: the whole process
+    # group is stopped, the child included.
+    pid_file = ws / "sleep.pid"
+    script = f"sleep 31.4159 & echo $! > {shlex.quote(str(pid_file))}; wait; echo $0"
+    linter = Linter("sleepy", ("python",), ("sh", "-c", script, "{file}"), timeout=1.5)
+    # Bounded: a child left running holds the output pipe, and the run would
+    # then last as long as the child (31 s).
+    run = await asyncio.wait_for(run_linter(linter, "x = 1\n", ws / "m.py", cwd=ws), 20)
+    assert run.failure_kind == "timeout" and "1.5 s" in (run.failure or "")
+    # The pid proves the child was running when the timeout struck; a killed
+    # process is gone once its parent (init, after sh died) reaps it.
+    assert pid_file.exists(), "sh never started its child: the test proved nothing"
+    child = int(pid_file.read_text())
+    for _ in range(500):
+        if not _running(child):
+            break
+        await asyncio.sleep(0.01)
+    assert not _running(child), "the linter's child survived the timeout"
 
 
-def _processes(cmdline: bytes) -> list[Path]:
-    """Processes with this exact command line (Linux /proc; [] elsewhere)."""
-    found = []
-    for path in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if path.read_bytes() == cmdline:
-                found.append(path)
-        except OSError:
-            pass
-    return found
+def _running(pid: int) -> bool:
+    """The process exists and is not a zombie (Linux /proc)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 async def test_linter_that_cannot_start(ws: Path) -> None:

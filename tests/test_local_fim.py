@@ -105,7 +105,7 @@ def test_declared_fim_ids_give_the_family_prompt(tmp_path: Path) -> None:
         "tokenizer.chat_template": "{{ messages }}",
     }))
     facts = model_facts(path)
-    assert facts.fim is not None and facts.fim.family == "qwen2.5-coder/codegemma"
+    assert facts.fim is not None and facts.fim.family == "qwen2.5-coder"
     prompt = build_fim_prompt(facts.fim, "def add(a, b):\n    ", "\n\nprint(add(1, 2))\n")
     assert prompt == ("<|fim_prefix|>def add(a, b):\n    <|fim_suffix|>\n\nprint(add(1, 2))\n"
                       "<|fim_middle|>")

@@ -174,3 +174,17 @@ def test_mentions_is_an_installed_feature_with_ui_elements(ws: Path) -> None:
     schema = registry.get_ui_schema(config(ws), plugins=[plugin])
     assert schema == [{"ui_type": "message_footer", "data": "metadata.mentions",
                        "template": "Attached: {{data}}", "plugin": "mentions"}]
+
+
+def test_a_half_typed_prefix_completes_to_the_whole_one_for_files_and_mcp() -> None:
+    from agentls.features import mentions
+    from agentls.features.mcp import feature as mcp
+    from agentls.features.mention_prefix import complete_mention_prefix
+
+    for pattern, prefix in ((mentions._TYPING_PREFIX, "@file:"), (mcp._TYPING_PREFIX, "@mcp:")):
+        for typed in ("@", prefix[:2], prefix[:-1]):
+            items = complete_mention_prefix(f"see {typed}", pattern, prefix, "meta")
+            assert items == [{"replacement": prefix, "start": 4, "display": prefix,
+                              "display_meta": "meta"}], typed
+        assert complete_mention_prefix("mail@", pattern, prefix, "meta") == []  # not a word start
+        assert complete_mention_prefix("@x", pattern, prefix, "meta") == []

@@ -1,6 +1,8 @@
 """Fill-in-the-middle on OpenAI-compatible servers is decided by asking the
-server (providers/fim_probe.py), against a loopback fake speaking the wire
-formats real servers use (tests/fakes/http_backend.py)."""
+server (providers/fim_probe.py): the known-answer probe, the errors real
+servers send for `suffix`, the override, against a loopback fake speaking
+their wire formats (tests/fakes/http_backend.py; the engines' FIM quirks are
+in tests/test_fim_engines.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ import pytest
 
 from agentls.core.models import ModelError
 from agentls.core.provider import CompletionOptions, FimRequest, FimUnsupported, ProviderConfig
-from agentls.providers.fim_probe import says_fim_unsupported
+from agentls.providers import fim_probe
+from agentls.providers.fim_probe import rejection, says_fim_unsupported
 from agentls.providers.openai import OpenAIProvider
 from tests.fakes.http_backend import (
     SSE_DONE,
@@ -38,23 +41,30 @@ def text_stream() -> Reply:
     return sse_reply([sse(openai_chunk(text="return 1", finish_reason="stop")), SSE_DONE])
 
 
+def probe_answer(text: str) -> Reply:
+    """A non-streamed /completions answer (the known-answer probe)."""
+    return json_reply({"choices": [{"index": 0, "text": text, "finish_reason": "stop"}]})
+
+
 async def fim_text(provider: OpenAIProvider) -> str:
     return "".join([c.delta async for c in provider.stream_fim(REQUEST)])
 
 
-async def test_a_server_accepting_suffix_gets_fim_whatever_the_model_name(
+async def test_a_server_filling_the_probe_by_the_suffix_gets_suffix_fim_whatever_the_name(
     fake_backend: FakeBackend,
 ) -> None:
-    fake_backend.script("POST", COMPLETIONS, text_stream())
+    fake_backend.script("POST", COMPLETIONS, probe_answer("lantern_id"), text_stream())
     provider = make(fake_backend)
-    assert await provider.fim_supported() is True  # unknown: the request is the probe
+    assert await provider.fim_supported() is True
     assert await fim_text(provider) == "return 1"
     assert await fim_text(provider) == "return 1"
     await provider.aclose()
     assert provider.model_supports_fim() and "fim" in provider.get_info().capabilities
     assert provider.fim.probes == 1
-    assert [r.path for r in fake_backend.requests] == ["/props", COMPLETIONS, COMPLETIONS]
-    assert fake_backend.requests_to(COMPLETIONS)[0].json["suffix"] == "\n"
+    paths = [r.path for r in fake_backend.requests]
+    assert paths[0] == "/props" and paths[-3:] == [COMPLETIONS] * 3
+    assert fake_backend.requests_to(COMPLETIONS)[1].json["suffix"] == "\n"
+    assert provider.status_report()["fim"]["models"]["my-coder:latest"]["form"] == "suffix"
 
 
 @pytest.mark.parametrize(
@@ -62,6 +72,26 @@ async def test_a_server_accepting_suffix_gets_fim_whatever_the_model_name(
     [
         (error_reply(404, "This is a chat model and not supported in the v1/completions "
                      "endpoint. Did you mean to use v1/chat/completions?"), "api.openai.com"),
+        (Reply(405, body="Method Not Allowed"), "no route"),
+        (Reply(501, body="Not Implemented"), "no route"),
+    ],
+)
+async def test_a_server_without_raw_completion_means_chat_after_one_probe(
+    fake_backend: FakeBackend, reply: Reply, who: str
+) -> None:
+    fake_backend.script("POST", COMPLETIONS, reply)
+    provider = make(fake_backend, model="qwen2.5-coder-7b")
+    assert await provider.fim_supported() is False, who
+    with pytest.raises(FimUnsupported):  # known now: no second request
+        await fim_text(provider)
+    await provider.aclose()
+    assert len(fake_backend.requests_to(COMPLETIONS)) == 1, who
+    assert provider.status_report()["fim"]["models"]["qwen2.5-coder-7b"]["form"] == "none"
+
+
+@pytest.mark.parametrize(
+    ("reply", "who"),
+    [
         (error_reply(400, "suffix is not currently supported"), "vLLM"),
         (error_reply(400, "Unrecognized request argument supplied: suffix"), "older OpenAI"),
         (Reply(500, body={"error": {"code": 500, "message": "Unsupported param: suffix",
@@ -70,23 +100,19 @@ async def test_a_server_accepting_suffix_gets_fim_whatever_the_model_name(
                                "support insert", "type": "api_error"}}, status=400), "ollama /v1"),
         (json_reply({"detail": [{"msg": "extra fields not permitted", "loc": ["suffix"]}]},
                     status=422), "FastAPI"),
-        (Reply(405, body="Method Not Allowed"), "no route"),
-        (Reply(501, body="Not Implemented"), "no route"),
     ],
 )
-async def test_a_server_turning_suffix_down_means_no_after_one_probe(
+async def test_a_server_refusing_suffix_gets_the_template_or_the_prefix(
     fake_backend: FakeBackend, reply: Reply, who: str
 ) -> None:
     fake_backend.script("POST", COMPLETIONS, reply)
-    provider = make(fake_backend, model="qwen2.5-coder-7b")
-    with pytest.raises(FimUnsupported):
-        await fim_text(provider)
-    assert await provider.fim_supported() is False, who
-    with pytest.raises(FimUnsupported):  # known now: no second request
-        await fim_text(provider)
-    await provider.aclose()
-    assert len(fake_backend.requests_to(COMPLETIONS)) == 1, who
-    assert provider.status_report()["fim"]["models"] == {"qwen2.5-coder-7b": False}
+    coder, other = make(fake_backend, model="qwen2.5-coder-7b"), make(fake_backend, model="m")
+    assert (await coder.fim_plan()).form == "template", who
+    assert (await other.fim_plan()).form == "continuation", who
+    assert await coder.fim_supported() and await other.fim_supported()
+    await coder.aclose()
+    await other.aclose()
+    assert len(fake_backend.requests_to(COMPLETIONS)) == 2, who  # one probe each
 
 
 @pytest.mark.parametrize(
@@ -100,28 +126,31 @@ async def test_a_server_turning_suffix_down_means_no_after_one_probe(
         error_reply(400, "This model's maximum context length is 2048 tokens"),
     ],
 )
-async def test_failures_that_say_nothing_about_fim_are_reported_and_not_remembered(
-    fake_backend: FakeBackend, reply: Reply
+async def test_probe_failures_that_say_nothing_about_fim_are_asked_again_later(
+    fake_backend: FakeBackend, reply: Reply, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake_backend.script("POST", COMPLETIONS, reply)
     provider = make(fake_backend)
-    for _ in range(2):
-        with pytest.raises(ModelError) as info:
-            await fim_text(provider)
-        assert not isinstance(info.value, FimUnsupported)
-    assert provider.fim.known("my-coder:latest") is None
+    plan = await provider.fim_plan()
+    assert plan.form == "continuation" and "asked again" in plan.why
+    assert provider.fim.known("my-coder:latest") is not None  # for now
+    monkeypatch.setattr(fim_probe, "RETRY_SECONDS", 0.0)
+    provider.fim._plans.clear()
+    await provider.fim_plan()
+    assert provider.fim.known("my-coder:latest") is None  # due again at once
+    await provider.fim_plan()
     await provider.aclose()
-    # The probe is not retried, and the next request probes again.
-    assert len(fake_backend.requests_to(COMPLETIONS)) == 2
+    # The probe is not retried within a request, and is asked again when due.
+    assert len(fake_backend.requests_to(COMPLETIONS)) == 3
 
 
-async def test_llama_cpp_props_means_no_without_a_probe(fake_backend: FakeBackend) -> None:
+async def test_llama_cpp_props_means_no_probe(fake_backend: FakeBackend) -> None:
     fake_backend.script("GET", "/props", json_reply({
         "default_generation_settings": {"n_ctx": 4096, "params": {}}, "total_slots": 1,
         "model_path": "/models/qwen2.5-coder-1.5b-q8_0.gguf", "build_info": "b6000-abc"}))
     provider = make(fake_backend, model="qwen2.5-coder-1.5b")
-    assert await provider.fim_supported() is False
-    assert await provider.fim_supported("other") is False
+    assert (await provider.fim_plan()).form == "template"  # by name: no /tokenize here
+    assert (await provider.fim_plan("other")).form == "continuation"
     await provider.aclose()
     assert not fake_backend.requests_to(COMPLETIONS)
     assert len(fake_backend.requests_to("/props")) == 1
@@ -142,12 +171,14 @@ async def test_the_fim_option_overrides_without_asking(
     assert not fake_backend.requests_to("/props")
 
 
-async def test_concurrent_first_requests_ask_props_once(fake_backend: FakeBackend) -> None:
+async def test_concurrent_first_requests_find_out_once(fake_backend: FakeBackend) -> None:
+    fake_backend.script("POST", COMPLETIONS, probe_answer("lantern_id"))
     provider = make(fake_backend)
     answers = await asyncio.gather(*(provider.fim_supported() for _ in range(5)))
     await provider.aclose()
     assert answers == [True] * 5
     assert len(fake_backend.requests_to("/props")) == 1
+    assert provider.fim.probes == 1
 
 
 def test_says_fim_unsupported() -> None:
@@ -159,3 +190,7 @@ def test_says_fim_unsupported() -> None:
     assert not says_fim_unsupported(400, "prompt is too long for the context window (suffix)")
     assert not says_fim_unsupported(401, "suffix")
     assert not says_fim_unsupported(429, "unsupported")
+    assert rejection(404, "") == "no_completions"
+    assert rejection(400, "This is a chat model") == "no_completions"
+    assert rejection(400, "suffix is not currently supported") == "no_suffix"
+    assert rejection(500, "Unsupported param: suffix") == "no_suffix"

@@ -417,7 +417,10 @@ async def test_model_error_fails_turn_and_keeps_session_valid() -> None:
 async def test_concurrent_turns_in_one_session_are_refused() -> None:
     orch, _, _ = make([{"text": "slow", "delay": 0.2}, {"text": "x"}])
     first = asyncio.create_task(orch.run_turn(Session("s1"), "a"))
-    await asyncio.sleep(0.05)
+    for _ in range(1000):  # until the first turn has begun
+        if orch.is_running("s1"):
+            break
+        await asyncio.sleep(0)
     with pytest.raises(TurnInProgress):
         await orch.run_turn(Session("s1"), "b")
     assert (await first).status == "completed"
@@ -468,6 +471,41 @@ async def test_hooks_see_lifecycle_events_in_order() -> None:
     assert seen == ["session:start", "prompt:submit", "provider:request", "provider:response",
                     "tool:pre", "tool:post", "provider:request", "provider:response",
                     "prompt:complete", "orchestrator:complete"]
+
+
+async def test_hooks_see_content_blocks_thinking_and_notifications() -> None:
+    hooks = HookRegistry()
+    seen: list[tuple[str, dict[str, Any]]] = []
+
+    async def record(event: str, data: dict[str, Any]) -> HookResult:
+        seen.append((event, {k: v for k, v in data.items() if k != "timestamp"}))
+        return HookResult()
+
+    async def tell(event: str, data: dict[str, Any]) -> HookResult:
+        return HookResult(user_message="prompt logged", user_message_level="warning")
+
+    for name in (events.CONTENT_BLOCK_START, events.CONTENT_BLOCK_DELTA,
+                 events.CONTENT_BLOCK_END, events.THINKING_DELTA, events.USER_NOTIFICATION):
+        hooks.register(name, record)
+    hooks.register(events.PROMPT_SUBMIT, tell)
+    display = Display()
+    orch, _, _ = make([{"reasoning": "think", "chunks": ["Hel", "lo"]}], hooks=hooks,
+                      display=display)
+    result = await orch.run_turn(Session("s1"), "x")
+    assert result.status == "completed"
+    assert display.shown == [("prompt logged", "warning")]
+    block = {"session_id": "s1", "index": 1}
+    assert seen == [
+        ("user:notification", {"session_id": "s1", "message": "prompt logged",
+                               "level": "warning"}),
+        ("content_block:start", {**block, "block_type": "thinking"}),
+        ("thinking:delta", {"session_id": "s1", "delta": "think"}),
+        ("content_block:end", {**block, "block_type": "thinking", "text": "think"}),
+        ("content_block:start", {**block, "block_type": "text"}),
+        ("content_block:delta", {"session_id": "s1", "delta": "Hel"}),
+        ("content_block:delta", {"session_id": "s1", "delta": "lo"}),
+        ("content_block:end", {**block, "block_type": "text", "text": "Hello"}),
+    ]
 
 
 async def test_suppress_output_is_marked_on_stored_injections() -> None:

@@ -582,10 +582,22 @@ async def test_stalled_server_times_out(fake_backend: FakeBackend, where: str) -
 # --------------------------------------------------------------------------- FIM, models, info
 
 
+def serve_generate(backend: FakeBackend, *stream: Reply) -> None:
+    """/api/generate: the known-answer FIM probe (stream false) answered as
+    a model that reads the suffix does; streamed requests get `stream`."""
+    replies = list(stream)
+
+    def answer(request: RecordedRequest) -> Reply:
+        if (request.json or {}).get("stream") is False:
+            return json_reply({"model": "m", "response": "lantern_id", "done": True})
+        return replies.pop(0) if len(replies) > 1 else replies[0]
+
+    backend.respond("POST", GENERATE, answer)
+
+
 async def test_fim_uses_generate_with_suffix(fake_backend: FakeBackend) -> None:
-    fake_backend.script(
-        "POST",
-        GENERATE,
+    serve_generate(
+        fake_backend,
         ndjson_reply([generate("return a"), generate(" + b"), generate_done(20, 4)]),
     )
     # A tag no name pattern recognises: the server's `insert` decides.
@@ -604,7 +616,8 @@ async def test_fim_uses_generate_with_suffix(fake_backend: FakeBackend) -> None:
     assert "".join(c.delta for c in chunks) == "return a + b"
     assert [c.finish_reason for c in chunks if c.finish_reason] == ["stop"]
     assert chunks[-1].usage == FimUsage(input_tokens=20, output_tokens=4, total_tokens=24)
-    body = fake_backend.requests_to(GENERATE)[0].json
+    probe, body = (r.json for r in fake_backend.requests_to(GENERATE))
+    assert probe["suffix"] and probe["stream"] is False  # the known-answer probe
     assert body == {
         "model": "my-coder:latest",
         "prompt": "def add(a, b):\n    ",
@@ -615,9 +628,11 @@ async def test_fim_uses_generate_with_suffix(fake_backend: FakeBackend) -> None:
     }
 
 
-async def test_fim_capability_comes_from_the_server_not_the_name(
+async def test_fim_capability_comes_from_the_server_then_the_name(
     fake_backend: FakeBackend,
 ) -> None:
+    # Before any FIM request, from /api/show alone: `insert`, or FIM tokens
+    # in the template, or a code model's name (its template in a raw prompt).
     serve_show(fake_backend, {
         "my-coder:latest": show_body(["completion", "insert"]),
         # A coder *name* whose template takes no suffix (an instruct variant).
@@ -628,19 +643,18 @@ async def test_fim_capability_comes_from_the_server_not_the_name(
         "says-nothing": {"details": {}},
     })
     provider = make_provider(fake_backend)
-    answers = {
-        model: await within(provider.fim_supported(model))
-        for model in ("my-coder:latest", "qwen2.5-coder:7b-instruct", "old-fim:1b",
-                      "old-chat:1b", "says-nothing", "not-pulled:1b")
-    }
+    models = ("my-coder:latest", "qwen2.5-coder:7b-instruct", "old-fim:1b", "old-chat:1b",
+              "says-nothing", "not-pulled:1b")
+    for model in models:
+        await within(provider.model_capabilities(model))
+    answers = {model: provider.model_supports_fim(model) for model in models}
     assert answers == {
-        "my-coder:latest": True, "qwen2.5-coder:7b-instruct": False, "old-fim:1b": True,
+        "my-coder:latest": True, "qwen2.5-coder:7b-instruct": True, "old-fim:1b": True,
         "old-chat:1b": False, "says-nothing": False, "not-pulled:1b": False,
     }
-    assert provider.model_supports_fim("my-coder:latest")
     # Cached per model: asking again sends nothing (a failed ask is retried).
     asked = len(fake_backend.requests_to(SHOW))
-    assert await within(provider.fim_supported("my-coder:latest"))
+    await within(provider.model_capabilities("my-coder:latest"))
     assert len(fake_backend.requests_to(SHOW)) == asked
     await provider.aclose()
 
@@ -659,11 +673,14 @@ async def test_fim_option_overrides_the_server(fake_backend: FakeBackend) -> Non
 
 async def test_concurrent_first_requests_share_one_show_call(fake_backend: FakeBackend) -> None:
     serve_show(fake_backend, {"my-coder:latest": show_body(["completion", "insert"])})
+    serve_generate(fake_backend, Reply(500))
     provider = make_provider(fake_backend, model="my-coder:latest")
     answers = await within(asyncio.gather(*(provider.fim_supported() for _ in range(8))))
     await provider.aclose()
     assert answers == [True] * 8
     assert len(fake_backend.requests_to(SHOW)) == 1
+    assert len(fake_backend.requests_to(GENERATE)) == 1  # one probe
+    assert provider.status_report()["fim"]["models"]["my-coder:latest"]["form"] == "suffix"
 
 
 async def test_a_server_slow_to_show_means_no_fim_not_a_hang(

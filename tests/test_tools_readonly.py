@@ -13,6 +13,7 @@ import pytest
 
 from agentls.core.models import ToolCall
 from agentls.core.registry import PluginRegistry
+from agentls.core.tool_context import ToolContext
 from agentls.core.tools import ToolExecution, ToolExecutor
 from agentls.features.tools import ListFilesTool, ReadFileTool, SearchTextTool, readonly
 from agentls.features.tools.workspace import IgnoreRules, Workspace, matches_glob
@@ -52,7 +53,8 @@ def run(
         "documents": lambda path: docs.get(path),
     }
     call = ToolCall(id="c1", tool=tool, arguments=arguments)
-    return asyncio.run(asyncio.wait_for(executor.execute(call, context), 10))
+    return asyncio.run(asyncio.wait_for(
+        executor.execute(call, ToolContext.from_mapping(context)), 10))
 
 
 # -- read_file --------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentls.core.positions import code_units
 from agentls.features.linters.parse import _LINE_BREAK, _LSP_SEVERITY, Finding
 
 DIAGNOSTIC_SOURCE = "agentls"
@@ -136,22 +137,13 @@ def format_injection(
     return short if fits(short) else None
 
 
-def _units(line: str, column: int, encoding: str) -> int:
-    prefix = line[: max(column, 0)]
-    if encoding == "utf-8":
-        return len(prefix.encode("utf-8"))
-    if encoding == "utf-32":
-        return len(prefix)
-    return len(prefix.encode("utf-16-le")) // 2
-
-
 def _position(lines: Sequence[str], line: int, column: int, encoding: str) -> dict[str, int]:
     if line >= len(lines):
         last = len(lines) - 1
-        return {"line": last, "character": _units(lines[last], len(lines[last]), encoding)}
+        return {"line": last, "character": code_units(lines[last], encoding)}
     line = max(line, 0)
     text = lines[line]
-    return {"line": line, "character": _units(text, min(column, len(text)), encoding)}
+    return {"line": line, "character": code_units(text[: max(column, 0)], encoding)}
 
 
 def to_diagnostic(

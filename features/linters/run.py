@@ -7,13 +7,13 @@ import asyncio
 import contextlib
 import os
 import shutil
-import signal
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from agentls.core.process_group import kill_process_group
 from agentls.features.linters.config import Linter
 from agentls.features.linters.parse import Finding, _first_line, parse_output
 
@@ -113,11 +113,7 @@ async def _run(
 
 
 async def _kill(proc: asyncio.subprocess.Process) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        if os.name == "posix":
-            os.killpg(proc.pid, signal.SIGKILL)
-        else:
-            proc.kill()
+    kill_process_group(proc)
     with contextlib.suppress(Exception):
         # Shielded: a cancelled hook must still reap its child.
         await asyncio.shield(proc.wait())

@@ -24,6 +24,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentls.features.mention_prefix import complete_mention_prefix
+
 from .config import (
     WORKSPACE_FILE,
     WorkspaceServers,
@@ -255,11 +257,8 @@ class McpFeature:
             return []
         typing = _TYPING.search(text)
         if typing is None:
-            prefix = _TYPING_PREFIX.search(text)
-            if prefix is None:
-                return []
-            return [{"replacement": MENTION_PREFIX, "start": prefix.start(),
-                     "display": MENTION_PREFIX, "display_meta": "mention an MCP resource"}]
+            return complete_mention_prefix(
+                text, _TYPING_PREFIX, MENTION_PREFIX, "mention an MCP resource")
         query = typing.group(1).lower()
         items = []
         for server, resource in resources:

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from agentls.core.process_group import kill_process_group
 from agentls.core.tool_context import ToolContext, ToolNeed
 
 from .command_env import command_environment
@@ -122,17 +123,7 @@ async def _drain(stream: asyncio.StreamReader | None, capture: _Capture) -> None
 def _kill_group(proc: asyncio.subprocess.Process) -> bool:
     """SIGKILL the command's process group (it leads its own session).
     True when there was something to kill."""
-    if os.name == "posix":
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-            return True
-        except (ProcessLookupError, PermissionError):
-            return False
-    if proc.returncode is None:  # Windows: the process itself
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-            return True
-    return False
+    return kill_process_group(proc)
 
 
 async def _leader_exited(proc: asyncio.subprocess.Process) -> None:

@@ -50,10 +50,6 @@ class IgnoreRules:
         self._specs: dict[str, GitIgnoreSpec | None] = {}  # folder rel path -> its rules
         self._exclude = _spec(root / ".git" / "info" / "exclude")
 
-    @classmethod
-    def for_folder(cls, folder: Path) -> IgnoreRules:
-        return cls(folder)
-
     def _folder_spec(self, rel_dir: str) -> GitIgnoreSpec | None:
         if rel_dir not in self._specs:
             base = self.root / rel_dir if rel_dir else self.root

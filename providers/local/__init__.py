@@ -11,7 +11,7 @@ provider's HTTP code pointed at that child's loopback port, with no key.
 The modules, in the order a request meets them:
 
 - provider.py: LocalProvider: the calls, and the limits (FIM only with the
-  GGUF's FIM tokens, one tool call per reply).
+  GGUF's FIM tokens, one tool call per reply without a native format).
 - choice.py: providerOptions and which model serves a request (catalog id,
   .gguf path, `hf:` reference; the previous model serves during a download).
 - catalog.py: the two packaged models, locating (and joining) their GGUF
@@ -21,8 +21,16 @@ The modules, in the order a request meets them:
   recommended.py: the models to download by purpose and memory.
 - gguf_meta.py, fim.py: the GGUF header (architecture, KV-cache size, chat
   template, FIM tokens) and FIM prompts; listing.py: agentls/models.
+- tool_format.py, chat_template.py, chat_tools.py: tool calls in the GGUF's
+  own format (Hermes/Qwen, Mistral, Llama 3): detecting it, rendering the
+  prompt with the GGUF's chat template, parsing the calls in the reply.
 - tool_grammar.py: messages for a GGUF chat template, and tool calls through
-  a JSON-schema grammar (the schema and the decoder of the reply).
+  a JSON-schema grammar (the schema and the decoder of the reply), for
+  models without a native format.
+- child_calls.py: one call to a child (load progress, a restart when it
+  died between requests, a crash or an overlong prompt explained).
+- serving.py: which child serves each role, and the switch to a newly
+  chosen model once it has loaded.
 - process.py: starting, supervising and restarting the child processes,
   and leaving no orphans.
 - worker.py (run by __main__.py): the child itself.

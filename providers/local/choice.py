@@ -14,11 +14,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import agentls.providers.local.hub as hub
 from agentls.core.errors import ModelError
 from agentls.core.progress import NullProgress, ProgressSink
 from agentls.core.provider import ProviderConfig
 
-from . import hub
 from .catalog import (
     CATALOG,
     DEFAULT_CHAT_MODEL,

@@ -18,10 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+import agentls.providers.local.hub as hub
 from agentls.core.errors import ModelError
 from agentls.core.progress import NullProgress, ProgressSink, ProgressTask
-
-from . import hub
 
 logger = logging.getLogger("agentls.providers.local")
 

@@ -12,22 +12,26 @@ names the format ("hermes", "mistral", "llama3", or "grammar").
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
 
+import agentls.providers.local.hub as hub
 from agentls.core.models import ModelInfo
 
-from . import hub
 from .catalog import CATALOG, _model_installed
+from .choice import ModelChoice
 from .downloads import DOWNLOADS
+from .gguf_meta import ModelFacts
+from .process import _ChildSpec
 from .recommended import RECOMMENDED
-
-if TYPE_CHECKING:
-    from .provider import LocalProvider
 
 _MAX_OUTPUT = 512
 
 
-async def list_local_models(provider: LocalProvider) -> list[ModelInfo]:
+async def list_local_models(
+    choice: ModelChoice, facts_of: Callable[[_ChildSpec], Awaitable[ModelFacts | None]]
+) -> list[ModelInfo]:
+    """The models of `choice` (the provider's options) and of this machine,
+    each described by `facts_of` (its GGUF's facts, cached by the provider)."""
     models: list[ModelInfo] = []
     seen: set[str] = set()
 
@@ -35,8 +39,8 @@ async def list_local_models(provider: LocalProvider) -> list[ModelInfo]:
         if model_id in seen:
             return
         seen.add(model_id)
-        spec = provider._spec(model_id, role)
-        facts = await provider._facts(spec)
+        spec = choice.spec(model_id, role)
+        facts = await facts_of(spec)
         capabilities = ["streaming", *(facts.capabilities() if facts else ["completion"])]
         if spec.chat_format and "chat" not in capabilities:
             # A llama.cpp chat format stands in for the template; tools then
@@ -62,9 +66,9 @@ async def list_local_models(provider: LocalProvider) -> list[ModelInfo]:
     for entry in CATALOG.values():
         if _model_installed(entry.id):
             await add(entry.id, entry.display_name, "chat", use=entry.use, packaged=True)
-    for custom in {p for p in (provider._model_path, provider._completion_model_path) if p}:
+    for custom in {p for p in (choice.model_path, choice.completion_model_path) if p}:
         await add(custom.stem, custom.name, "chat", path=str(custom))
-    wanted = [provider.default_model, provider.default_completion_model]
+    wanted = [choice.default_model, choice.default_completion_model]
     wanted += [job.ref.display for job in DOWNLOADS.jobs.values() if job.state == "ready"]
     for model_id in wanted:
         if hub.is_hf_reference(model_id):

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentls.core.errors import ModelError
+from agentls.core.process_group import kill_process_group
 from agentls.core.provider import ProviderConfig
 
 from ..fim_probe import FimSupport
@@ -70,7 +71,7 @@ def rss_bytes(pid: int) -> int | None:
 def check_gguf_file(path: Path, model: str) -> None:
     """Before a child is started: the file exists, is a GGUF, and fits in
     the memory this machine has left; else a ModelError saying what to do."""
-    from . import hub
+    import agentls.providers.local.hub as hub
 
     if not path.is_file():
         raise ModelError(
@@ -105,13 +106,8 @@ _CHILDREN_LOCK = threading.Lock()
 def _kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
     """Signal the child's whole process group (it leads its own session);
     only while the leader is not yet reaped, so the group id is still ours."""
-    if proc.returncode is not None:
-        return
-    with contextlib.suppress(OSError):
-        if hasattr(os, "killpg"):
-            os.killpg(proc.pid, sig)
-        else:  # pragma: no cover - Windows
-            proc.kill()
+    if proc.returncode is None:
+        kill_process_group(proc, sig)
 
 
 def _terminate(proc: subprocess.Popen[bytes], grace: float = 2.0) -> int | None:
@@ -209,7 +205,8 @@ class _LoopbackOpenAI(OpenAIProvider):
         )
         # /completions is what the child serves, always (with or without
         # `suffix`, which provider.py drops): nothing to probe.
-        self.fim = FimSupport(self._http, True)
+        self.fim = FimSupport("local", True, suffix_blocked=self._fim_suffix_blocked,
+                              probe=self._fim_probe, find_tokens=self._fim_tokens)
 
     def model_supports_fim(self, model: str | None = None) -> bool:
         return False

@@ -33,7 +33,7 @@ import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from agentls.core.models import (
     ConfigField,
@@ -42,12 +42,12 @@ from agentls.core.models import (
     ProviderInfo,
     StreamChunk,
 )
-from agentls.core.progress import NullProgress, ProgressSink, ProgressTask
+from agentls.core.progress import NullProgress, ProgressSink
 from agentls.core.provider import (
     BaseProvider,
-    ChunkStream,
     CompletionOptions,
     FimChunk,
+    FimPlan,
     FimRequest,
     ProviderConfig,
     ToolSpec,
@@ -62,20 +62,19 @@ from .catalog import (
     runtime_error,
 )
 from .chat_tools import decode_grammar, decode_native, grammar_notice, native_request
+from .child_calls import ChildCalls
 from .choice import LAST_SERVED, ModelChoice, _int_option
 from .downloads import DOWNLOADS
 from .fim import build_fim_prompt
 from .gguf_meta import GgufError, ModelFacts, model_facts
 from .listing import list_local_models
-from .process import _ChildSpec, _describe_exit, _LoopbackOpenAI, _ModelProcess, rss_bytes
+from .process import _ChildSpec, _ModelProcess, rss_bytes
 from .recommended import RECOMMENDED_CHAT
 from .serving import ServingModels
 from .tool_format import NATIVE_FORMATS
 from .tool_grammar import to_local_messages, tool_reply_schema
 
 logger = logging.getLogger("agentls.providers.local")
-
-_Chunk = TypeVar("_Chunk")
 
 DEFAULT_CHAT_MAX_TOKENS = 512  # tiny models loop; a reply longer than this is noise
 # A model with native tool calls is a real instruct model: room for a
@@ -85,7 +84,6 @@ DEFAULT_COMPLETION_PREFIX_CHARS = 2000
 DEFAULT_COMPLETION_MAX_TOKENS = 128  # llama.cpp's own default (16) is too short
 DEFAULT_TEMPERATURE = 0.2
 _CHARS_PER_TOKEN_FLOOR = 2.5  # prefix trimming: code averages 3-4 chars a token
-LOAD_PROGRESS_AFTER = 1.0  # seconds: a shorter model load is not worth a notification
 
 class LocalProvider(BaseProvider):
     """llama.cpp in a child process; see the module docstring."""
@@ -100,10 +98,7 @@ class LocalProvider(BaseProvider):
         # What runs a model's child: tests pass a _ModelProcess whose
         # worker_command() stands in a loopback fake for llama.cpp's server.
         self._process_factory = process_factory
-        # Read-only views of the options, for this module and listing.py.
-        self._model_path = self.choice.model_path
-        self._completion_model_path = self.choice.completion_model_path
-        self._n_ctx = self.choice.n_ctx
+        # Read-only views of the options this module uses.
         self._n_threads = self.choice.n_threads
         self._startup_timeout = self.choice.startup_timeout
         self._cache_dir = self.choice.cache_dir
@@ -116,6 +111,7 @@ class LocalProvider(BaseProvider):
         self._progress: ProgressSink = NullProgress()
         self.models = ServingModels(self._new_process, lambda: self._progress, self._loaded)
         self._processes = self.models.processes  # the same dict: status, listing
+        self.calls = ChildCalls(self.models, lambda: self._progress, self._loaded)
         self._model_facts: dict[_ChildSpec, ModelFacts | None] = {}
         # The chat model's own tokenizer per GGUF, for the context budget.
         self._counters: dict[str, LazyCounter] = {}
@@ -173,9 +169,6 @@ class LocalProvider(BaseProvider):
             request_timeout=self.config.request_timeout,
             connect_timeout=self.config.connect_timeout,
         )
-
-    def _process(self, spec: _ChildSpec) -> _ModelProcess:
-        return self.models.process(spec)
 
     def _serving(self, model: str | None, role: str) -> _ModelProcess:
         """The child for a request: the chosen model's once it runs; while it
@@ -238,6 +231,9 @@ class LocalProvider(BaseProvider):
                 "starts": process.starts,
                 "capabilities": facts.capabilities() if facts else None,
                 "fimTokens": facts.fim.family if facts and facts.fim else None,
+                # the completion prompt form (fim_plan): FIM tokens or the prefix alone
+                "fimForm": ("template" if facts and facts.fim else "continuation")
+                if facts else None,
                 "toolFormat": facts.tool_calling(spec.chat_format) if facts else None,
             })
         return {
@@ -246,107 +242,6 @@ class LocalProvider(BaseProvider):
         }
 
     # -- calls -------------------------------------------------------------------
-    async def _guarded(
-        self,
-        process: _ModelProcess,
-        open_stream: Callable[[_LoopbackOpenAI], ChunkStream[_Chunk]],
-        role: str = "chat",
-    ) -> AsyncIterator[_Chunk]:
-        """Stream from the child. When it turns out dead before anything was
-        streamed (it died between requests and we raced its exit), it is
-        started again and the request sent once more; a death mid-answer
-        becomes server_error ("crashed and was restarted")."""
-        process = self.models.replacement(process, role)
-        process.in_use += 1  # a switch stops this child only once it is unused
-        try:
-            for attempt in (1, 2):
-                client = await self._client(process, role)
-                mark = process.log_offset()
-                stream = open_stream(client)
-                streamed = False
-                try:
-                    async for chunk in stream:
-                        streamed = True
-                        yield chunk
-                    return
-                except ModelError as exc:
-                    if (attempt == 1 and not streamed
-                            and await self._died(process, exc) is not None):
-                        continue  # nothing was said yet: process.client() restarts it
-                    explained = await self._explain(process, exc, mark)
-                    if explained is exc:
-                        raise
-                    raise explained from exc
-                finally:
-                    await stream.aclose()
-        finally:
-            process.in_use -= 1
-            self.models.release(process)
-
-    async def _client(self, process: _ModelProcess, role: str) -> _LoopbackOpenAI:
-        """The child's client; a load that takes over a second is shown as
-        progress (a 1 GB model takes several on a laptop)."""
-        if process.pid is not None:
-            client = await process.client()  # running (or just died: restarted quietly)
-            self.models.mark_serving(role, process)
-            return client
-        alias = process.spec.alias
-        shown: list[ProgressTask] = []
-        timer = asyncio.get_running_loop().call_later(
-            LOAD_PROGRESS_AFTER,
-            lambda: shown.append(self._progress.begin(f"Loading {alias}", message="local model")),
-        )
-        try:
-            client = await process.client()
-        except ModelError as exc:
-            timer.cancel()
-            for task in shown:
-                task.end("Loading failed", error=exc.message)
-            raise
-        except BaseException:
-            timer.cancel()
-            for task in shown:
-                task.end("Loading stopped")
-            raise
-        timer.cancel()
-        for task in shown:
-            task.end(f"{alias} loaded in {process.load_seconds or 0:.1f} s")
-        await self._loaded(process.spec, role)
-        self.models.mark_serving(role, process)
-        return client
-
-    async def _died(self, process: _ModelProcess, exc: ModelError) -> int | None:
-        """The child's exit code if it is dead. A connection cut is how a
-        crash looks from here: give the dying child a moment to be reaped."""
-        wait = 1.0 if exc.code in ("connection", "invalid_response", "server_error") else 0.0
-        return await process.exit_code(wait)
-
-    async def _explain(self, process: _ModelProcess, exc: ModelError, mark: int) -> ModelError:
-        code = await self._died(process, exc)
-        alias = process.spec.alias
-        if code is None:
-            log = process.log_text(mark)
-            if "exceed context window" in log or "exceeds the context" in log:
-                return ModelError(
-                    f"local: the request does not fit {alias}'s context window "
-                    f"(n_ctx={process.spec.n_ctx}): start a new session, send less context, "
-                    "or raise providerOptions.n_ctx.",
-                    model=alias,
-                    code="context_length",
-                )
-            return exc
-        tail = process.log_text()
-        try:
-            await process.client()
-            restarted = "and was restarted; try again"
-        except ModelError as again:
-            restarted = f"and could not be restarted: {again.message}"
-        return ModelError(
-            f"local: the local model {alias} crashed ({_describe_exit(code)}) while answering, "
-            f"{restarted}. Its last output:\n{tail or '(nothing)'}",
-            model=alias,
-            code="server_error",
-        )
 
     async def _stream(
         self,
@@ -386,7 +281,7 @@ class LocalProvider(BaseProvider):
         names = [tool["name"] for tool in tool_list]
         if tool_list and facts is not None and native:
             request = native_request(facts, spec.alias, messages, tool_list, inner)
-            raw = self._guarded(process, lambda client: client.stream_fim(request))
+            raw = self.calls.stream(process, lambda client: client.stream_fim(request))
             async for chunk in decode_native(raw, tool_format, model=spec.alias,
                                              tool_names=names):
                 yield chunk
@@ -398,7 +293,8 @@ class LocalProvider(BaseProvider):
                                          "schema": tool_reply_schema(tool_list)},
                      **options.extra}
             inner = dataclasses.replace(inner, extra=extra)
-        chunks = self._guarded(process, lambda client: client.stream(local_messages, options=inner))
+        chunks = self.calls.stream(
+            process, lambda client: client.stream(local_messages, options=inner))
         if not tool_list:
             async for chunk in chunks:
                 yield chunk
@@ -441,10 +337,24 @@ class LocalProvider(BaseProvider):
                 extra={"suffix": None, **options.extra},  # llama.cpp's suffix is not FIM
             ),
         )
-        async for chunk in self._guarded(
+        async for chunk in self.calls.stream(
             process, lambda client: client.stream_fim(inner), "completion"
         ):
             yield chunk
+
+    async def fim_plan(self, model: str | None = None) -> FimPlan:
+        """How _stream_fim prompts the completion model, and why (for
+        `agentls check`): its GGUF's FIM tokens, else the prefix alone."""
+        try:
+            spec = self._spec(model or None, "completion")
+        except ModelError as exc:
+            return FimPlan("continuation", f"the model's GGUF cannot be read: {exc.message}")
+        facts = await self._facts(spec)
+        if facts is not None and facts.fim is not None:
+            return FimPlan("template", f"{facts.fim.family} FIM tokens declared by "
+                           f"{spec.alias}'s GGUF, in a raw prompt", facts.fim.family)
+        return FimPlan("continuation", f"{spec.alias}'s GGUF declares no FIM tokens: the "
+                       "prefix alone (llama-cpp-python's `suffix` is not FIM)")
 
     async def _facts(self, spec: _ChildSpec) -> ModelFacts | None:
         """The GGUF's facts (FIM tokens, chat template, KV-cache sizes), read
@@ -472,9 +382,9 @@ class LocalProvider(BaseProvider):
         with what each can do (from its GGUF), then the recommended ones to
         download; starts the chat model's server to prove it loads."""
         self._require_runtime(self.default_model)
-        client = await self._client(self._serving(None, "chat"), "chat")
+        client = await self.calls.client(self._serving(None, "chat"), "chat")
         await client.list_models()
-        return await list_local_models(self)
+        return await list_local_models(self.choice, self._facts)
 
     def _capabilities(self) -> list[str]:
         return ["streaming", "completion", "tools"]

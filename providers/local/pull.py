@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+import agentls.providers.local.hub as hub
 from agentls.core.errors import ModelError
 
-from . import hub
 from .catalog import CATALOG, locate_model_file
 from .recommended import recommended_entry, recommended_for
 

@@ -18,6 +18,7 @@ from dataclasses import replace
 from .models import ModelError
 from .provider import CompletionOptions, Provider
 from .session_types import Message
+from .size_caps import head_and_tail
 from .tokens import TokenCounter
 
 __all__ = [
@@ -130,19 +131,16 @@ def excerpt(message: Message, chars: int, which: str) -> Message | None:
         json.dumps(message.content, default=str)
     if len(text) <= chars + 200:
         return None
-    head = chars * 2 // 3
-    tail = chars - head
-    left_out = len(text) - head - tail
-    note = (
+    earlier = " (it belongs to an earlier turn)" if which == "older" else ""
+    cut = head_and_tail(text, chars, lambda left_out: (
         f"\n\n[agentls: {left_out:,} of this tool result's {len(text):,} characters are left "
-        "out here to fit the model's context window"
-        + (" (it belongs to an earlier turn)" if which == "older" else "")
-        + ". Run the tool again, on a narrower range, if you need the rest.]\n\n"
-    )
+        f"out here to fit the model's context window{earlier}. Run the tool again, on a "
+        "narrower range, if you need the rest.]\n\n"
+    ), head_share=(2, 3))
     result = message.tool_result or {}
     return replace(
         message,
-        content=text[:head] + note + text[-tail:],
+        content=cut,
         metadata={**(message.metadata or {}), "context_cut": True},
         tool_result={"success": result.get("success", True)} if result else None,
     )

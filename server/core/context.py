@@ -23,15 +23,14 @@ together (providers reject orphans). A failed compaction (the model erred
 mid-summary) stores nothing: the session stays exactly as it was.
 
 Hook events context:pre_compact (a `deny` vetoes) and context:post_compact.
+The window itself and the Budget it leaves are core/context_window.py's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import math
-import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -46,6 +45,7 @@ from .compaction import (
     latest_summary,
     summarise,
 )
+from .context_window import Budget, learned_window, lookup_window
 from .instructions import InstructionFile, ProjectInstructions, render_instructions
 from .models import ModelError
 from .provider import Provider, ToolSpec
@@ -63,34 +63,6 @@ __all__ = [
     "learned_window",
 ]
 
-log = logging.getLogger("agentls.context")
-
-# Used when neither the setting nor the provider names a window.
-DEFAULT_WINDOWS: dict[str, int] = {
-    "local": 8192,
-    "ollama": 4096,
-    "openai": 8192,
-    "anthropic": 200_000,
-    "scripted": 32_768,
-}
-FALLBACK_WINDOW = 8192
-# OpenAI's models: /models carries no sizes, so the openai provider reports a
-# small default for every model. Their published windows (platform.openai.com
-# model pages), most specific prefix first; a server that names a smaller
-# model so still gets it right after its first context_length error.
-OPENAI_WINDOWS: tuple[tuple[str, int], ...] = (
-    ("gpt-4.1", 1_047_576),
-    ("gpt-4o", 128_000),
-    ("chatgpt-4o", 128_000),
-    ("gpt-4-turbo", 128_000),
-    ("gpt-5", 400_000),
-    ("gpt-3.5-turbo", 16_385),
-    ("gpt-4", 8_192),
-    ("o1-mini", 128_000),
-    ("o1", 200_000),
-    ("o3", 200_000),
-    ("o4", 200_000),
-)
 # Requests this small fit every model agentls supports: no window lookup.
 SMALL_REQUEST_TOKENS = 1500
 MESSAGE_OVERHEAD_TOKENS = 4  # role and framing per message (OpenAI's own rule of thumb)
@@ -105,28 +77,9 @@ MIN_CALIBRATION_SAMPLE = 500
 MAX_CALIBRATION = 4.0
 FILE_TOOLS = frozenset({"read_file", "write_file", "edit_file", "delete_file", "rename_file"})
 
+
 def _now() -> str:
     return datetime.now(UTC).isoformat()
-
-
-@dataclass(frozen=True)
-class Budget:
-    window: int
-    output_reserve: int
-
-    @property
-    def margin(self) -> int:
-        # Slack for what no estimate sees (chat template tokens, tool-schema framing).
-        return max(64, self.window // 20)
-
-    @property
-    def input_limit(self) -> int:
-        return max(0, self.window - self.output_reserve - self.margin)
-
-    @classmethod
-    def for_window(cls, window: int, output_cap: int | None) -> Budget:
-        reserve = min(output_cap or 4096, max(256, window // 4))
-        return cls(window, reserve)
 
 
 @dataclass
@@ -163,34 +116,6 @@ class ContextOverflow(ModelError):
     """Even the current turn alone cannot be made to fit (code context_length)."""
 
 
-_WINDOW_PATTERNS = (
-    r"maximum context length is (\d[\d,]*)",
-    r"context (?:size|window|length) (?:is |of )?\(?(\d[\d,]*) tokens",
-    r"> (\d[\d,]*) maximum",
-    r"exceeds? (?:the )?(?:available )?context (?:size|window|length) \((\d[\d,]*)",
-)
-_USED_PATTERNS = (
-    r"resulted in (\d[\d,]*) tokens",
-    r"\((\d[\d,]*) in the messages",
-    r"prompt is too long: (\d[\d,]*) tokens",
-    r"requested (\d[\d,]*) tokens",
-)
-
-
-def learned_window(error: str) -> tuple[int | None, int | None]:
-    """(the window, the tokens the request had) as a context-length error
-    states them, where it does (OpenAI, vLLM, llama.cpp, Anthropic, Ollama)."""
-    return _first_number(_WINDOW_PATTERNS, error), _first_number(_USED_PATTERNS, error)
-
-
-def _first_number(patterns: tuple[str, ...], text: str) -> int | None:
-    for pattern in patterns:
-        match = re.search(pattern, text, re.IGNORECASE)
-        if match:
-            return int(match.group(1).replace(",", ""))
-    return None
-
-
 class ContextManager:
     """Builds each model request to fit (see the module doc). One per
     orchestrator; its per-model knowledge (windows, calibration) is shared
@@ -220,29 +145,9 @@ class ContextManager:
         key = (id(provider), model)
         reported = self._reported.get(key)
         if reported is None:
-            reported = await self._lookup(provider, model)
+            reported = await lookup_window(provider, model)
             self._reported[key] = reported
         return min(reported, learned or reported)
-
-    async def _lookup(self, provider: Provider, model: str) -> int:
-        name = model.lower().rsplit("/", 1)[-1]
-        published = next((w for prefix, w in OPENAI_WINDOWS if name.startswith(prefix)), None)
-        if published is not None and getattr(provider, "name", "") == "openai":
-            return published
-        default = DEFAULT_WINDOWS.get(getattr(provider, "name", ""), FALLBACK_WINDOW)
-        try:
-            models = await asyncio.wait_for(provider.list_models(), 15)
-        except Exception as exc:  # unreachable, no /models route: the default
-            # Not the message: a server may echo the API key in it.
-            log.info("No model list for the context window (%s %s); using %d",
-                     type(exc).__name__, getattr(exc, "code", ""), default)
-            return default
-        for info in models:
-            if info.id == model and info.context_window > 0:
-                return info.context_window
-        if len(models) == 1 and models[0].context_window > 0:
-            return models[0].context_window
-        return default
 
     def counter(self, provider: Provider, model: str) -> TokenCounter:
         # A provider that knows its model's tokenizer offers it (the local
@@ -458,9 +363,6 @@ class ContextManager:
     def _sent(self, host: ContextHost, plan: RequestPlan) -> RequestPlan:
         self._last_estimate[host.session_id] = plan.estimated_tokens
         return plan
-
-    def last_estimate(self, session_id: str) -> int:
-        return self._last_estimate.get(session_id, 0)
 
     def learn(self, model: str, error: ModelError, session_id: str, window: int) -> None:
         """A context_length error: believe the limit it names, else assume

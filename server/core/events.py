@@ -1,7 +1,33 @@
 """Hook event names (`namespace:action`, exactly one colon).
 
-Every payload carries `session_id` and `timestamp`; tool:pre carries
-`tool_name` and `tool_input`, tool:post adds `result`, tool:error adds `error`.
+The names are public (the hooks API the core implements lists them all), so
+each is emitted, none is dropped. Every payload carries `session_id` and
+`timestamp`; tool:pre carries `tool_name` and `tool_input`, tool:post adds
+`result`, tool:error adds `error`.
+
+Where each is emitted, and what else its payload holds:
+
+- session:start / session:resume: a turn begins in a new / stored session.
+- session:end: a session this process ran stops being served (the server
+  shuts down, or the session is deleted); `reason`.
+- prompt:submit (`prompt`), prompt:complete (`usage`).
+- provider:request (`iteration`, `model`, `message_count`),
+  provider:response (`iteration`, `finish_reason`, `usage`, `tool_calls`),
+  provider:error (`error`, `code`, `iteration`).
+- content_block:start (`index`, `block_type`: "text" or "thinking"),
+  content_block:delta (`delta`, text blocks), content_block:end (`index`,
+  `block_type`, `text`): one block per run of streamed text or reasoning of
+  a model call; `index` is the assistant message's index in the session,
+  as in agentls/messageDelta.
+- thinking:delta (`delta`) per streamed reasoning chunk; thinking:final
+  (`text`) once per model call that reasoned.
+- tool:pre / tool:post / tool:error, as above.
+- context:pre_compact / context:post_compact (core/context.py).
+- orchestrator:complete (`status`, `usage`): the turn ended.
+- user:notification (`message`, `level`): the turn shows the user a message
+  (a hook's user_message, a provider notice, a stream cut short).
+- approval:required / granted / denied (`tool_name`, ...).
+- cancel:requested / cancel:completed.
 """
 
 from __future__ import annotations

@@ -123,12 +123,7 @@ def position_at(text: str, offset: int, encoding: str = "utf-16") -> tuple[int, 
     else:
         line = text.count("\n", 0, offset)
         start = text.rfind("\n", 0, offset) + 1
-    segment = text[start:offset]
-    if segment.isascii() or encoding == "utf-32":
-        return line, len(segment)
-    if encoding == "utf-8":
-        return line, len(segment.encode("utf-8"))
-    return line, len(segment.encode("utf-16-le")) // 2
+    return line, code_units(text[start:offset], encoding)
 
 
 def code_units(text: str, encoding: str = "utf-16") -> int:

@@ -8,27 +8,28 @@ autogen's ChatCompletionClient are adapters over this contract.
 `BaseProvider` supplies the mechanics every provider shares: request-id
 tracking, cancellation that reaches the in-flight call (the task awaiting the
 HTTP stream is cancelled, so the connection closes), the awaitable-or-iterable
-`ChunkStream`, and `complete()` built from `stream()`.
+`ChunkStream` (chunk_stream.py), and `complete()` built from `stream()`
+(stream_collect.py).
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from .errors import FinishReason, ModelError, ProviderRequestCancelled
+# ChunkStream (chunk_stream.py) and the stream's fold (stream_collect.py) are
+# part of this contract; importable from here as they always were.
+from .chunk_stream import ActiveRequests, ChunkStream
+from .errors import FinishReason, ModelError
+from .stream_collect import ToolCallAccumulator, collect_stream
 
 if TYPE_CHECKING:
     # The pydantic models (seeds 000, 001, 003) are imported where they are
     # built, not here: the keystroke path (FIM through this module) must not
     # import pydantic (~75 ms and ~6 MiB of the first completion).
-    from .models import ModelInfo, ModelResponse, ProviderInfo, StreamChunk, ToolCall
+    from .models import ModelInfo, ModelResponse, ProviderInfo, StreamChunk
     from .session_types import Message
 
 __all__ = [
@@ -37,6 +38,8 @@ __all__ = [
     "CompletionOptions",
     "FimChoice",
     "FimChunk",
+    "FimForm",
+    "FimPlan",
     "FimRequest",
     "FimUnsupported",
     "FimUsage",
@@ -47,8 +50,6 @@ __all__ = [
     "ToolSpec",
     "collect_stream",
 ]
-
-log = logging.getLogger("agentls.provider")
 
 # A tool offered to the model, in the flat form every provider translates:
 # {"name": str, "description": str, "parameters": <JSON schema object>}.
@@ -128,6 +129,30 @@ class FimUnsupported(ModelError):
     failure the user has to see."""
 
 
+FimForm = Literal["suffix", "template", "continuation", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class FimPlan:
+    """How a provider sends fill-in-the-middle requests for one model, and
+    why (shown by agentls/status and `agentls check`):
+
+    - "suffix": the engine's own FIM (`suffix` on the request), used only
+      once a known-answer probe showed the engine honours the suffix;
+    - "template": the model's FIM tokens laid out in a raw prompt (`family`
+      names them), with the family's stop tokens;
+    - "continuation": the prefix alone; the suffix serves post-processing;
+    - "none": no raw completion for this model: chat prompts.
+    """
+
+    form: FimForm
+    why: str
+    family: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"form": self.form, "family": self.family, "why": self.why}
+
+
 class FimChoice:
     """Whether a feature sends a model fill-in-the-middle (continuation)
     prompts or chat prompts, remembered for the last provider and model:
@@ -201,253 +226,6 @@ class Provider(Protocol):
 
 ProviderFactory = Callable[[ProviderConfig], Provider]
 
-ChunkT = TypeVar("ChunkT")
-
-
-class ChunkStream(Generic[ChunkT]):
-    """An async iterator of chunks (StreamChunks from `stream()`, FimChunks
-    from `stream_fim()`) that is also awaitable.
-
-    orbiter's documentation iterates `async for c in await provider.stream(...)`
-    while most code writes `async for c in provider.stream(...)`; both work.
-    Cancellation by request id raises ProviderRequestCancelled in the consumer.
-    """
-
-    def __init__(
-        self,
-        source: AsyncIterator[ChunkT],
-        *,
-        request_id: str,
-        registry: _ActiveRequests | None = None,
-    ) -> None:
-        self._source = source
-        self.request_id = request_id
-        self._registry = registry
-        self._cancel_requested = False
-        self._consumer: asyncio.Task[Any] | None = None
-        self._reading = False  # the consumer is parked inside __anext__
-        self._done = False
-
-    def __await__(self) -> Generator[Any, None, ChunkStream[ChunkT]]:
-        if False:  # pragma: no cover - makes this a generator function
-            yield
-        return self
-
-    def __aiter__(self) -> ChunkStream[ChunkT]:
-        return self
-
-    async def __anext__(self) -> ChunkT:
-        if self._cancel_requested:
-            await self._finish()
-            raise ProviderRequestCancelled(self.request_id)
-        if self._done:
-            raise StopAsyncIteration
-        if self._consumer is None:
-            self._consumer = asyncio.current_task()
-            if self._registry is not None:
-                self._registry.add(self.request_id, self)
-        self._reading = True
-        try:
-            return await self._source.__anext__()
-        except StopAsyncIteration:
-            await self._finish()
-            raise
-        except asyncio.CancelledError:
-            if self._cancel_requested and self._consumer is not None:
-                # Our own cancel_request(): turn the task cancellation back
-                # into an ordinary exception for the consumer.
-                self._consumer.uncancel()
-                await self._finish()
-                raise ProviderRequestCancelled(self.request_id) from None
-            await self._finish()
-            raise
-        except (ModelError, ProviderRequestCancelled):
-            await self._finish()
-            raise
-        except Exception as exc:
-            # The contract is "providers raise ModelError". A chunk a decoder
-            # did not expect (`"index": "x"`, a number where text belongs)
-            # raised TypeError/ValueError/ValidationError instead, which
-            # escaped the turn loop as an internal error and left the session
-            # marked running. Whatever the provider raised, the caller gets a
-            # ModelError saying what broke; the traceback goes to the log.
-            await self._finish()
-            log.warning("Stream %s failed reading the response", self.request_id, exc_info=True)
-            raise ModelError(
-                f"The model's response could not be read ({type(exc).__name__}: "
-                f"{str(exc).splitlines()[0][:300] if str(exc) else 'no details'}).",
-                code="invalid_response",
-            ) from exc
-        except BaseException:
-            await self._finish()
-            raise
-        finally:
-            self._reading = False
-
-    def cancel(self) -> bool:
-        """Cancel the in-flight read; the consumer sees ProviderRequestCancelled
-        from its current (or next) read, and the source stream is closed."""
-        if self._done or self._cancel_requested:
-            return False
-        self._cancel_requested = True
-        # Only interrupt the consumer while it waits on us: a cancellation
-        # landing elsewhere in its code would not be ours to translate.
-        if self._reading and self._consumer is not None:
-            self._consumer.cancel()
-        return True
-
-    async def aclose(self) -> None:
-        await self._finish()
-
-    async def _finish(self) -> None:
-        if self._done and self._registry is None:
-            return
-        self._done = True
-        if self._registry is not None:
-            self._registry.discard(self.request_id, self)
-            self._registry = None
-        aclose = getattr(self._source, "aclose", None)
-        if aclose is not None:
-            try:
-                await aclose()
-            except Exception:  # closing a broken stream must not mask the real error
-                pass
-
-
-class _ActiveRequests:
-    """Request id -> in-flight stream or task, for cancel_request()."""
-
-    def __init__(self) -> None:
-        self._streams: dict[str, ChunkStream[Any]] = {}
-        self._tasks: dict[str, tuple[asyncio.Task[Any], list[bool]]] = {}
-
-    def add(self, request_id: str, stream: ChunkStream[Any]) -> None:
-        self._streams[request_id] = stream
-
-    def discard(self, request_id: str, stream: ChunkStream[Any]) -> None:
-        if self._streams.get(request_id) is stream:
-            del self._streams[request_id]
-
-    @contextmanager
-    def track_task(self, request_id: str) -> Generator[list[bool], None, None]:
-        task = asyncio.current_task()
-        flag = [False]
-        if task is not None:
-            self._tasks[request_id] = (task, flag)
-        try:
-            yield flag
-        finally:
-            if task is not None and self._tasks.get(request_id, (None, None))[0] is task:
-                del self._tasks[request_id]
-
-    def cancel(self, request_id: str) -> bool:
-        stream = self._streams.get(request_id)
-        if stream is not None:
-            return stream.cancel()
-        entry = self._tasks.get(request_id)
-        if entry is not None:
-            task, flag = entry
-            flag[0] = True
-            task.cancel()
-            return True
-        return False
-
-    def __len__(self) -> int:
-        return len(self._streams) + len(self._tasks)
-
-
-class ToolCallAccumulator:
-    """Joins ToolCallDeltas (by index) into ToolCalls, as the seeds describe."""
-
-    def __init__(self) -> None:
-        self._parts: dict[int, dict[str, Any]] = {}
-
-    def add(self, chunk: StreamChunk) -> None:
-        for delta in chunk.tool_call_deltas:
-            part = self._parts.setdefault(delta.index, {"id": None, "name": None, "args": ""})
-            if delta.id:
-                part["id"] = delta.id
-            if delta.name:
-                part["name"] = delta.name
-            part["args"] += delta.arguments
-
-    def __bool__(self) -> bool:
-        return bool(self._parts)
-
-    def tool_calls(self, *, model: str = "") -> list[ToolCall]:
-        from .models import ToolCall
-
-        calls = []
-        for index in sorted(self._parts):
-            part = self._parts[index]
-            if not part["name"]:
-                raise ModelError(
-                    f"The model streamed a tool call (index {index}) without a name",
-                    model=model,
-                    code="invalid_response",
-                )
-            calls.append(
-                ToolCall(
-                    id=part["id"] or f"call_{uuid.uuid4().hex[:12]}",
-                    tool=part["name"],
-                    arguments=_parse_arguments(part["args"], part["name"], model),
-                )
-            )
-        return calls
-
-
-def _parse_arguments(raw: str, tool: str, model: str) -> dict[str, Any]:
-    if not raw.strip():
-        return {}
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ModelError(
-            f"The model sent invalid JSON arguments for tool {tool!r}: {exc.msg} "
-            f"(at char {exc.pos}): {raw[:200]!r}",
-            model=model,
-            code="invalid_response",
-        ) from exc
-    if not isinstance(value, dict):
-        raise ModelError(
-            f"The model sent arguments for tool {tool!r} that are not a JSON object: {raw[:200]!r}",
-            model=model,
-            code="invalid_response",
-        )
-    return value
-
-
-async def collect_stream(stream: AsyncIterator[StreamChunk], *, model: str = "") -> ModelResponse:
-    """Fold a chunk stream into one ModelResponse (the non-streaming result)."""
-    from .models import ModelResponse, Usage
-
-    text: list[str] = []
-    reasoning: list[str] = []
-    calls = ToolCallAccumulator()
-    usage = Usage()
-    finish: FinishReason | None = None
-    async for chunk in stream:
-        if chunk.delta:
-            text.append(chunk.delta)
-        if chunk.reasoning:
-            reasoning.append(chunk.reasoning)
-        calls.add(chunk)
-        if chunk.usage.total_tokens or chunk.usage.input_tokens or chunk.usage.output_tokens:
-            usage = chunk.usage
-        if chunk.finish_reason is not None:
-            finish = chunk.finish_reason
-    tool_calls = calls.tool_calls(model=model)
-    if finish is None:
-        finish = "tool_calls" if tool_calls else "stop"
-    return ModelResponse(
-        model=model,
-        content="".join(text),
-        tool_calls=tool_calls,
-        usage=usage,
-        finish_reason=finish,
-        reasoning_content="".join(reasoning),
-    )
-
 
 class BaseProvider:
     """Shared mechanics; subclasses implement `_stream()` (and `get_info`).
@@ -460,7 +238,7 @@ class BaseProvider:
 
     def __init__(self, config: ProviderConfig) -> None:
         self.config = config
-        self._active = _ActiveRequests()
+        self._active = ActiveRequests()
 
     # -- to implement -------------------------------------------------------
     def _stream(
@@ -524,19 +302,6 @@ class BaseProvider:
             self.stream(messages, tools, options=options),
             model=options.model or self.default_model,
         )
-
-    async def run_cancellable(self, request_id: str, call: Awaitable[Any]) -> Any:
-        """Await `call` so that cancel_request(request_id) stops it with
-        ProviderRequestCancelled (for non-streaming calls such as FIM)."""
-        with self._active.track_task(request_id) as flag:
-            try:
-                return await call
-            except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if flag[0] and task is not None:
-                    task.uncancel()
-                    raise ProviderRequestCancelled(request_id) from None
-                raise
 
     def cancel_request(self, request_id: str) -> bool:
         return self._active.cancel(request_id)

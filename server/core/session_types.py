@@ -122,9 +122,6 @@ class Session:
     def with_message(self, message: Message) -> Session:
         return replace(self, messages=[*self.messages, message])
 
-    def with_messages(self, messages: list[Message]) -> Session:
-        return replace(self, messages=[*self.messages, *messages])
-
     def with_metadata(self, **updates: Any) -> Session:
         return replace(self, metadata={**self.metadata, **updates})
 

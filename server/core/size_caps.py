@@ -10,9 +10,10 @@ so the model still sees how the output starts and ends and knows it was cut.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["cap_text", "cap_tool_result", "prompt_too_large"]
+__all__ = ["cap_text", "cap_tool_result", "head_and_tail", "prompt_too_large"]
 
 DEFAULT_MAX_PROMPT_CHARS = 262_144
 DEFAULT_MAX_TOOL_RESULT_CHARS = 100_000
@@ -35,15 +36,24 @@ def cap_text(text: str, limit: int | None, *, what: str = "tool result") -> str:
     was left out."""
     if limit is None or len(text) <= limit:
         return text
-    head = limit * 3 // 4
-    tail = limit - head
-    omitted = len(text) - head - tail
-    note = (
+    return head_and_tail(text, limit, lambda omitted: (
         f"\n\n[… {omitted:,} characters of this {what} left out: it is {len(text):,} "
         f"characters and the limit is {limit:,} (session.maxToolResultChars). "
         "Ask for a narrower range or filter the output. …]\n\n"
-    )
-    return text[:head] + note + text[-tail:]
+    ))
+
+
+def head_and_tail(
+    text: str, chars: int, note: Callable[[int], str], *, head_share: tuple[int, int] = (3, 4)
+) -> str:
+    """`text` cut to its first and last characters, together `chars` of them
+    (`head_share` of those from the head), with `note(characters left out)`
+    between them. The one head/tail cut: session size caps and the
+    context's excerpts of old tool results (compaction.py) both use it."""
+    numerator, denominator = head_share
+    head = chars * numerator // denominator
+    tail = chars - head
+    return text[:head] + note(len(text) - head - tail) + text[-tail:]
 
 
 def cap_tool_result(result: dict[str, Any], limit: int | None) -> dict[str, Any]:

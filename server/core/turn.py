@@ -98,6 +98,8 @@ class Turn(ToolCalls):
         self.tool_post_appends: list[str] = []  # append_to_last_tool_result texts
         self.partial_text = ""  # streamed text of the call in progress
         self.partial_reasoning = ""
+        self.block_kind: str | None = None  # the content block being streamed
+        self.block_text = ""
         self.unanswered: list[ToolCall] = []  # tool calls still without a result
         self.refused_notices: list[str] = []  # injections over a limit, told to the user
         self.stream_stop: StreamStop | None = None  # why the last stream was cut short
@@ -243,14 +245,17 @@ class Turn(ToolCalls):
         async for chunk in stream:
             if chunk.notice and core.first_notice(self.sid, chunk.notice):
                 await self.notify(chunk.notice, "warning")
+            if chunk.reasoning:
+                self.partial_reasoning += chunk.reasoning
+                await self.switch_block("thinking", index, chunk.reasoning)
+                await self.observer.on_delta(self.sid, index, chunk.reasoning, "thinking")
+                await self.emit(events.THINKING_DELTA, {"delta": chunk.reasoning})
             if chunk.delta:
                 self.partial_text += chunk.delta
+                await self.switch_block("text", index, chunk.delta)
                 await self.observer.on_delta(self.sid, index, chunk.delta, "text")
                 if want_delta_hooks:
                     await self.emit(events.CONTENT_BLOCK_DELTA, {"delta": chunk.delta})
-            if chunk.reasoning:
-                self.partial_reasoning += chunk.reasoning
-                await self.observer.on_delta(self.sid, index, chunk.reasoning, "thinking")
             calls.add(chunk)
             if chunk.usage.total_tokens or chunk.usage.input_tokens or chunk.usage.output_tokens:
                 usage = chunk.usage
@@ -264,6 +269,7 @@ class Turn(ToolCalls):
                     break
             if chunk.finish_reason is not None:
                 finish = chunk.finish_reason
+        await self.switch_block(None, index, "")
         # Sent: kept until now for a context_length retry.
         self.ephemeral = [m for m in self.ephemeral if all(m is not e for e in sent_ephemeral)]
         if usage.input_tokens:
@@ -287,6 +293,19 @@ class Turn(ToolCalls):
             finish_reason=finish or ("tool_calls" if tool_calls else "stop"),
             reasoning_content=self.partial_reasoning,
         )
+
+    async def switch_block(self, kind: str | None, index: int, text: str) -> None:
+        """Keep the content block of `kind` open ("text", "thinking"; None at
+        the end of the stream) with `text` added: content_block:end for the
+        block before it, content_block:start for a new one."""
+        if kind != self.block_kind:
+            if self.block_kind is not None:
+                await self.emit(events.CONTENT_BLOCK_END, {
+                    "index": index, "block_type": self.block_kind, "text": self.block_text})
+            self.block_kind, self.block_text = kind, ""
+            if kind is not None:
+                await self.emit(events.CONTENT_BLOCK_START, {"index": index, "block_type": kind})
+        self.block_text += text
 
     def assistant_message(self, response: ModelResponse) -> Message:
         metadata: dict[str, Any] = {

@@ -150,6 +150,7 @@ class TurnHooks:
             await self.persist(message)
 
     async def notify(self, text: str, level: MessageLevel) -> None:
+        await self.emit(events.USER_NOTIFICATION, {"message": text, "level": level})
         display = self.core.display
         if display is None:
             log.info("[%s] %s", level, text)

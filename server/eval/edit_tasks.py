@@ -15,6 +15,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentls.core.positions import code_units
+
 __all__ = ["EditTask", "cut_edit_tasks"]
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", re.M)
@@ -115,7 +117,7 @@ def _task(repo: Path, sha: str, name: str) -> EditTask | None:
         new_text = "\n".join(first.lines) + ("\n" if first.lines else "")
         last = first.lines[-1] if first.lines else ""
         cursor_line = first.start + max(0, len(first.lines) - 1)
-        cursor_char = len(last.encode("utf-16-le")) // 2
+        cursor_char = code_units(last)
         return EditTask(
             id=f"{sha[:10]}:{name}:{first.start + 1}", path=name, language_id="python",
             before=before, edited="\n".join(edited) + "\n", expected="\n".join(expected) + "\n",

@@ -1,6 +1,6 @@
-"""Scores of completion outcomes: exact match, edit similarity, first-line
-exact match, empty rate, latency p50/p95, prompt size; a table for people
-and a dict for JSON."""
+"""Scores of completion outcomes: pass@1 by execution (HumanEval tasks),
+exact match, edit similarity, first-line exact match, empty rate, latency
+p50/p95, prompt size; a table for people and a dict for JSON."""
 
 from __future__ import annotations
 
@@ -80,6 +80,9 @@ def summary(scored: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "prompt_chars_mean": round(statistics.fmean(r["prompt_chars"] for r in rows)),
             "tokens_sent_mean": round(statistics.fmean(tokens)),
             "tokens_estimated": any(not r["input_tokens"] for r in rows),
+            # by execution (HumanEval): the share whose program passed its tests
+            **({"pass_at_1": round(sum(bool(r["passed"]) for r in rows) / count, 3)}
+               if all("passed" in r for r in rows) else {}),
         }
 
     kinds = sorted({r["kind"] for r in scored})
@@ -88,15 +91,19 @@ def summary(scored: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def table(totals: dict[str, Any]) -> str:
-    header = (f"{'kind':<6} {'tasks':>5} {'exact':>6} {'edit sim':>8} {'1st line':>8} "
+    executed = "pass_at_1" in totals.get("all", {})
+    pass_column = f"{'pass@1':>6} " if executed else ""
+    header = (f"{'kind':<6} {'tasks':>5} {pass_column}{'exact':>6} "
+              f"{'edit sim':>8} {'1st line':>8} "
               f"{'empty':>6} {'p50 ms':>8} {'p95 ms':>8} {'tokens':>7}")
     lines = [header, "-" * len(header)]
     for kind, row in totals.items():
         if not row.get("tasks"):
             continue
         tokens = f"{row['tokens_sent_mean']}{'~' if row['tokens_estimated'] else ''}"
+        passed = f"{row['pass_at_1']:>6.2f} " if executed else ""
         lines.append(
-            f"{kind:<6} {row['tasks']:>5} {row['exact_match']:>6.2f} "
+            f"{kind:<6} {row['tasks']:>5} {passed}{row['exact_match']:>6.2f} "
             f"{row['edit_similarity']:>8.2f} {row['first_line_exact']:>8.2f} "
             f"{row['empty_rate']:>6.2f} {row['latency_p50_ms']:>8.0f} "
             f"{row['latency_p95_ms']:>8.0f} {tokens:>7}")

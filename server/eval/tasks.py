@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from agentls.core.positions import code_units
+
 __all__ = ["KINDS", "Task", "cut_tasks", "package_sources", "repository_sources"]
 
 KINDS = ("line", "body", "span")
@@ -112,7 +114,7 @@ def cut_tasks(files: Iterable[tuple[str, Path, Path]], *, count: int, seed: int,
             masked, offset, expected = cut
             line = masked.count("\n", 0, offset)
             line_start = masked.rfind("\n", 0, offset) + 1
-            character = len(masked[line_start:offset].encode("utf-16-le")) // 2
+            character = code_units(masked[line_start:offset])
             relative = path.relative_to(root).as_posix()
             tasks.append(Task(id=f"{kind}:{relative}:{line + 1}", kind=kind, source=source,
                               path=relative, language_id=language, text=masked, offset=offset,

@@ -10,6 +10,17 @@ from __future__ import annotations
 from typing import Any
 
 
+def position_encoding(ls: Any) -> str:
+    """The position encoding agreed at initialize ("utf-16", "utf-8" or
+    "utf-32"); LSP's default, "utf-16", when none was or before initialize."""
+    try:
+        encoding = ls.workspace.position_encoding
+    except Exception:  # no workspace yet
+        return "utf-16"
+    value = getattr(encoding, "value", encoding)
+    return str(value) if value else "utf-16"
+
+
 def to_plain(value: Any) -> Any:
     """Recursively turn pygls params (namedtuples, attrs objects) into
     dicts/lists/scalars."""

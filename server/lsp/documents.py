@@ -14,12 +14,13 @@ from lsprotocol import converters, types
 
 from agentls.core.edits import DocumentSnapshot, disk_snapshot
 
+from .convert import position_encoding
+
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer
 
 __all__ = [
     "LspDocumentLookup",
-    "client_position_encoding",
     "diagnostics_publisher",
     "open_document",
     "resolved",
@@ -44,7 +45,7 @@ class LspDocumentLookup:
 
     @property
     def position_encoding(self) -> str:
-        return client_position_encoding(self.ls)
+        return position_encoding(self.ls)
 
     def __call__(self, path: str) -> DocumentSnapshot | None:
         target = resolved(Path(path))
@@ -104,14 +105,6 @@ def diagnostics_publisher(ls: LanguageServer) -> Callable[[str, list[Any], int |
 
 def structure(value: Any, cls: type[Any]) -> Any:
     return converters.get_converter().structure(value, cls)
-
-
-def client_position_encoding(ls: Any) -> str:
-    try:
-        encoding = ls.workspace.position_encoding
-    except Exception:
-        encoding = None
-    return str(getattr(encoding, "value", encoding) or "utf-16")
 
 
 def resolved(path: Path) -> Path | None:

@@ -40,9 +40,9 @@ from agentls.core.approval import ALLOW_ONCE, ALLOW_SESSION, DENY, EDIT_OPTIONS,
 from agentls.core.edits import EditOutcome, EditRequest
 
 from .channels import LspApprovalChannel, send_request
+from .convert import position_encoding
 from .documents import (
     LspDocumentLookup,
-    client_position_encoding,
     diagnostics_publisher,
     open_document,
     resolved,
@@ -91,7 +91,7 @@ class LspEditApplier:
     # -- capabilities and settings -------------------------------------------------
     @property
     def position_encoding(self) -> str:
-        return client_position_encoding(self.ls)
+        return position_encoding(self.ls)
 
     def _settings(self) -> ApprovalSettings:
         state = getattr(self.ls, "state", None)

@@ -20,7 +20,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 
 from agentls.core.positions import PositionOutOfRange, offset_at
 
-from .convert import to_plain
+from .convert import position_encoding, to_plain
 from .served import ServedIds
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def register(server: AgentlsLanguageServer) -> None:
         position = params.position
         text = document.source
         try:
-            offset = offset_at(text, position.line, position.character, _encoding(ls))
+            offset = offset_at(text, position.line, position.character, position_encoding(ls))
         except PositionOutOfRange as exc:
             raise JsonRpcInvalidParams(f"textDocument/inlineCompletion: {exc}") from None
         request = InlineRequest(
@@ -145,12 +145,6 @@ def register(server: AgentlsLanguageServer) -> None:
             )
         if endpoint.items.accept(str(arguments[0])):  # counted once per served item
             ls.state.counters.accepted += 1
-
-
-def _encoding(ls: AgentlsLanguageServer) -> str:
-    encoding = ls.workspace.position_encoding
-    value = getattr(encoding, "value", encoding)
-    return str(value) if value else "utf-16"
 
 
 def _open_documents(ls: AgentlsLanguageServer) -> Iterator[OpenDocument]:

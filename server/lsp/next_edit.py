@@ -22,7 +22,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 from agentls.core.edit_history import EditHistory, TextChange
 from agentls.core.positions import PositionOutOfRange, offset_at, position_at
 
-from .convert import to_plain
+from .convert import position_encoding, to_plain
 from .served import ServedIds
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ def register(server: AgentlsLanguageServer) -> None:
         if before is None:
             return
         try:
-            changes = list(_changes(before, params.content_changes, _encoding(ls)))
+            changes = list(_changes(before, params.content_changes, position_encoding(ls)))
         except ValueError as exc:  # a change out of step with the text: skip it
             log.debug("Edit not recorded: %s", exc)
             return
@@ -106,7 +106,7 @@ def register(server: AgentlsLanguageServer) -> None:
         if document is None or (version is not None and version != document.version):
             return {"edits": []}  # unknown document, or the client is ahead/behind
         text = document.source
-        encoding = _encoding(ls)
+        encoding = position_encoding(ls)
 
         try:
             offset = offset_at(text, line, character, encoding)
@@ -185,12 +185,6 @@ def _parse_params(params: Any) -> tuple[str, int | None, int, int]:
 
 def _natural(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _encoding(ls: AgentlsLanguageServer) -> str:
-    encoding = ls.workspace.position_encoding
-    value = getattr(encoding, "value", encoding)
-    return str(value) if value else "utf-16"
 
 
 def _text_of(ls: AgentlsLanguageServer, uri: str) -> str | None:

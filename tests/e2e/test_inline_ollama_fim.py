@@ -31,11 +31,16 @@ def serve(backend: FakeBackend) -> None:
         return json_reply({"template": "{{ .Prompt }}", "details": {"family": "qwen2"},
                            "capabilities": CAPABILITIES.get(str(name), ["completion"])})
 
+    def generate(request: RecordedRequest) -> Reply:
+        if (request.json or {}).get("stream") is False:  # the known-answer FIM probe
+            return json_reply({"model": "m", "response": "lantern_id", "done": True})
+        return ndjson_reply([
+            ndjson_line({"model": "m", "response": "3.14 * r * r", "done": False}),
+            ndjson_line({**done, "response": ""})])
+
     backend.respond("POST", "/api/show", show)
     done = {"model": "m", "done": True, "done_reason": "stop", "eval_count": 3}
-    backend.script("POST", "/api/generate", ndjson_reply([
-        ndjson_line({"model": "m", "response": "3.14 * r * r", "done": False}),
-        ndjson_line({**done, "response": ""})]))
+    backend.respond("POST", "/api/generate", generate)
     backend.script("POST", "/api/chat", ndjson_reply([
         ndjson_line({"model": "m", "message": {"role": "assistant", "content": "3.14 * r * r"},
                      "done": False}),
@@ -63,7 +68,8 @@ def test_a_model_whose_server_says_insert_gets_fim(
 ) -> None:
     serve(fake_backend)
     assert complete(tmp_path, fake_backend, "my-coder:latest") == ["3.14 * r * r"]
-    (sent,) = fake_backend.requests_to("/api/generate")
+    probe, sent = fake_backend.requests_to("/api/generate")
+    assert probe.json["stream"] is False and sent.json["raw"] is False
     assert sent.json["suffix"] == "\n\nprint(area(2))\n" and sent.json["model"] == "my-coder:latest"
     assert fake_backend.requests_to("/api/show")[0].json == {"model": "my-coder:latest"}
     assert not fake_backend.requests_to("/api/chat")
@@ -72,15 +78,21 @@ def test_a_model_whose_server_says_insert_gets_fim(
 @pytest.mark.parametrize(
     ("model", "options", "path"),
     [
-        ("qwen2.5-coder:7b-instruct", {}, "/api/chat"),  # the name would have guessed FIM
+        # No `insert`: the FIM template of the family the name says, raw.
+        ("qwen2.5-coder:7b-instruct", {}, "/api/generate"),
         ("qwen2.5-coder:7b-instruct", {"fim": True}, "/api/generate"),  # the override wins
         ("my-coder:latest", {"fim": False}, "/api/chat"),
     ],
 )
-def test_no_insert_gets_chat_and_the_fim_option_overrides(
+def test_no_insert_gets_the_template_and_the_fim_option_overrides(
     tmp_path: Path, fake_backend: FakeBackend, model: str, options: dict[str, Any], path: str
 ) -> None:
     serve(fake_backend)
     assert complete(tmp_path, fake_backend, model, **options) == ["3.14 * r * r"]
     other = "/api/chat" if path == "/api/generate" else "/api/generate"
     assert len(fake_backend.requests_to(path)) == 1 and not fake_backend.requests_to(other)
+    if path == "/api/generate" and not options:
+        (sent,) = fake_backend.requests_to(path)
+        assert sent.json["raw"] is True and "suffix" not in sent.json
+        assert sent.json["prompt"].startswith("<|fim_prefix|>def area(r):")
+        assert "<|endoftext|>" in sent.json["options"]["stop"]

@@ -1,8 +1,10 @@
-"""Inline completion with provider `openai` through the real server: whether
-a model gets fill-in-the-middle (/v1/completions with `suffix`) or a chat
-prompt (/v1/chat/completions) is what the server answers (one probe per
-model), not the model's name. The fake (tests/fakes/http_backend.py)
-speaks OpenAI's wire format and the errors real servers send."""
+"""Inline completion with provider `openai` through the real server: which
+prompt form a model gets (the server's own FIM with `suffix`, the model's
+FIM template in a raw prompt, the prefix alone, or chat prompts) is what the
+server shows (fim_probe.py: a known-answer probe, its tokenizer), and
+agentls/status says which and why. The fakes (tests/fakes/http_backend.py,
+fim_engines.py) speak OpenAI's wire format, the errors real servers send
+and the engines' FIM quirks."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from tests.fakes import fim_engines
+from tests.fakes.fim_engines import FimModel
 from tests.fakes.http_backend import (
     SSE_DONE,
     FakeBackend,
@@ -66,19 +70,43 @@ def run(tmp_path: Path, backend: FakeBackend, model: str, docs: int = 1,
     return answers, shown, status
 
 
-def test_a_server_accepting_suffix_gets_fim_for_any_model_name(
+def test_a_server_whose_suffix_fim_passes_the_probe_gets_it_for_any_model_name(
     tmp_path: Path, fake_backend: FakeBackend
 ) -> None:
-    serve(fake_backend, fim_stream())
+    fim_engines.fim_server(fake_backend, FimModel())
     answers, shown, status = run(tmp_path, fake_backend, "my-coder:latest", docs=2)
     assert answers == [["x * 2"], ["x * 2"]]
-    sent = fake_backend.requests_to(COMPLETIONS)
+    probe, *sent = fake_backend.requests_to(COMPLETIONS)
+    assert probe.json["stream"] is False and probe.json["suffix"]
     assert len(sent) == 2 and not fake_backend.requests_to(CHAT)
     assert sent[0].json["model"] == "my-coder:latest"
     assert sent[0].json["prompt"].endswith("    return ")
     assert sent[0].json["suffix"] == "\n\nprint(area(2))\n"
-    assert status["fim"]["models"] == {"my-coder:latest": True} and status["fim"]["probes"] == 1
+    plan = status["fim"]["models"]["my-coder:latest"]
+    assert plan["form"] == "suffix" and "probe" in plan["why"]
+    assert status["fim"]["probes"] == 1
     assert "fim" in status["provider"]["capabilities"]
+    assert not shown
+
+
+def test_llama_cpp_python_ignoring_the_suffix_gets_the_models_fim_template(
+    tmp_path: Path, fake_backend: FakeBackend
+) -> None:
+    """The issue's case: llama-cpp-python accepts `suffix` but builds its
+    FIM prompt with padding tokens; the probe shows it, and the model's own
+    FIM tokens go in a raw prompt instead."""
+    model = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+    fim_engines.llama_cpp_python(fake_backend, FimModel(), model)
+    answers, shown, status = run(tmp_path, fake_backend, model, docs=2)
+    assert answers == [["x * 2"], ["x * 2"]]
+    _, *sent = fake_backend.requests_to(COMPLETIONS)
+    assert all("suffix" not in r.json for r in sent)
+    assert sent[0].json["prompt"].startswith("<|fim_prefix|>")
+    assert sent[0].json["prompt"].endswith("<|fim_suffix|>\n\nprint(area(2))\n<|fim_middle|>")
+    assert "<|endoftext|>" in sent[0].json["stop"]
+    plan = status["fim"]["models"][model]
+    assert plan["form"] == "template" and plan["family"] == "qwen2.5-coder"
+    assert "does not fill by it" in plan["why"]
     assert not shown
 
 
@@ -93,7 +121,7 @@ def test_a_server_without_completions_gets_chat_after_one_probe(
     assert len(fake_backend.requests_to(COMPLETIONS)) == 1
     assert len(fake_backend.requests_to(CHAT)) == 3
     assert "messages" in fake_backend.requests_to(CHAT)[0].json
-    assert status["fim"]["models"] == {"qwen2.5-coder-7b-instruct": False}
+    assert status["fim"]["models"]["qwen2.5-coder-7b-instruct"]["form"] == "none"
     assert not shown
 
 
@@ -106,9 +134,12 @@ def test_an_auth_failure_is_reported_and_not_taken_as_no_fim(
     assert answers == [[], []]
     wait_until(lambda: shown, "the error shown")
     assert any("authentication" in m.lower() or "401" in m for m in shown), shown
-    # Not cached as "no": each request asked /completions again, never chat.
-    assert len(fake_backend.requests_to(COMPLETIONS)) == 2 and not fake_backend.requests_to(CHAT)
-    assert status["fim"]["models"] == {}
+    # Not taken as "no raw completion": the probe, then each request asked
+    # /completions (the prefix alone for now), never chat; the probe is due
+    # again later.
+    assert len(fake_backend.requests_to(COMPLETIONS)) == 3 and not fake_backend.requests_to(CHAT)
+    plan = status["fim"]["models"]["my-coder:latest"]
+    assert plan["form"] == "continuation" and "asked again" in plan["why"]
 
 
 @pytest.mark.parametrize(("option", "path"), [(True, COMPLETIONS), (False, CHAT)])
@@ -146,7 +177,7 @@ def test_an_inline_completion_session_imports_no_pydantic(
     tools), so a session that only completes stays small. The first thing that
     needs a pydantic model (here agentls/status, which reports the provider's
     ProviderInfo) imports it, and this test sees that too."""
-    fake_backend.script("POST", COMPLETIONS, fim_stream(), fim_stream())
+    fim_engines.fim_server(fake_backend, FimModel())
     workspace = tmp_path / "ws"
     workspace.mkdir()
     stderr = tmp_path / "stderr.txt"
@@ -176,7 +207,7 @@ def test_an_inline_completion_session_imports_no_pydantic(
                 wait_until(lambda: {"agentls.core.feature_host", "agentls.features.mcp.feature",
                                     "agentls.features.tools"} <= imported_modules(stderr),
                            "the features loaded")
-        assert len(fake_backend.requests_to(COMPLETIONS)) == 2
+        assert len(fake_backend.requests_to(COMPLETIONS)) == 3  # the probe, two completions
         assert not fake_backend.requests_to(CHAT)
         lsp.result("agentls/status", {}, timeout=30)
         wait_until(lambda: "pydantic" in imported_modules(stderr), "pydantic imported for status")

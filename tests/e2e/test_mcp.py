@@ -452,7 +452,11 @@ async def test_workspace_mcp_json_asks_once_and_is_remembered(
     # Refused is remembered: not asked again. Then a changed file asks again.
     user = User(answers={".mcp.json": "Allow"})
     async with agentls(workspace, state, settings, user) as s:
-        await asyncio.sleep(1.0)
+        # The feature decides at start whether to ask: the remembered refusal
+        # in its status proves it started and took the not-asking branch.
+        entries = await s.wait_mcp("wsraw", states=("stopped",))
+        assert "did not allow" in (entries["wsraw"].get("error") or ""), entries
+        await s.request("agentls/status")  # a question sent at start has arrived by now
         assert user.prompts == []
     (workspace / ".mcp.json").write_text(json.dumps(
         {"mcpServers": {"wsraw": {"command": PY, "args": [*RAW, "--v2"]}}}))

@@ -146,8 +146,14 @@ async def test_no_recent_edits_no_model_call(tmp_path: Path, fake_backend: FakeB
     async with agentls(tmp_path, {**SETTINGS, "baseUrl": base_url(fake_backend)}) as server:
         uri = server.open(SOURCE, name="scale.py")
         assert await ask(server, uri, types.Position(line=0, character=0), 1) == {"edits": []}
-        await asyncio.sleep(0.1)
-        assert fake_backend.requests_to(CHAT) == []
+        # A marker: with an edit, the next request does call the model. Had
+        # the first one called it (before its answer or after), that request
+        # would be counted too.
+        at = rename_parameter(server, uri)
+        edits = (await ask(server, uri, at, VERSION_AFTER_RENAME))["edits"]
+        assert edits, "the request after an edit calls the model"
+        (sent,) = fake_backend.requests_to(CHAT)
+        assert "+def scale(x, ratio):" in sent.json["messages"][-1]["content"]
 
 
 async def test_garbage_and_undo_answers_give_nothing(

@@ -171,7 +171,10 @@ async def test_inline_completion_is_registered_only_while_enabled(tmp_path: Any)
     try:
         # Not advertised statically; disabled at start: not registered either.
         assert client.init_result.capabilities.inline_completion_provider is None
-        await asyncio.sleep(0.5)
+        # agentls/status answers once `initialized` has read the settings, and
+        # `initialized` registers (or not) in that same step, before it yields:
+        # a registration would have been written before this answer.
+        assert (await _status(client))["provider"]["id"] == "scripted"
         assert client.registrations == []
         client.set_configuration({"inlineCompletion": {"enabled": True}}, section="agentls")
         client.workspace_did_change_configuration(

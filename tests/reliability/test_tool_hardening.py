@@ -17,14 +17,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.fakes.processes import setsid_daemon
-from tests.reliability.harness import LspProcess, scripted_settings
+from tests.reliability.harness import LspProcess, scripted_settings, wait_until
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux")
 
@@ -109,11 +108,19 @@ def test_a_catastrophic_regex_does_not_freeze_the_server(
         {"tool": "search_text", "args": {"pattern": "(a|aa)+$"}}])
     with LspProcess.start(state_dir=tmp_path / "state", workspace=workspace,
                           settings=settings) as lsp:
-        chat = lsp.request_async("agentls/chat", {"prompt": "search"})
-        time.sleep(0.4)  # the second search is under way
+        chat = lsp.request_async("agentls/chat", {"prompt": "search",
+                                                  "workDoneToken": "redos"})
+        # The turn reports each tool as it starts it ($/progress): the second
+        # "Running search_text" is the catastrophic pattern's search.
+        wait_until(lambda: sum(
+            (p.get("value") or {}).get("message") == "Running search_text"
+            for p in lsp.notifications_of("$/progress")) == 2, "the second search starting")
         status = lsp.request("agentls/status", {}, timeout=20)
-        assert "result" in status
-        assert not chat.done(), "the status answer came while the search ran"
+        # Stored so far: prompt, call c0, its result, call c1. A server that
+        # froze in the search would answer only after storing c1's result.
+        [session] = status["result"]["sessions"]
+        assert session["total_messages"] == 4, "status was answered only after the search"
+        assert not chat.done()
         result = lsp.wait(chat, 60, "chat")["result"]
     assert result["status"] == "completed", result
     plain, search = tools(result)

@@ -55,6 +55,18 @@ def answering(trust: str | None, edits: str | None = None, delay: float = 0.0) -
     return respond
 
 
+def past_initialized(lsp: LspProcess) -> dict[str, Any]:
+    """agentls/status twice; the second answer. The first is answered once
+    `initialized` has read the settings, in the step that also schedules the
+    trust question (lsp/lifecycle.py); that question is written in the task's
+    first step, before the server reads the second request, which the client
+    sends only after the first answer. So a question the server meant to ask
+    at start-up has arrived before the second answer."""
+    lsp.result("agentls/status", {})
+    status: dict[str, Any] = lsp.result("agentls/status", {})
+    return status
+
+
 def inline(lsp: LspProcess, uri: str) -> dict[str, Any]:
     return lsp.request("textDocument/inlineCompletion", {
         "textDocument": {"uri": uri}, "position": {"line": 1, "character": 4},
@@ -100,9 +112,11 @@ def test_an_untrusted_workspace_file_cannot_redirect_the_users_key(
                               capabilities=MESSAGE_MODE) as again:
             again.responder = answering(None)
             assert again.result("agentls/status", {})["workspaceTrust"]["state"] == "refused"
-            time.sleep(0.5)
+            # Told where the question would be asked, instead of asking.
+            wait_until(lambda: any("chose not to trust" in m for m in again.shown_messages()),
+                       "the refusal being told")
+            past_initialized(again)
             assert trust_questions(again) == []
-            assert any("chose not to trust" in m for m in again.shown_messages())
 
 
 def test_trusting_applies_the_keys_and_a_changed_file_asks_again(
@@ -131,7 +145,7 @@ def test_trusting_applies_the_keys_and_a_changed_file_asks_again(
                               capabilities=MESSAGE_MODE) as lsp:
             lsp.responder = answering(None)
             assert lsp.result("agentls/status", {})["workspaceTrust"]["state"] == "trusted"
-            time.sleep(0.5)
+            past_initialized(lsp)
             assert trust_questions(lsp) == []
         # A changed file is a new question.
         config.write_text(config.read_text() + "apiKeyEnv = \"AWS_SECRET_ACCESS_KEY\"\n")
