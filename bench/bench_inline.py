@@ -29,6 +29,7 @@ import asyncio
 import json
 import os
 import platform
+import secrets
 import shutil
 import statistics
 import sys
@@ -235,6 +236,10 @@ async def main(requests: int, bursts: int, profile: str | None = None, tcp: bool
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTLS_", "OPENAI_"))}
     env.update(AGENTLS_CONFIG_FILE="/nonexistent/agentls.toml",
                AGENTLS_STATE_DIR=str(workdir / "state"))
+    # --tcp takes a per-start token, presented in initialize (docs/security.md).
+    token = secrets.token_hex(16)
+    if tcp:
+        env["AGENTLS_TOKEN"] = token
     started = time.perf_counter()
     profiler = ["-m", "cProfile", "-o", profile] if profile else []
     transport = ["--tcp", "--port", str(_free_port())] if tcp else []
@@ -249,10 +254,16 @@ async def main(requests: int, bursts: int, profile: str | None = None, tcp: bool
         client = Client(proc.stdout, proc.stdin)
     try:
         settings = {"provider": "openai", "baseUrl": f"http://127.0.0.1:{port}/v1",
-                    "model": "qwen2.5-coder-1.5b"}
+                    "model": "qwen2.5-coder-1.5b",
+                    # The backend answers every completion with the same text, so a
+                    # known-answer FIM probe cannot pass: say the engine does FIM.
+                    "providerOptions": {"fim": True}}
+        init_options: dict[str, Any] = {"agentls": settings}
+        if tcp:
+            init_options["agentlsToken"] = token
         await client.request("initialize", {"processId": None, "rootUri": None,
                                             "capabilities": {},
-                                            "initializationOptions": {"agentls": settings}})
+                                            "initializationOptions": init_options})
         spawn_to_initialize = time.perf_counter() - started
         client.notify("initialized", {})
         text = document()

@@ -92,7 +92,10 @@ async def agentls_once(port: int, workdir: Path) -> tuple[float, float, float, f
     client = Client(proc.stdout, proc.stdin)
     try:
         settings = {"provider": "openai", "baseUrl": f"http://127.0.0.1:{port}/v1",
-                    "model": "qwen2.5-coder-1.5b"}
+                    "model": "qwen2.5-coder-1.5b",
+                    # The backend answers every completion with the same text, so a
+                    # known-answer FIM probe cannot pass: say the engine does FIM.
+                    "providerOptions": {"fim": True}}
         await client.request("initialize", {
             "processId": None, "rootUri": None, "capabilities": {},
             "initializationOptions": {"agentls": settings}})

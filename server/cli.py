@@ -361,9 +361,12 @@ def run_trust(workspace: Path, *, assume_yes: bool = False) -> int:
     if trust.state == "none":
         print(f"{trust.file} sets no key that needs trust; nothing to do.")
         return 0
-    print(f"{trust.file} sets keys that can send your data or run commands:")
-    for key, value in trust.keys:
-        print(f"    {key} = {value}")
+    if trust.link_target is not None:
+        print(f"Note: {trust.file} is a symbolic link to {trust.link_target}"
+              + (", outside this workspace." if trust.outside else "."))
+    print(f"{trust.file} sets keys that can send your data, run commands or load models:")
+    for line in trust.lines:
+        print(f"    {line}")
     if trust.state == "trusted":
         print("This content is already trusted.")
         return 0

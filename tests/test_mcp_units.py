@@ -22,7 +22,7 @@ from agentls.features.mcp.config import (
     resolved_headers,
     server_specs,
 )
-from agentls.features.mcp.names import MAX_NAME, assign_names
+from agentls.features.mcp.names import MAX_NAME, assign_names, server_part
 from agentls.features.mcp.results import MAX_RESULT_CHARS, render_result
 from agentls.features.mcp.schema import normalize_input_schema
 from agentls.features.mcp.server_config import McpServerConfig
@@ -32,9 +32,13 @@ from agentls.features.policy import Policy
 
 
 def test_names_are_prefixed_sanitised_and_bounded() -> None:
-    names = assign_names("my server", ["get.time", "ok-name_1"])
+    names = assign_names("my_server", ["get.time", "ok-name_1"])
     assert names == {"get.time": "mcp__my_server__get_time",
                      "ok-name_1": "mcp__my_server__ok-name_1"}
+    # A server name that cannot stand as one part of a name (a space, ".",
+    # "__") gets a stand-in with a hash of the name (issue 22 item 6).
+    spaced = assign_names("my server", ["t"])["t"]
+    assert spaced == f"mcp__{server_part('my server')}__t" and spaced.startswith("mcp__my_server-")
     long = assign_names("s", ["x" * 100])["x" * 100]
     assert len(long) == MAX_NAME and long.startswith("mcp__s__xxx")
 

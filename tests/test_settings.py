@@ -20,7 +20,7 @@ from agentls.core.settings import (
     load_settings,
     user_config_path,
 )
-from agentls.core.workspace_trust import TrustDecision, TrustStore
+from agentls.core.workspace_trust import TrustDecision, TrustStore, digest
 
 
 @pytest.fixture
@@ -118,9 +118,13 @@ def test_each_source_outranks_the_ones_below(top: int, tmp_path: Path) -> None:
     # Every layer from `top` down sets `model` to its own name; the top one must win.
     present = LAYERS[top:]
     user = write(tmp_path / "user.toml", 'model = "user config"\n')
+    # `model` from a workspace file needs the user's trust (issue 22): trusted here.
+    store = TrustStore(tmp_path / "trust.json")
     if ".agentls.toml" in present:
-        write(tmp_path / "ws" / ".agentls.toml", 'model = ".agentls.toml"\n')
+        ws_file = write(tmp_path / "ws" / ".agentls.toml", 'model = ".agentls.toml"\n')
+        store.record(ws_file, digest(ws_file.read_bytes()), "trusted")
     loaded = load_settings(
+        trust_store=store,
         init_options={"model": "initializationOptions"} if "initializationOptions" in present
         else None,
         workspace_config={"model": "workspace/configuration"}

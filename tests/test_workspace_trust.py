@@ -50,9 +50,11 @@ def load(ws: Path, store: TrustStore) -> object:
 def test_dangerous_keys_are_those_that_send_data_or_run_code() -> None:
     for key in ("provider", "baseUrl", "apiKeyEnv", "providerOptions", "linters",
                 "approval.rules", "approval.default", "approval.mode", "mcpServers",
-                "runCommand.passEnv", "features.disabled"):
+                "runCommand.passEnv", "features.disabled",
+                # an hf: reference downloads with HF_TOKEN, a path loads a file (issue 22)
+                "model", "inlineCompletion.model", "nextEdit.model"):
         assert is_dangerous_key(key), key
-    for key in ("model", "inlineCompletion.debounceMs", "inlineCompletion.model",
+    for key in ("inlineCompletion.debounceMs", "nextEdit.maxTokens", "modelX",
                 "session.maxIterations", "contextWindow", "instructions.files",
                 "providerX", "approvalish"):
         assert not is_dangerous_key(key), key
@@ -62,8 +64,8 @@ def test_until_trusted_only_safe_keys_apply(ws: Path, tmp_path: Path) -> None:
     loaded = load_settings(environ={}, workspace_root=ws, user_config_file=ws / "none.toml",
                            trust_store=TrustStore(tmp_path / "trust.json"))
     settings = loaded.settings
-    assert settings.model == "from-the-repo"  # a safe key
-    assert settings.inline_completion.debounce_ms == 7
+    assert settings.model is None  # a model reference waits for trust too (issue 22)
+    assert settings.inline_completion.debounce_ms == 7  # a safe key
     assert settings.provider == "local" and settings.base_url is None
     assert settings.api_key_env is None and settings.provider_options == {}
     assert settings.approval.rules == [] and settings.approval.mode == "auto"
@@ -72,7 +74,7 @@ def test_until_trusted_only_safe_keys_apply(ws: Path, tmp_path: Path) -> None:
     assert trust is not None and trust.state == "pending"
     assert set(trust.pending) == {"provider", "baseUrl", "apiKeyEnv", "providerOptions",
                                   "approval.mode", "approval.rules", "linters",
-                                  "features.disabled"}
+                                  "features.disabled", "model"}
     assert trust.digest == digest((ws / ".agentls.toml").read_bytes())
 
 

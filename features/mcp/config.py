@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentls.core.settings_schema import DEFAULT_API_KEY_ENV
-from agentls.core.workspace_trust import digest
+from agentls.core.workspace_trust import digest, locate
 
 if TYPE_CHECKING:
     from .server_config import McpServerConfig
@@ -87,6 +87,10 @@ class WorkspaceServers:
     digest: str
     servers: list[McpServerSpec] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    # Every block as the file writes it (the trust question shows them whole).
+    blocks: dict[str, Any] = field(default_factory=dict)
+    link_target: str | None = None  # the file is a symbolic link to this
+    outside: bool = False  # it resolves outside the workspace folder
 
 
 def read_workspace_file(root: Path | None) -> WorkspaceServers | None:
@@ -103,7 +107,8 @@ def read_workspace_file(root: Path | None) -> WorkspaceServers | None:
         return None
     except OSError as exc:
         return WorkspaceServers(path, "", [], [f"Cannot read {path}: {exc.strerror}."])
-    found = WorkspaceServers(path, digest(data))
+    link_target, outside = locate(path, root)
+    found = WorkspaceServers(path, digest(data), link_target=link_target, outside=outside)
     try:
         parsed = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
@@ -118,6 +123,7 @@ def read_workspace_file(root: Path | None) -> WorkspaceServers | None:
         return found
     specs, problems = parse_servers(block, "workspace", str(path))
     found.servers, found.problems = specs, problems
+    found.blocks = {str(name): raw for name, raw in block.items()}
     return found
 
 

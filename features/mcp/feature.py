@@ -5,8 +5,10 @@ language server process and offers what they have.
   read and after every change applies the configured servers in the
   background (nothing waits for a server); `aclose()` stops them all.
 - Workspace `.mcp.json`: its servers start only after the user agreed to
-  this content of the file (one question per content, remembered in the
-  user's trust store with kind "mcp"; "Don't allow" is remembered too).
+  this content of the file (one question per content, asked through the
+  server's TrustAsker, core/trust_question.py, like `.agentls.toml`'s, and
+  remembered in the user's trust store with kind "mcp"; "Don't allow" is
+  remembered too). The question shows every server whole.
 - Tools: `tool_plugins()` gives McpTools (features/mcp/tools.py).
 - Prompts: `agentls/templates` entries and `/` completions named
   `mcp__<server>__<prompt>`, their arguments as `{{name}}` placeholders.
@@ -154,42 +156,61 @@ class McpFeature:
     def _ask_about_workspace(self) -> None:
         ws = self._workspace
         host = self._host
-        if ws is None or host is None or host.approval is None or ws.digest in self._asked:
+        if ws is None or host is None or ws.digest in self._asked:
             return
+        if host.trust is None and host.approval is None:
+            return  # nobody to ask (the CLI): the servers stay off
         self._asked.add(ws.digest)
         self._spawn(self._ask(ws))
 
-    async def _ask(self, ws: WorkspaceServers) -> None:
-        from agentls.core.approval import ApprovalOption, ApprovalRequest
+    def trust_question(self, ws: WorkspaceServers) -> Any:
+        """The `.mcp.json` question: every server whole (core/trust_display)."""
+        from agentls.core.trust_display import env_references, server_block_lines, visible
+        from agentls.core.trust_question import TrustQuestion
 
-        lines = [f"{ws.file} wants agentls to start these MCP servers:", ""]
-        lines += [f"    {s.name}: {s.describe()}" for s in ws.servers[:12]]
-        if len(ws.servers) > 12:
-            lines.append(f"    ... and {len(ws.servers) - 12} more")
-        lines += ["", "They run as programs on this computer (or connect to those URLs) with "
-                  "your permissions. A file that came with a repository should not start "
-                  "programs by itself. Allow this content of the file?"]
-        options = (ApprovalOption("allow", ALLOW, allows=True),
-                   ApprovalOption("refuse", DONT_ALLOW, allows=False))
-        request = ApprovalRequest(prompt="\n".join(lines), options=options, timeout=3600.0)
+        mine = set(self._host.settings.mcp_servers) if self._host else set()
+        started = {s.name for s in ws.servers}
+        body: list[str] = []
+        for name, block in ws.blocks.items():
+            note = (" (not started: your settings have a server of this name)" if name in mine
+                    else "" if name in started else " (not started: invalid, see the log)")
+            body += server_block_lines(name, block, note)
+        count = len(ws.blocks)
+        sends = sorted({ref for block in ws.blocks.values() if isinstance(block, dict)
+                        for ref in env_references([block.get("env"), block.get("headers")])})
+        summary = (f"{count} server{'s' if count != 1 else ''}: "
+                   f"{', '.join(visible(name) for name in ws.blocks)}"
+                   + (f"; they send your {', '.join(sends)}" if sends else ""))
+        return TrustQuestion(
+            file=str(ws.file), digest=ws.digest, kind=TRUST_KIND,
+            heading=f"{visible(str(ws.file))} wants agentls to start these MCP servers:",
+            body=body,
+            footer=("Each runs as a program on this computer with your permissions and your "
+                    "environment (minus the model providers' API keys unless its env names "
+                    "one), or connects to that URL with those headers. A file that came with "
+                    "a repository should not start programs by itself. Allow this content of "
+                    "the file?"),
+            summary=summary, allow_label=ALLOW, refuse_label=DONT_ALLOW,
+            link_target=ws.link_target, outside=ws.outside)
+
+    async def _ask(self, ws: WorkspaceServers) -> None:
+        host = self._host
+        asker = host.trust
+        if asker is None:  # a host without the server's asker: same flow, its channel
+            from agentls.core.approval import ApprovalGate
+            from agentls.core.trust_question import TrustAsker
+
+            asker = TrustAsker(ApprovalGate(host.approval), host.trust_store)
         try:
-            chosen = await asyncio.wait_for(self._host.approval.request_approval(request),
-                                            request.timeout)
+            decision = await asker.ask(self.trust_question(ws))
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log.warning("Asking about %s failed: %s", ws.file, exc)
             return
-        if chosen not in ("allow", "refuse"):
+        if decision is None:
             log.info("Question about %s dismissed; its servers stay off", ws.file)
             return
-        decision = "trusted" if chosen == "allow" else "refused"
-        store = self._host.trust_store
-        try:
-            if store is not None:
-                store.record(ws.file, ws.digest, decision, TRUST_KIND)
-        except OSError as exc:
-            log.warning("Cannot remember the answer for %s: %s", ws.file, exc)
         if self._workspace is ws:
             self._workspace_state = "allowed" if decision == "trusted" else "refused"
             await self._apply()

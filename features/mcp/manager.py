@@ -95,13 +95,17 @@ class McpManager:
         prompts: dict[str, tuple[str, dict[str, Any]]] = {}
         taken: set[str] = set()
         prompt_taken: set[str] = set()
-        for server, conn in sorted(self.connections.items()):
+        # The user's servers are named first (they keep their names); a
+        # workspace server's names live apart (names.py: mcp__ws__...).
+        for server, conn in sorted(self.connections.items(),
+                                   key=lambda item: (item[1].spec.origin != "settings", item[0])):
             # A crashed server keeps its last lists: calling one of its
             # tools is what starts it again (with backoff).
             if conn.state == "stopped":
                 continue
+            workspace = conn.spec.origin != "settings"
             valid = [t for t in conn.tools if isinstance(t.get("name"), str) and t["name"]]
-            names = assign_names(server, [t["name"] for t in valid], taken)
+            names = assign_names(server, [t["name"] for t in valid], taken, workspace=workspace)
             for raw in valid:
                 exposed = names[raw["name"]]
                 if exposed in tools:
@@ -115,7 +119,8 @@ class McpManager:
                     exposed, server, raw["name"], str(raw.get("description") or "")[:4000],
                     schema, annotations if isinstance(annotations, dict) else {}, note)
             good = [p for p in conn.prompts if isinstance(p.get("name"), str) and p["name"]]
-            pnames = assign_names(server, [p["name"] for p in good], prompt_taken)
+            pnames = assign_names(server, [p["name"] for p in good], prompt_taken,
+                                  workspace=workspace)
             for raw in good:
                 prompts[pnames[raw["name"]]] = (server, raw)
         self._tools, self._prompts = tools, prompts

@@ -30,22 +30,24 @@ __all__ = ["McpTools", "approval_prompt"]
 
 log = logging.getLogger("agentls.mcp")
 
-_ARGS_SHOWN = 2000
 _HINTS = (("readOnlyHint", "read-only"), ("destructiveHint", "destructive"),
           ("idempotentHint", "idempotent"), ("openWorldHint", "reaches outside systems"))
 
 
 def approval_prompt(tool: McpTool, arguments: dict[str, Any]) -> str:
+    """The question for one call: every argument whole (no cut: the server
+    receives all of it), with characters that would not show as themselves
+    (U+202E, zero-width, control) written as <U+XXXX> (core/trust_display)."""
+    from agentls.core.trust_display import visible
+
     try:
         shown = json.dumps(arguments, ensure_ascii=False, indent=1, default=str)
     except (TypeError, ValueError):
         shown = repr(arguments)
-    if len(shown) > _ARGS_SHOWN:
-        shown = shown[:_ARGS_SHOWN] + " ..."
     claims = [f"{label}: {'yes' if tool.annotations[key] else 'no'}"
               for key, label in _HINTS if isinstance(tool.annotations.get(key), bool)]
-    lines = [f"The agent wants to call the MCP tool {tool.name!r} of server {tool.server!r}"
-             f" ({tool.exposed}) with:", "", shown]
+    lines = [f"The agent wants to call the MCP tool {visible(repr(tool.name))} of server "
+             f"{visible(repr(tool.server))} ({tool.exposed}) with:", "", visible(shown)]
     if claims:
         lines += ["", "The server says the tool is " + ", ".join(claims)
                   + " (its own claim, not checked)."]

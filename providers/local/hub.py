@@ -10,9 +10,10 @@ What this module adds on top: choosing the file (a quant tag such as
 `Q4_K_M` or a file name), a memory check before a byte is fetched, progress
 and cancellation through a callback, a SHA-256 check against the hub's LFS
 metadata, a GGUF magic check, and errors that name the model and say what
-to do. A file that failed a check is removed from the cache, so it is never
-taken for a complete one later; huggingface_hub itself writes to a
-temporary name and renames only a download of the announced size.
+to do. A file that failed a check is removed from the cache (only inside
+it), so it is never taken for a complete one later. A hub is not trusted
+with paths: every name it returns is checked before it becomes one, and the
+file returned must lie inside the cache (hub_names.py).
 
 Synchronous on purpose: it runs in a worker thread (downloads.py), never on
 the event loop.
@@ -23,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import logging
 import os
 import re
 import threading
@@ -32,6 +34,17 @@ from pathlib import Path
 from typing import Any
 
 from agentls.core.errors import ModelError
+
+from .hub_names import (
+    COMMIT,
+    hub_endpoint,
+    inside,
+    refused,
+    safe_repo_path,
+    use_checked_client,
+)
+
+logger = logging.getLogger("agentls.providers.local")
 
 HF_PREFIXES = ("hf:", "hf.co/", "huggingface.co/")
 # Tried in order when the reference names no quant: the common "good enough
@@ -215,13 +228,8 @@ def _hub() -> Any:
     from huggingface_hub import constants
 
     constants.HF_HUB_DISABLE_XET = True
+    use_checked_client(huggingface_hub)
     return huggingface_hub
-
-
-def hub_endpoint() -> str | None:
-    """HF_ENDPOINT read now (huggingface_hub reads it once, at import)."""
-    value = os.environ.get("HF_ENDPOINT")
-    return value.rstrip("/") if value else None
 
 
 def _token() -> str | None:
@@ -238,6 +246,11 @@ def list_gguf_files(ref: HfReference) -> list[RemoteFile]:
         raise translate_error(ref, exc) from exc
     files = []
     for sibling in info.siblings or []:
+        if not isinstance(sibling.rfilename, str) or not safe_repo_path(sibling.rfilename):
+            # Never becomes a path: left out, as if the repository did not have it.
+            logger.warning("local: %s lists a file name that is not a plain relative path "
+                           "(%r); it is ignored", ref.display, sibling.rfilename)
+            continue
         lfs = sibling.lfs
         files.append(
             RemoteFile(
@@ -282,15 +295,21 @@ def download(
         raise
     except Exception as exc:
         raise translate_error(ref, exc, remote) from exc
-    verify(ref, remote, path, cancel=cancel)
+    cache = hf_cache or hf_cache_dir()
+    if not inside(path, cache):
+        raise refused("a file that lies outside the cache:", str(path))
+    verify(ref, remote, path, cancel=cancel, cache=cache)
     return path
 
 
 def verify(
-    ref: HfReference, remote: RemoteFile, path: Path, *, cancel: threading.Event | None = None
+    ref: HfReference, remote: RemoteFile, path: Path, *, cancel: threading.Event | None = None,
+    cache: Path | None = None,
 ) -> None:
     """Size, SHA-256 (when the hub gave one) and the GGUF magic; a file that
-    fails is removed from the cache (blob and snapshot link)."""
+    fails is removed from the cache (blob and snapshot link, only inside
+    the cache)."""
+    cache = cache or hf_cache_dir()
     problem = None
     size = path.stat().st_size
     if remote.size is not None and size != remote.size:
@@ -301,7 +320,7 @@ def verify(
             while block := handle.read(1 << 20):
                 if cancel is not None and cancel.is_set():
                     handle.close()
-                    _remove_cached(path)  # never left looking verified
+                    _remove_cached(path, cache)  # never left looking verified
                     raise DownloadCancelled(
                         f"local: download of {ref.display} cancelled", model=ref.text,
                         code="cancelled",
@@ -315,7 +334,7 @@ def verify(
                 problem = "is not a GGUF file (no GGUF magic at its start)"
     if problem is None:
         return
-    _remove_cached(path)
+    _remove_cached(path, cache)
     raise ModelError(
         f"local: the download of {ref.display} ({remote.filename}) {problem}; the file was "
         "removed from the cache. Try again (`agentls pull "
@@ -326,12 +345,14 @@ def verify(
     )
 
 
-def _remove_cached(path: Path) -> None:
-    """Remove a snapshot link and the blob it points to."""
+def _remove_cached(path: Path, cache: Path) -> None:
+    """Remove a snapshot link and the blob it points to, each only when it
+    lies inside the cache."""
     with contextlib.suppress(OSError):
         target = path.resolve()
-        path.unlink(missing_ok=True)
-        if target != path:
+        if inside(path.parent, cache):
+            path.unlink(missing_ok=True)
+        if target != path and inside(target, cache):
             target.unlink(missing_ok=True)
 
 
@@ -454,9 +475,12 @@ def cached_path(ref: HfReference, hf_cache: Path | None = None) -> Path | None:
     by `agentls pull`, or by another tool), found without network: the
     snapshot of the commit `refs/main` names. huggingface_hub only ever
     renames complete downloads into the cache, and ours were verified."""
-    folder = (hf_cache or hf_cache_dir()) / ("models--" + ref.repo_id.replace("/", "--"))
+    cache = hf_cache or hf_cache_dir()
+    folder = cache / ("models--" + ref.repo_id.replace("/", "--"))
     try:
         commit = (folder / "refs" / "main").read_text(encoding="utf-8").strip()
+        if not COMMIT.fullmatch(commit):
+            return None  # not a commit a hub we checked wrote: never a path
         snapshot = folder / "snapshots" / commit
         local = [
             RemoteFile(str(path.relative_to(snapshot)), None, None)
@@ -471,4 +495,5 @@ def cached_path(ref: HfReference, hf_cache: Path | None = None) -> Path | None:
         chosen = choose_file(ref, local)
     except ModelError:
         return None
-    return snapshot / chosen.filename
+    found = snapshot / chosen.filename
+    return found if inside(found, cache) else None

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .approval import ApprovalChannel, DisplayChannel
     from .settings import AgentlsSettings
+    from .trust_question import TrustAsker
     from .workspace_trust import TrustStore
 
 __all__ = ["FeatureHost"]
@@ -45,6 +46,9 @@ class FeatureHost:
     approval: ApprovalChannel | None = None
     display: DisplayChannel | None = None
     trust_store: TrustStore | None = None
+    # Asks a workspace file's trust question through the server's approval
+    # gate (core/trust_question.py); None: nothing is asked (the CLI).
+    trust: TrustAsker | None = None
     environ: Mapping[str, str] | None = None
     # Called (no arguments) when what the plugin offers changed (tools,
     # templates, status), so the client can be told.

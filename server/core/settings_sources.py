@@ -32,12 +32,14 @@ from .settings_keys import (
     spellings,
     wire_name,
 )
+from .trust_display import setting_lines, shown_value
 from .workspace_trust import (
     MIN_WORKSPACE_TIMEOUT_SECONDS,
     TrustStore,
     WorkspaceTrust,
     digest,
     is_dangerous_key,
+    locate,
 )
 
 __all__ = [
@@ -106,6 +108,8 @@ def _masked(value: Any) -> Any:
 
 
 def shown(value: Any, wire: str) -> str:
+    """A rejected value in a problem message: short, secrets masked. Never
+    for a trust question, which shows every value whole (trust_display)."""
     if _SECRET_NAME.search(wire.rsplit(".", 1)[-1]):
         return _REDACTED
     return _truncate(repr(_masked(value)))
@@ -348,12 +352,18 @@ def workspace_layer(path: Path | None, store: TrustStore, problems: list[Setting
                 f"{MIN_WORKSPACE_TIMEOUT_SECONDS:g} s a workspace file may set; it is ignored.")))
     dangerous = {key: given for key, given in layer.items() if is_dangerous_key(wire_name(key))}
     content = digest(data)
+    link_target, outside = locate(path)
     if not dangerous:
-        return layer, WorkspaceTrust(str(path), content, "none")
-    listed = [(wire_name(key), shown(given.value, wire_name(key)))
-              for key, given in dangerous.items()]
+        return layer, WorkspaceTrust(str(path), content, "none", link_target=link_target,
+                                     outside=outside)
+    # Shown whole in the trust question: every value, nothing cut or masked
+    # (the file's own text; your variables' values never appear).
+    listed = [(wire_name(key), shown_value(given.value)) for key, given in dangerous.items()]
+    lines = [line for key, given in dangerous.items()
+             for line in setting_lines(wire_name(key), given.value)]
     state = store.decision(path, content) or "pending"
     if state != "trusted":
         for key in dangerous:
             del layer[key]
-    return layer, WorkspaceTrust(str(path), content, state, listed)
+    return layer, WorkspaceTrust(str(path), content, state, listed, lines,
+                                 link_target=link_target, outside=outside)

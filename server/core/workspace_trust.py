@@ -10,12 +10,19 @@ and direnv's `allow`):
 - **keys that can send data or run code** (`provider`, `baseUrl`,
   `apiKeyEnv`, `providerOptions`, `linters`, `approval.*`, `mcpServers`,
   `runCommand.*`, `features.disabled`, which could switch the approval
-  policy off) apply only after the user trusted *this content* of the file.
+  policy off, and the model keys `model`, `inlineCompletion.model`,
+  `nextEdit.model`, whose `hf:` reference starts a download with your
+  HF_TOKEN and whose path loads a file into this process) apply only after
+  the user trusted *this content* of the file.
 
-Decisions are remembered per file path and SHA-256 of its bytes, in
-`trust.json` in the user state directory (never in the workspace): a
-changed file asks again. "Don't trust" is remembered too, so the user is
-not asked at every start; the keys stay ignored and reported.
+Decisions are remembered per workspace file (the folder and the file's
+path inside it, as the workspace spells it, never the file a link points
+to) and SHA-256 of its bytes, in `trust.json` in the user state directory
+(never in the workspace): a changed file asks again, and a file that is a
+link into another checkout never inherits the trust given there (the link's
+target is part of the record: a retargeted link asks again). "Don't trust"
+is remembered too, so the user is not asked at every start; the keys stay
+ignored and reported.
 
 Even from a trusted file, `approval.default = "allow"` is never taken (an
 unanswered question must not approve), and `approval.timeoutSeconds` has
@@ -47,6 +54,7 @@ __all__ = [
     "WorkspaceTrust",
     "digest",
     "is_dangerous_key",
+    "locate",
 ]
 
 log = logging.getLogger("agentls.trust")
@@ -57,7 +65,10 @@ MIN_WORKSPACE_TIMEOUT_SECONDS = 10.0
 # Wire keys (camelCase, dotted) that can send data or run code; a key is
 # dangerous when it equals one of these or lies under one.
 _DANGEROUS = ("provider", "baseUrl", "apiKeyEnv", "providerOptions", "linters", "approval",
-              "mcpServers", "runCommand", "features.disabled")
+              "mcpServers", "runCommand", "features.disabled",
+              # An hf: reference downloads (with HF_TOKEN), a path loads a file
+              # into this process: a workspace file may name neither untrusted.
+              "model", "inlineCompletion.model", "nextEdit.model")
 
 TrustDecision = Literal["trusted", "refused"]
 # none: no workspace file, or it sets no dangerous key; pending: the user
@@ -73,16 +84,32 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def locate(path: Path | str, folder: Path | str | None = None) -> tuple[str | None, bool]:
+    """Where a workspace file really is: (the path it links to when it is a
+    symbolic link, else None; whether it resolves outside `folder`, by
+    default the folder that holds it)."""
+    path = os.path.abspath(path)
+    folder = os.path.abspath(folder) if folder is not None else os.path.dirname(path)
+    real = os.path.realpath(path)
+    target = real if os.path.islink(path) else None
+    inside = os.path.commonpath([real, os.path.realpath(folder)]) == os.path.realpath(folder)
+    return target, not inside
+
+
 @dataclass(frozen=True)
 class WorkspaceTrust:
     """What a settings load found in the workspace file."""
 
-    file: str  # absolute path
+    file: str  # absolute path, as the workspace spells it (links not resolved)
     digest: str
     state: TrustState
-    # The dangerous keys the file sets, as shown to the user (key, value);
-    # ignored unless state is "trusted".
+    # The dangerous keys the file sets, as shown to the user (key, whole
+    # value); ignored unless state is "trusted".
     keys: list[tuple[str, str]] = field(default_factory=list)
+    # The question's listing of those keys (core/trust_display.py), whole.
+    lines: list[str] = field(default_factory=list)
+    link_target: str | None = None  # what the file links to, when it is a link
+    outside: bool = False  # it resolves outside its workspace folder
 
     @property
     def pending(self) -> list[str]:
@@ -120,8 +147,14 @@ class TrustStore:
 
     def decision(self, file: Path | str, content_digest: str, kind: str = "settings"
                  ) -> TrustDecision | None:
-        entry = self._read().get(_key(file, kind))
+        """The answer recorded for this workspace file (its path as the
+        workspace spells it) with this content and this link target."""
+        key, target = _key(file, kind)
+        entry = self._read().get(key)
         if not isinstance(entry, dict) or entry.get("sha256") != content_digest:
+            return None
+        # Records written before the target was kept were keyed by the real path.
+        if entry.get("target", key.split(":", 1)[1]) != target:
             return None
         decision = entry.get("decision")
         return decision if decision in ("trusted", "refused") else None  # type: ignore[return-value]
@@ -133,8 +166,9 @@ class TrustStore:
         if self.path is None:
             return
         data = self._read()
-        data[_key(file, kind)] = {"sha256": content_digest, "decision": decision,
-                                  "at": datetime.now(UTC).isoformat()}
+        key, target = _key(file, kind)
+        data[key] = {"sha256": content_digest, "decision": decision, "target": target,
+                     "at": datetime.now(UTC).isoformat()}
         from .state_dir import ensure_private_dir
 
         ensure_private_dir(self.path.parent)  # 0700: the decisions are the user's own
@@ -151,5 +185,8 @@ class TrustStore:
             raise
 
 
-def _key(file: Path | str, kind: str) -> str:
-    return f"{kind}:{os.path.realpath(file)}"
+def _key(file: Path | str, kind: str) -> tuple[str, str]:
+    """The record's key (kind and the path as the workspace spells it: the
+    workspace folder and the file's place in it, links not followed) and
+    the file it really is."""
+    return f"{kind}:{os.path.abspath(file)}", os.path.realpath(file)

@@ -20,7 +20,7 @@ from lsprotocol import types
 
 from . import inline_registration
 from .convert import to_plain
-from .trust import schedule_trust_question
+from .trust import schedule_trust_question, trust_asker
 
 if TYPE_CHECKING:
     from .server import AgentlsLanguageServer
@@ -91,7 +91,7 @@ async def start_features(ls: AgentlsLanguageServer) -> None:
     schedules its work, so this returns at once."""
     try:
         enabled = {id(f): f for f in ls.state.features() if callable(getattr(f, "start", None))}
-        host = ls.state.feature_host()
+        host = ls.state.feature_host(trust=trust_asker(ls))
     except Exception:
         log.exception("Cannot list the features to start")
         ls.features_started.set()

@@ -285,8 +285,9 @@ class ServerState:
         except TimeoutError:
             pass
 
-    def feature_host(self, wiring: Any = None) -> Any:
-        """What long-running features get at start (core/feature_host.py)."""
+    def feature_host(self, wiring: Any = None, trust: Any = None) -> Any:
+        """What long-running features get at start (core/feature_host.py);
+        `trust`: the TrustAsker workspace-trust questions go through."""
         from agentls.core.feature_host import FeatureHost
 
         wiring = wiring or self.turn_wiring
@@ -296,6 +297,7 @@ class ServerState:
             approval=wiring.approval if wiring else None,
             display=wiring.display if wiring else None,
             trust_store=self.trust_store,
+            trust=trust,
             environ=self.environ,
         )
 

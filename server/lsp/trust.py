@@ -1,5 +1,9 @@
-"""Asking the user to trust the workspace file (`.agentls.toml`), over
-window/showMessageRequest; the mechanism is agentls.core.workspace_trust.
+"""Asking the user to trust the workspace file (`.agentls.toml`), and the
+LSP side of every workspace-trust question: the TrustAsker built here asks
+through the server's one approval gate (window/showMessageRequest) and
+opens a long question's whole text with window/showDocument. The MCP
+feature's `.mcp.json` question goes through the same asker (FeatureHost
+.trust); the mechanism is agentls.core.trust_question.
 
 Until the user answers, the file's keys that can send data or run code are
 ignored (the settings loader already left them out). "Trust" records the
@@ -13,12 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
 if TYPE_CHECKING:
-    from agentls.core.workspace_trust import TrustDecision, WorkspaceTrust
+    from agentls.core.trust_question import TrustAsker, TrustQuestion
+    from agentls.core.workspace_trust import WorkspaceTrust
 
     from .server import AgentlsLanguageServer
 
@@ -26,18 +32,62 @@ log = logging.getLogger("agentls.lsp.trust")
 
 TRUST = "Trust"
 DONT_TRUST = "Don't trust"
-_VALUES_SHOWN = 12
+SHOW_DOCUMENT_SECONDS = 10.0
+
+
+def trust_question(trust: WorkspaceTrust) -> TrustQuestion:
+    from agentls.core.trust_display import visible
+    from agentls.core.trust_question import TrustQuestion
+
+    count = len(trust.keys)
+    return TrustQuestion(
+        file=trust.file, digest=trust.digest, kind="settings",
+        heading=f"{visible(trust.file)} wants to set keys that can send your data or run commands:",
+        body=[f"    {line}" for line in trust.lines],
+        footer=("They are ignored until you trust this file. A file that came with a "
+                "repository can point agentls at another server with your API key, run "
+                "programs, or download and load a model. Trust this content of the file?"),
+        summary=f"{count} key{'s' if count != 1 else ''}: "
+                + ", ".join(key for key, _ in trust.keys),
+        allow_label=TRUST, refuse_label=DONT_TRUST,
+        link_target=trust.link_target, outside=trust.outside)
 
 
 def question(trust: WorkspaceTrust) -> str:
-    lines = [f"{trust.file} wants to set keys that can send your data or run commands:", ""]
-    lines += [f"    {key} = {value}" for key, value in trust.keys[:_VALUES_SHOWN]]
-    if len(trust.keys) > _VALUES_SHOWN:
-        lines.append(f"    ... and {len(trust.keys) - _VALUES_SHOWN} more")
-    lines += ["", "They are ignored until you trust this file. A file that came with a "
-              "repository can point agentls at another server with your API key, or run "
-              "programs. Trust this content of the file?"]
-    return "\n".join(lines)
+    """The whole text of the `.agentls.toml` question."""
+    return trust_question(trust).full_text()
+
+
+class LspDocumentOpener:
+    """window/showDocument, when the client said it supports it."""
+
+    def __init__(self, ls: Any) -> None:
+        self.ls = ls
+
+    async def show_document(self, path: Path) -> bool:
+        from .channels import send_request
+
+        window = getattr(self.ls.client_capabilities, "window", None)
+        support = getattr(getattr(window, "show_document", None), "support", False)
+        if not support:
+            return False
+        params = types.ShowDocumentParams(uri=path.as_uri(), external=False, take_focus=True)
+        result = await send_request(self.ls, types.WINDOW_SHOW_DOCUMENT, params,
+                                    SHOW_DOCUMENT_SECONDS)
+        return bool(getattr(result, "success", False))
+
+
+def trust_asker(ls: AgentlsLanguageServer) -> TrustAsker:
+    """The server's TrustAsker: the one approval gate (the chat wiring's),
+    the user's trust store, showDocument for long questions."""
+    from agentls.core.approval import ApprovalGate
+    from agentls.core.trust_question import TrustAsker
+
+    from .channels import LspApprovalChannel, LspDisplayChannel
+
+    wiring = ls.state.turn_wiring
+    gate = wiring.gate if wiring is not None else ApprovalGate(LspApprovalChannel(ls))
+    return TrustAsker(gate, ls.state.trust_store, LspDocumentOpener(ls), LspDisplayChannel(ls))
 
 
 def schedule_trust_question(ls: AgentlsLanguageServer) -> None:
@@ -62,38 +112,21 @@ def schedule_trust_question(ls: AgentlsLanguageServer) -> None:
 
 
 async def _ask(ls: AgentlsLanguageServer, trust: WorkspaceTrust) -> None:
-    # Imported here: channels brings the approval gate and the edit applier,
-    # which a session without a workspace file to trust never needs.
-    from .channels import send_request
-
-    params = types.ShowMessageRequestParams(
-        type=types.MessageType.Warning, message=question(trust),
-        actions=[types.MessageActionItem(title=TRUST),
-                 types.MessageActionItem(title=DONT_TRUST)])
     try:
-        chosen: Any = await send_request(ls, types.WINDOW_SHOW_MESSAGE_REQUEST, params)
+        decision = await trust_asker(ls).ask(trust_question(trust))
     except asyncio.CancelledError:
         raise
     except Exception as exc:
         log.warning("Asking to trust %s failed: %s", trust.file, exc)
         return
-    title = getattr(chosen, "title", None)
-    if title not in (TRUST, DONT_TRUST):
-        log.info("Trust question for %s dismissed; keys stay ignored", trust.file)
+    if decision is None:
         return
-    decision: TrustDecision = "trusted" if title == TRUST else "refused"
-    try:
-        ls.state.trust_store.record(trust.file, trust.digest, decision)
-    except OSError as exc:
-        ls.window_show_message(types.ShowMessageParams(
-            type=types.MessageType.Error,
-            message=f"agentls could not remember your answer for {trust.file}: {exc}"))
-    from .lifecycle import close_retired_providers, report_problems
+    from .lifecycle import close_retired_providers, prepare_models, report_problems
 
     # Re-read: a trusted file's keys apply now; a refused one is reported as such.
     report_problems(ls, ls.state.reload_settings())
+    prepare_models(ls)
     await close_retired_providers(ls)
     from .inline_registration import sync
 
     await sync(ls)
-    log.info("Workspace file %s %s (sha256 %s)", trust.file, decision, trust.digest[:12])

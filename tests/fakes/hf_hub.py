@@ -17,7 +17,9 @@ It speaks what huggingface_hub's download path calls:
 Faults for tests: `cut_after` (the first GET of a file drops the connection
 after that many bytes), `wrong_sha256` (the metadata announces a digest the
 bytes do not have), `delay` (seconds per 64 KiB chunk, so a download lasts
-long enough to watch or cancel). Stops by itself after `hard_timeout`.
+long enough to watch or cancel), `etag` / `commit` (a hostile hub's ETag or
+X-Repo-Commit, e.g. an absolute path or a `../` path, sent instead of the
+real ones). Stops by itself after `hard_timeout`.
 """
 
 from __future__ import annotations
@@ -74,6 +76,8 @@ class FakeHub:
     # Announce every file as Xet-backed (the headers the Hub sends for Xet
     # storage); this fake serves no Xet endpoint, so only HTTP works.
     xet: bool = False
+    etag: str | None = None  # sent as ETag and X-Linked-Etag instead of the sha256
+    commit: str | None = None  # sent as X-Repo-Commit instead of COMMIT
     requests: list[HubRequest] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -217,9 +221,10 @@ class _Handler(BaseHTTPRequestHandler):
         if send_body and ranged:
             start = int(ranged.group(1))
         self.send_response(206 if start else 200)
-        self.send_header("X-Repo-Commit", COMMIT)
-        self.send_header("ETag", f'"{sha}"')
-        self.send_header("X-Linked-Etag", f'"{sha}"')
+        etag = self.fake.etag if self.fake.etag is not None else sha
+        self.send_header("X-Repo-Commit", self.fake.commit or COMMIT)
+        self.send_header("ETag", f'"{etag}"')
+        self.send_header("X-Linked-Etag", f'"{etag}"')
         self.send_header("X-Linked-Size", str(entry.size))
         if self.fake.xet:
             self.send_header("X-Xet-Hash", sha)

@@ -21,6 +21,7 @@ Tools:
 
 MCP_RAW_PID_FILE: a file the server writes its pid to.
 MCP_RAW_LOG: a file the server appends every message it receives to (JSON lines).
+MCP_RAW_EXTRA_TOOLS: comma-separated names of more tools (answer "called <name>").
 Set MCP_RAW_CRASH_AT_START=1 to exit before answering initialize (after
 writing to stderr).
 """
@@ -112,6 +113,8 @@ def call(msg_id, name, arguments, meta=None):
 
 
 def main():
+    for extra in filter(None, os.environ.get("MCP_RAW_EXTRA_TOOLS", "").split(",")):
+        TOOLS.append({"name": extra, "inputSchema": {"type": "object"}})
     if os.environ.get("MCP_RAW_PID_FILE"):
         with open(os.environ["MCP_RAW_PID_FILE"], "a") as handle:
             handle.write(f"{os.getpid()}\n")
