@@ -15,11 +15,12 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from agentls.core.file_access import Withheld
+from agentls.core.prompt_enrichment import PromptDraft, PromptSources
 from agentls.features.mention_prefix import complete_mention_prefix
 from agentls.features.sensitive_paths import ModelFileAccess
 from agentls.features.tools.workspace import Workspace, WorkspacePathError
@@ -123,11 +124,33 @@ _LISTINGS = _ListingCache()
 
 
 class MentionsFeature:
-    """FeaturePlugin: `@file:` completions (the expansion is `expand_mentions`)."""
+    """FeaturePlugin: `@file:` completions; as a PromptEnricher
+    (core/prompt_enrichment.py) it attaches the mentioned files to a chat
+    prompt (`expand_mentions`)."""
 
     name = "mentions"
     version = "0.1.0"
     priority = 50
+
+    def enrich_prompt(self, draft: PromptDraft, sources: PromptSources) -> PromptDraft:
+        """Each mention becomes its path in backticks, and the files' text
+        (the open buffer first) an attachment; the paths go into the
+        message's metadata (`mentions`)."""
+        if MENTION_PREFIX not in draft.text:
+            return draft
+        workspace = Workspace.of(sources.workspace_folders, sources.documents)
+
+        def read(path: Path) -> str | None:
+            return workspace.read_text(path, limit=ATTACHMENT_MAX_CHARS + 1).text
+
+        text, attachments = expand_mentions(draft.text, sources.workspace_folders, read)
+        if not attachments:
+            return replace(draft, text=text)
+        return replace(
+            draft, text=text,
+            attachments=(*draft.attachments, render_attachments(attachments)),
+            metadata={**draft.metadata, "mentions": [a["path"] for a in attachments]},
+        )
 
     def get_completions(self, config: dict[str, Any], text: str) -> list[dict[str, Any]]:
         typing = _TYPING.search(text)
@@ -158,7 +181,7 @@ class MentionsFeature:
     def get_ui_elements(
         self, config: dict[str, Any], context: dict[str, Any] | None = None
     ) -> list[dict[str, Any]]:
-        # Prompts with mentions carry metadata.mentions (see agentls.lsp.chat).
+        # Prompts with mentions carry metadata.mentions (enrich_prompt).
         return [{"ui_type": "message_footer", "data": "metadata.mentions",
                  "template": "Attached: {{data}}"}]
 

@@ -17,7 +17,9 @@ As a FeaturePlugin (entry point `templates`): get_completions offers `/name`
 when the text before the cursor ends in `/` + a partial name at a word start;
 apply_completion expands an accepted `/name` into the template text;
 get_template returns the template named by config["template"], rendered when
-the config carries selection / language / path / diagnostics.
+the config carries selection / language / path / diagnostics. As a
+PromptEnricher (core/prompt_enrichment.py) it fills the placeholders a chat
+prompt still carries from the editor context.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ import os
 import re
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
+
+from agentls.core.prompt_enrichment import PromptDraft, PromptSources
 
 __all__ = [
     "BUILTIN_TEMPLATES",
@@ -302,6 +306,23 @@ class TemplatesFeature:
     name = "templates"
     version = "1.0.0"
     priority = 50
+
+    def enrich_prompt(self, draft: PromptDraft, sources: PromptSources) -> PromptDraft:
+        """A /template picked in the chat buffer arrives with its
+        placeholders: {{selection}}, {{language}}, {{path}} and
+        {{diagnostics}} are filled from the editor context."""
+        if "{{" not in draft.text:
+            return draft
+        editor = sources.editor
+        text = render(
+            draft.text,
+            selection=editor.selection or "(no selection)",
+            language=editor.language,
+            path=editor.path or "(no file)",
+            diagnostics=list(editor.diagnostics),
+        )
+        used = bool(editor.selection) and "{{selection}}" in draft.text
+        return replace(draft, text=text, used_selection=draft.used_selection or used)
 
     def list_templates(self, config: dict[str, Any]) -> list[dict[str, Any]]:
         """What `agentls/templates` lists."""

@@ -116,7 +116,7 @@ class AgentlsChatCompletionClient(ChatCompletionClient):
         holds the key (the key itself is never passed around), and the other
         keyword arguments are its providerOptions. Invalid settings raise
         AgentlsError saying what to change."""
-        from agentls.app import build_provider
+        from agentls.app import build_agent
         from agentls.core.models import AgentlsError
         from agentls.core.settings import AgentlsSettings
 
@@ -127,7 +127,8 @@ class AgentlsChatCompletionClient(ChatCompletionClient):
             )
         except ValueError as exc:
             raise AgentlsError(f"Invalid model client settings: {exc}") from None
-        return cls(build_provider(settings), model=model, model_info=model_info)
+        # The agent's provider, made as the editor and the CLI make theirs.
+        return cls(build_agent(settings).provider, model=model, model_info=model_info)
 
     def __init__(
         self,

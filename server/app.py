@@ -1,17 +1,26 @@
-"""Composition root: turns settings into a provider (and, later, the rest of
-the agent) using the plugin registry. Both the CLI (`agentls check`) and the
-language server build their objects here, so they agree on what the user's
-configuration means.
+"""Composition root: where the agent is assembled.
+
+`build_agent(settings, registry, channels)` turns the user's settings, the
+plugin registry and the editor's channels into one frozen AgentBundle
+(core/agent.py): provider, model, tools, hooks, the chat's prompt
+enrichers, limits, context settings and workspace. The language server
+(lsp/state.py), the CLI (`agentls check`) and the autogen adapter
+(providers/autogen_client.py) all call it, so they agree on what the
+user's configuration means. `build_provider` is its first step, also used
+alone by the keystroke path (inline completion needs no tools or hooks).
 
 Lives outside `core` because it wires core to providers and features.
+Imported on the keystroke path (build_provider): heavy imports stay inside
+the functions.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentls.core.errors import AgentlsError, ModelError
@@ -19,10 +28,22 @@ from agentls.core.provider import Provider, ProviderConfig
 from agentls.core.registry import PluginRegistry, UnknownPlugin
 
 if TYPE_CHECKING:
+    from agentls.core.agent import AgentBundle, EditorChannels
+    from agentls.core.hooks import HookRegistry
     from agentls.core.models import ModelInfo, ProviderInfo
+    from agentls.core.registry import PluginKind
     from agentls.core.settings import AgentlsSettings
 
-__all__ = ["ProbeReport", "build_provider", "probe_provider", "provider_config"]
+__all__ = [
+    "ProbeReport",
+    "build_agent",
+    "build_hooks",
+    "build_provider",
+    "enabled_plugins",
+    "plugin_config",
+    "probe_provider",
+    "provider_config",
+]
 
 
 def provider_config(settings: AgentlsSettings) -> ProviderConfig:
@@ -70,6 +91,156 @@ def _as_factory(target: Any) -> Callable[[ProviderConfig], Any]:
         return as_provider_factory(target)
     except TypeError as exc:
         raise AgentlsError(str(exc)) from exc
+
+
+def plugin_config(
+    settings: AgentlsSettings,
+    workspace_folders: Sequence[str | Path] = (),
+    workspace_root: str | Path | None = None,
+) -> dict[str, Any]:
+    """The `config` dict every FeaturePlugin/ToolPlugin hook receives.
+    `workspace_root` defaults to the first folder."""
+    folders = [str(p) for p in workspace_folders]
+    root = str(workspace_root) if workspace_root else (folders[0] if folders else None)
+    return {"settings": settings.to_wire(), "workspace_root": root, "workspace_folders": folders}
+
+
+def enabled_plugins(
+    kind: PluginKind,
+    settings: AgentlsSettings,
+    registry: PluginRegistry,
+    config: Mapping[str, Any],
+    tags: Sequence[str] | None = None,
+) -> list[Any]:
+    """The plugins of a kind that are on, by priority (features.disabled
+    applies to every kind)."""
+    config = dict(config)
+    return registry.enabled(
+        kind, config, tags=registry.collect_tags(config) if tags is None else tags,
+        disabled=settings.features.disabled,
+    )
+
+
+def build_agent(
+    settings: AgentlsSettings,
+    registry: PluginRegistry | None = None,
+    channels: EditorChannels | None = None,
+    *,
+    workspace_folders: Sequence[str | Path] = (),
+    workspace_root: str | Path | None = None,
+    provider: Provider | None = None,
+) -> AgentBundle:
+    """The agent for these settings: the one place it is assembled.
+
+    `channels` is the editor's side (approval, display, edit applier,
+    document lookups); None for callers without an editor (the CLI, the
+    autogen adapter), whose turns then ask nothing and apply no edits.
+    `provider`: one the caller already holds for these settings (the
+    language server keeps its provider across bundles, since the keystroke
+    path uses it alone); built here otherwise. AgentlsError saying what to
+    change when the provider cannot be built; a tool plugin or hook module
+    that fails is logged and left out. `workspace_root` (project
+    instructions, the system prompt) defaults to the first folder."""
+    from agentls.core.agent import AgentBundle, ContextSettings, EditorChannels, TurnLimits
+    from agentls.core.capabilities import contributed_tool_plugins
+    from agentls.core.injections import InjectionLimits
+    from agentls.core.instructions import ProjectInstructions
+    from agentls.core.prompt_enrichment import PromptEnricher
+    from agentls.core.registry import offering
+    from agentls.core.tools import ToolExecutor
+    from agentls.features.sensitive_paths import ModelFileAccess
+
+    registry = registry or PluginRegistry.discover()
+    channels = channels or EditorChannels()
+    if provider is None:
+        provider = build_provider(settings, registry)
+    folders = [Path(p) for p in workspace_folders]
+    root = Path(workspace_root) if workspace_root else (folders[0] if folders else None)
+    config = plugin_config(settings, folders, root)
+    tags = registry.collect_tags(config)
+    features = enabled_plugins("feature", settings, registry, config, tags)
+    tools = [*enabled_plugins("tool", settings, registry, config, tags),
+             *contributed_tool_plugins(features)]
+    hooks = _hooks(settings, registry, channels, folders, config, tags, features)
+    session = settings.session
+    return AgentBundle(
+        provider=provider,
+        model=settings.model,
+        tools=ToolExecutor(tools, config),
+        hooks=hooks,
+        enrichers=tuple(offering(features, PromptEnricher)),
+        limits=TurnLimits(
+            max_iterations=session.max_iterations,
+            max_tool_result_chars=session.max_tool_result_chars,
+            injection=InjectionLimits(
+                size_limit=session.injection_size_limit,
+                budget_per_turn=session.injection_budget_per_turn,
+            ),
+        ),
+        # Enforced on the stream (closing the HTTP call stops the server's
+        # generation too), not sent as max_tokens: providers keep their own
+        # per-model defaults (the local provider's small one, Anthropic's
+        # per-model maximum, providerOptions.maxTokens) and models that
+        # reject max_tokens (OpenAI o-series) keep working.
+        output_cap=session.max_output_tokens,
+        context=ContextSettings(
+            window_override=settings.context_window,
+            instructions=ProjectInstructions(
+                root, settings.instructions.files,
+                # the secret-file rule every file text sent to the model goes through
+                reader=ModelFileAccess(folders or ([root] if root else []))),
+        ),
+        workspace=str(root) if root else None,
+        workspace_folders=tuple(str(p) for p in folders),
+        channels=channels,
+    )
+
+
+def build_hooks(
+    settings: AgentlsSettings,
+    registry: PluginRegistry,
+    channels: EditorChannels | None = None,
+    *,
+    workspace_folders: Sequence[str | Path] = (),
+    workspace_root: str | Path | None = None,
+) -> HookRegistry:
+    """The hook handlers build_agent would register, alone (for callers that
+    need the policies without a provider, e.g. a checkpoint restore)."""
+    from agentls.core.agent import EditorChannels
+
+    folders = [Path(p) for p in workspace_folders]
+    root = Path(workspace_root) if workspace_root else (folders[0] if folders else None)
+    config = plugin_config(settings, folders, root)
+    tags = registry.collect_tags(config)
+    features = enabled_plugins("feature", settings, registry, config, tags)
+    return _hooks(settings, registry, channels or EditorChannels(), folders, config, tags,
+                  features)
+
+
+def _hooks(
+    settings: AgentlsSettings,
+    registry: PluginRegistry,
+    channels: EditorChannels,
+    folders: list[Path],
+    config: dict[str, Any],
+    tags: Sequence[str],
+    features: list[Any],
+) -> HookRegistry:
+    """Enabled hook modules and those the features contribute, registered
+    against what a hook module may use (core/hook_modules.py)."""
+    from agentls.core.capabilities import contributed_hook_modules
+    from agentls.core.hook_modules import HookContext, register_hook_modules
+
+    modules = [*enabled_plugins("hook", settings, registry, config, tags),
+               *contributed_hook_modules(features)]
+    return register_hook_modules(modules, HookContext(
+        settings=settings,
+        workspace_folders=list(folders),
+        documents=channels.snapshots,
+        display=channels.display,
+        approval=channels.approval,
+        publish_diagnostics=channels.publish_diagnostics,
+    ))
 
 
 @dataclass

@@ -192,7 +192,7 @@ def serve(*, tcp: bool = False, host: str = "127.0.0.1", port: int = 2087,
 def run_check(workspace: Path) -> int:
     """Print the effective configuration, its problems, and whether the
     provider answers. Exit status 1 when anything needs fixing."""
-    from agentls.app import build_provider, probe_provider
+    from agentls.app import build_agent, probe_provider
     from agentls.core.models import AgentlsError
     from agentls.core.registry import PluginRegistry
     from agentls.core.settings import load_settings
@@ -231,11 +231,13 @@ def run_check(workspace: Path) -> int:
     if settings.provider == "local":
         _print_local_downloads(settings, out)
     try:
-        provider = build_provider(settings, registry)
+        # The agent as the editor would get it (without the editor's channels).
+        agent = build_agent(settings, registry, workspace_folders=[workspace])
     except AgentlsError as exc:
         print(f"  error: {exc}", file=out)
         _check_mcp(settings, workspace, out)
         return 1
+    provider = agent.provider
     report = asyncio.run(probe_provider(provider))
     if report.ok:
         names = ", ".join(m.id for m in report.models[:8]) or "(the provider lists no models)"
@@ -247,6 +249,8 @@ def run_check(workspace: Path) -> int:
     else:
         failed = True
         print(f"  error [{report.error_code}]: {report.error}", file=out)
+    tool_names = [d.tool_name for d in agent.tools.descriptors]
+    print(f"agent tools: {', '.join(tool_names) or '(none)'}", file=out)
     if _check_mcp(settings, workspace, out):
         failed = True
     print("result: " + ("FAILED, fix the items above" if failed else "OK"), file=out)

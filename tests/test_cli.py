@@ -34,6 +34,10 @@ def test_check_passes_with_scripted_provider(tmp_path: Path) -> None:
     result = run("check", cwd=tmp_path, env={"AGENTLS_CONFIG_FILE": str(tmp_path / "user.toml")})
     assert result.returncode == 0, result.stdout + result.stderr
     assert "provider = 'scripted'" in result.stdout
+    # the agent as build_agent makes it for the editor: its tools
+    tools_line = next(line for line in result.stdout.splitlines()
+                      if line.startswith("agent tools: "))
+    assert {"read_file", "edit_file", "run_command"} <= set(tools_line[13:].split(", "))
     assert "result: OK" in result.stdout
 
 

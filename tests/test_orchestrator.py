@@ -508,6 +508,25 @@ async def test_hooks_see_content_blocks_thinking_and_notifications() -> None:
     ]
 
 
+async def test_session_end_is_emitted_once_per_session_the_process_ran() -> None:
+    hooks = HookRegistry()
+    ended: list[tuple[str, str]] = []
+
+    async def record(event: str, data: dict[str, Any]) -> HookResult:
+        ended.append((data["session_id"], data["reason"]))
+        return HookResult()
+
+    hooks.register(events.SESSION_END, record)
+    orch, _, _ = make([{"text": "a"}, {"text": "b"}], hooks=hooks)
+    await orch.run_turn(Session("s1"), "x")
+    await orch.run_turn(Session("s2"), "y")
+    await orch.end_sessions("deleted", ["s2", "never-ran"])
+    assert ended == [("s2", "deleted")]
+    await orch.end_sessions("shutdown")
+    await orch.end_sessions("shutdown")
+    assert ended == [("s2", "deleted"), ("s1", "shutdown")]
+
+
 async def test_suppress_output_is_marked_on_stored_injections() -> None:
     hooks = HookRegistry()
 

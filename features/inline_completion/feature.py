@@ -17,12 +17,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from agentls import __version__
 from agentls.core.errors import AgentlsError, ModelError, ProviderRequestCancelled
+from agentls.core.inline_completion import InlineAnswer, InlineRequest
 from agentls.core.provider import (
     ChunkStream,
     CompletionOptions,
@@ -36,8 +36,8 @@ from agentls.core.settings import InlineCompletionSettings
 
 from .cache import CompletionCache
 from .document import cursor_context
-from .neighbours import NeighbourIndex, OpenDocument, display_path
-from .notices import UserNotice, notice_for
+from .neighbours import NeighbourIndex, display_path
+from .notices import notice_for
 from .postprocess import postprocess, reached_end
 from .prompt import TokenCounter, build_prompt, context_budget
 from .scheduler import LatestPerDocument
@@ -54,35 +54,12 @@ log = logging.getLogger("agentls.features.inline_completion")
 _PROMPT_OVERHEAD_TOKENS = 128
 
 
-@dataclass(frozen=True, slots=True)
-class InlineRequest:
-    uri: str
-    language_id: str
-    text: str  # the whole document
-    offset: int  # the cursor, in code points
-    invoked: bool = False  # explicitly asked for (no debounce)
-    # Other open documents, asked for only when the model is called.
-    neighbours: Callable[[], Iterable[OpenDocument]] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class InlineAnswer:
-    items: tuple[str, ...] = ()
-    from_cache: bool = False
-    superseded: bool = False  # a newer request (or cancel_request) replaced this one
-    notice: UserNotice | None = None  # something the user should fix
-    model_answered: bool = False  # the provider call succeeded
-    # What was sent (for agentls/status and `agentls eval`): prompt characters,
-    # and input tokens when the provider reported usage.
-    prompt_chars: int = 0
-    input_tokens: int = 0
-
-
 _NOTHING = InlineAnswer()
 
 
 class InlineCompletionFeature:
-    """FeaturePlugin `inline-completion` (switch off with features.disabled)."""
+    """FeaturePlugin `inline-completion` (switch off with features.disabled);
+    the InlineCompleter of core/inline_completion.py."""
 
     name = "inline-completion"
     version = __version__

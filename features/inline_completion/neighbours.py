@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
+from agentls.core.inline_completion import OpenDocument
+
 __all__ = ["NeighbourIndex", "OpenDocument", "Snippet", "display_path"]
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
@@ -27,14 +29,6 @@ WINDOW_LINES = 12
 QUERY_LINES = 10
 MAX_DOCUMENTS = 5  # the most recently given ones
 MAX_DOCUMENT_CHARS = 200_000  # bigger files (generated, minified) are skipped
-
-
-@dataclass(frozen=True, slots=True)
-class OpenDocument:
-    uri: str
-    language_id: str
-    version: int | None
-    text: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agentls.core.errors import AgentlsError, ModelError
+from agentls.core.inline_completion import UserNotice
 
 __all__ = ["INLINE", "NEXT_EDIT", "UserNotice", "notice_for"]
 
@@ -49,13 +50,6 @@ def _advice(code: str, wording: _Wording) -> str | None:
 def _fim_advice(wording: _Wording) -> str:
     return ("If this model has no fill-in-the-middle support, set providerOptions.fim to "
             f"false (or choose a FIM model with {wording.settings}.model).")
-
-
-@dataclass(frozen=True, slots=True)
-class UserNotice:
-    key: str  # shown once per key
-    message: str
-    severity: Literal["error", "warning"]
 
 
 def notice_for(

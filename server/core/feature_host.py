@@ -1,22 +1,12 @@
-"""What a long-running feature plugin gets from the server, and what it may
-offer back (the MCP client is the first: it owns processes that live as
-long as the language server).
+"""What a long-running feature plugin gets from the server when it starts
+(the MCP client is the first: it owns processes that live as long as the
+language server).
 
-A FeaturePlugin may define any of these optional methods; the server calls
-them when present (agentls.lsp.lifecycle / status / state):
-
-- `async start(host: FeatureHost)`: after the settings were read at
-  `initialized` and the first inline completion was answered (or 2 s
-  passed), and again after every settings change. Must return quickly:
-  slow work (starting processes) goes into the plugin's own background
-  tasks, so initialize and inline completion never wait for it.
-- `async aclose()`: at shutdown; stop every process the plugin started.
-- `status() -> dict`: keys added to `agentls/status` (e.g. `mcp`).
-- `tool_plugins() -> list`: ToolPlugins it contributes (alongside the
-  `agentls.tools` entry points); those with `tools_version` may change
-  their tools at run time (core/tools.py).
-- `hook_modules() -> list`: hook modules it contributes (register(hooks,
-  context), as the `agentls.hooks` entry points).
+A feature that defines `async start(host: FeatureHost)` (the `Startable`
+capability, core/capabilities.py) gets one after the settings were read and
+again after every settings change; `aclose()` (`Closable`) at shutdown. What
+it may offer back (tool plugins, hook modules, `status()` keys) is listed
+in core/capabilities.py.
 
 Core stays free of LSP: the host carries the core's channel interfaces.
 """
@@ -24,9 +14,9 @@ Core stays free of LSP: the host carries the core's channel interfaces.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .approval import ApprovalChannel, DisplayChannel
@@ -50,10 +40,6 @@ class FeatureHost:
     # gate (core/trust_question.py); None: nothing is asked (the CLI).
     trust: TrustAsker | None = None
     environ: Mapping[str, str] | None = None
-    # Called (no arguments) when what the plugin offers changed (tools,
-    # templates, status), so the client can be told.
-    changed: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def workspace_root(self) -> Path | None:

@@ -2,16 +2,25 @@
 for any number of sessions, one at a time per session, keeps their statuses,
 cancels them, and compacts a session on request. One turn's loop lives in
 turn.py.
+
+What a turn runs with (provider, tools, hooks, limits, channels) is one
+frozen AgentBundle (core/agent.py, made by agentls.app.build_agent). The
+orchestrator is given one and may be handed the next (`use`) when the
+settings change: statuses, running turns and cancellation stay with the
+orchestrator, and a running turn finishes with the bundle it started with.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import copy
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from . import events
+from .agent import AgentBundle, ContextSettings, EditorChannels, TurnLimits
 from .approval import ApprovalChannel, ApprovalGate, DisplayChannel
 from .checkpoint_store import CheckpointStore
 from .context import ContextManager
@@ -24,7 +33,7 @@ from .session_types import Message, Session
 from .system_prompt import default_system_prompt
 from .tools import ToolExecutor
 from .turn import Turn, TurnResult, TurnStatus
-from .turn_host import MessageSink, TurnLimits
+from .turn_host import MessageSink
 
 __all__ = [
     "MessageSink",
@@ -53,11 +62,12 @@ class Orchestrator:
 
     def __init__(
         self,
-        provider: Provider,
+        agent: AgentBundle | Provider,
         *,
+        sink: MessageSink | None = None,
+        checkpoints: CheckpointStore | None = None,
         hooks: HookRegistry | None = None,
         tools: ToolExecutor | None = None,
-        sink: MessageSink | None = None,
         approval: ApprovalChannel | None = None,
         gate: ApprovalGate | None = None,
         display: DisplayChannel | None = None,
@@ -68,42 +78,114 @@ class Orchestrator:
         max_tokens: int | None = None,
         tool_context: Mapping[str, Any] | None = None,
     ) -> None:
-        self.provider = provider
-        self.hooks = hooks or HookRegistry()
-        self.tools = tools or ToolExecutor([])
+        """`agent`: the bundle turns run with. A bare Provider (scripts,
+        tests) is made into one with the keyword parts given here; with a
+        bundle those parts are its own and must not be given again."""
+        parts = (hooks, tools, approval, gate, display, limits, system_prompt, workspace,
+                 model, max_tokens, tool_context)
+        if isinstance(agent, AgentBundle):
+            if any(part is not None for part in parts):
+                raise TypeError("Orchestrator(bundle) takes its parts from the bundle; "
+                                "build a new AgentBundle to change them.")
+            self._agent = agent
+        else:
+            self._agent = AgentBundle(
+                provider=agent, model=model, tools=tools or ToolExecutor([]),
+                hooks=hooks or HookRegistry(), limits=limits or TurnLimits(),
+                max_tokens=max_tokens, workspace=workspace, system_prompt=system_prompt,
+                channels=EditorChannels(approval=approval, gate=gate or ApprovalGate(),
+                                        display=display),
+                tool_context_extra=dict(tool_context or {}),
+            )
         self.sink = sink
-        # The one approval gate (shared with the LSP edit applier, so "Allow
-        # for session" answers are one memory); `approval` is its channel.
-        self.gate = gate or ApprovalGate(approval)
-        if approval is not None:
-            self.gate.channel = approval
-        self.display = display
-        self.limits = limits or TurnLimits()
-        self.workspace = workspace
-        self.model = model
-        self.max_tokens = max_tokens  # sent with each request (None: the provider's default)
-        # Enforced on the stream whatever the request said (stream_guard);
-        # None: max_tokens, if any.
-        self.output_cap: int | None = None
-        self.tool_context = dict(tool_context or {})
         # Where turns store files before changing them (None: no checkpoints).
-        self.checkpoints: CheckpointStore | None = None
-        self._system_prompt = system_prompt
+        self.checkpoints = checkpoints
         # Builds each request to fit the model's window (compaction, project
-        # instructions): core/context.py.
+        # instructions): core/context.py. What it learns about models is
+        # shared by every turn and bundle.
         self.context = ContextManager()
+        self._apply_context(self._agent.context)
         self._running: dict[str, _Running] = {}
         # Per-session statuses, updated by the turns (agentls/status).
         self.session_statuses = SessionStatuses(self._load_status)
         self._notices_told: set[tuple[str, str]] = set()  # (session, provider notice)
+        self._ended: set[str] = set()  # sessions session:end was emitted for
+
+    # -- the agent ------------------------------------------------------------
+    @property
+    def agent(self) -> AgentBundle:
+        return self._agent
+
+    def use(self, agent: AgentBundle) -> None:
+        """Run the next turns with `agent` (the settings changed). Turns
+        already running finish with the bundle they started with; statuses,
+        cancellation and what the context manager learned are kept."""
+        self._agent = agent
+        self._apply_context(agent.context)
+
+    def _apply_context(self, settings: ContextSettings | None) -> None:
+        if settings is not None:
+            self.context.window_override = settings.window_override
+            self.context.instructions = settings.instructions
+
+    def _pinned(self) -> Orchestrator:
+        """This orchestrator as one turn sees it: the current bundle, fixed
+        for the turn's life. A shallow copy: the statuses, the running
+        turns, the notices told and the context manager's knowledge are the
+        same objects; only the bundle (and the context settings it carries)
+        no longer follow `use`."""
+        pinned = copy.copy(self)
+        pinned.context = copy.copy(self.context)
+        return pinned
+
+    # The bundle's parts, read by the turn (core/turn.py).
+    @property
+    def provider(self) -> Provider:
+        return self._agent.provider
+
+    @property
+    def model(self) -> str | None:
+        return self._agent.model
+
+    @property
+    def tools(self) -> ToolExecutor:
+        return self._agent.tools
+
+    @property
+    def hooks(self) -> HookRegistry:
+        return self._agent.hooks
+
+    @property
+    def gate(self) -> ApprovalGate:
+        return self._agent.gate
+
+    @property
+    def display(self) -> DisplayChannel | None:
+        return self._agent.channels.display
+
+    @property
+    def limits(self) -> TurnLimits:
+        return self._agent.limits
+
+    @property
+    def workspace(self) -> str | None:
+        return self._agent.workspace
+
+    @property
+    def max_tokens(self) -> int | None:
+        return self._agent.max_tokens
+
+    @property
+    def output_cap(self) -> int | None:
+        return self._agent.output_cap
+
+    @property
+    def tool_context(self) -> Mapping[str, Any]:
+        return self._agent.tool_context()
 
     @property
     def approval(self) -> ApprovalChannel | None:
         return self.gate.channel
-
-    @approval.setter
-    def approval(self, channel: ApprovalChannel | None) -> None:
-        self.gate.channel = channel
 
     def first_notice(self, session_id: str, notice: str) -> bool:
         """True the first time a provider notice comes up in a session."""
@@ -115,8 +197,8 @@ class Orchestrator:
 
     # -- public ---------------------------------------------------------------
     def system_prompt(self) -> str:
-        if self._system_prompt is not None:
-            return self._system_prompt
+        if self._agent.system_prompt is not None:
+            return self._agent.system_prompt
         return default_system_prompt(
             workspace=self.workspace, tools=[d.tool_name for d in self.tools.descriptors]
         )
@@ -129,6 +211,20 @@ class Orchestrator:
 
     def statuses(self) -> list[SessionStatus]:
         return self.session_statuses.values()
+
+    async def end_sessions(self, reason: str, session_ids: Iterable[str] | None = None) -> None:
+        """Emit session:end (`reason`: "shutdown", "deleted") for the sessions
+        this process ran (or `session_ids` of them), once each. A failing
+        hook is logged by the registry; it never stops the caller."""
+        ran = [s.session_id for s in self.session_statuses.values()]
+        for sid in ran if session_ids is None else [s for s in session_ids if s in ran]:
+            if sid in self._ended:
+                continue
+            self._ended.add(sid)
+            if self.hooks.has_handlers(events.SESSION_END):
+                await self.hooks.emit(events.SESSION_END, {
+                    "session_id": sid, "reason": reason,
+                    "timestamp": datetime.now(UTC).isoformat()})
 
     def cancel(self, session_id: str) -> bool:
         """Cancel the running turn of a session: its provider call and any
@@ -157,8 +253,8 @@ class Orchestrator:
         task = asyncio.current_task()
         running = _Running(task)
         self._running[sid] = running
-        turn = Turn(self, self.session_statuses, session, observer or TurnObserver(),
-                    dict(context or {}))
+        turn = Turn(self._pinned(), self.session_statuses, session,
+                    observer or TurnObserver(), dict(context or {}))
         try:
             return await turn.run(prompt)
         except asyncio.CancelledError:
@@ -193,11 +289,12 @@ class Orchestrator:
         self._running[sid] = _Running(asyncio.current_task())
         try:
             await self.session_statuses.load(sid)
-            turn = Turn(self, self.session_statuses, session, observer or TurnObserver(), {})
-            model = self.model or getattr(self.provider, "default_model", "") or ""
-            return await self.context.compact(
-                turn.context_host(), provider=self.provider, model=model,
-                output_cap=self.output_cap or self.max_tokens,
+            core = self._pinned()
+            turn = Turn(core, self.session_statuses, session, observer or TurnObserver(), {})
+            model = core.model or getattr(core.provider, "default_model", "") or ""
+            return await core.context.compact(
+                turn.context_host(), provider=core.provider, model=model,
+                output_cap=core.output_cap or core.max_tokens,
             )
         finally:
             self._running.pop(sid, None)

@@ -1,8 +1,13 @@
-"""Plugin protocols (seed 003, agent_core `types`) with their documented defaults.
+"""Plugin protocols (seed 003, agent_core `types`) with their documented
+defaults.
 
 A plugin may subclass one of these Protocols explicitly to inherit the
 defaults, or implement only the methods it needs: `plugin_call()` falls back
-to the protocol's default for anything a plugin leaves out.
+to the protocol's default for anything a plugin leaves out (the seed
+signatures stay supported this way). What a feature offers beyond the seed
+(start, tool_plugins, hook_modules, complete, enrich_prompt, ...) is a typed
+Protocol each (core/capabilities.py), found with core.registry's `offers` /
+`offering`, never by probing for method names.
 """
 
 from __future__ import annotations
@@ -469,3 +474,4 @@ def plugin_call(plugin: Any, protocol: type, method: str, *args: Any, **kwargs: 
         return bound(*args, **kwargs)
     default = getattr(protocol, method)
     return default(plugin, *args, **kwargs)
+

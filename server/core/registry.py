@@ -8,6 +8,10 @@ third-party package adds a provider, feature or tool without touching agentls:
     agentls.tools      name -> ToolPlugin class / factory / instance
     agentls.hooks      name -> hook module class / instance (register(hooks, context))
 
+What a plugin offers beyond the seed's protocols (core/capabilities.py and
+the feature contracts) is found with `offers` / `offering`: the one adapter
+between the server and plugin capabilities.
+
 Entry points are loaded lazily (only the configured provider is imported),
 because start-up time is on the editor's critical path. A plugin that fails
 to import is logged and skipped; `load_errors` keeps the reason for
@@ -18,10 +22,10 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard, TypeVar
 
 from .errors import AgentlsError
 from .plugins import (
@@ -32,7 +36,7 @@ from .plugins import (
     plugin_priority,
 )
 
-__all__ = ["GROUPS", "PluginKind", "PluginRegistry", "UnknownPlugin"]
+__all__ = ["GROUPS", "PluginKind", "PluginRegistry", "UnknownPlugin", "offering", "offers"]
 
 log = logging.getLogger("agentls.plugins")
 
@@ -43,6 +47,9 @@ GROUPS: dict[PluginKind, str] = {
     "tool": "agentls.tools",
     "hook": "agentls.hooks",  # hook modules: register(hooks, context)
 }
+
+
+C = TypeVar("C")
 
 
 class UnknownPlugin(AgentlsError):
@@ -302,3 +309,22 @@ def _ui_elements(plugin: Any, config: dict[str, Any], context: dict[str, Any] | 
         log.exception("get_ui_elements of %s failed; skipped", plugin_name(plugin))
         return []
     return list(result or [])
+
+
+def offers(plugin: object, capability: Callable[..., C]) -> TypeGuard[C]:
+    """Whether `plugin` offers `capability`, a runtime-checkable Protocol
+    (core/capabilities.py and the feature contracts): it has every member
+    the Protocol names, and none of its methods is None. Structural: a
+    third-party plugin need not import or subclass anything from agentls."""
+    if plugin is None:
+        return False
+    # (Typed as a callable, not type[C]: mypy refuses Protocol classes there.)
+    try:
+        return isinstance(plugin, capability)  # type: ignore[arg-type]
+    except TypeError:  # a Protocol that is not runtime-checkable
+        return False
+
+
+def offering(plugins: Iterable[object], capability: Callable[..., C]) -> list[C]:
+    """The plugins that offer `capability`, in the order given."""
+    return [plugin for plugin in plugins if offers(plugin, capability)]

@@ -6,18 +6,18 @@ them."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+# TurnLimits is part of the agent bundle (core/agent.py); re-exported here,
+# where the turn's view of its host is declared.
+from .agent import TurnLimits
 from .approval import ApprovalGate, DisplayChannel
 from .checkpoint_store import CheckpointStore
 from .context import ContextManager
 from .hooks import HookRegistry
-from .injections import InjectionLimits
 from .models import SessionStatus
 from .provider import Provider
 from .session_types import Message
-from .size_caps import DEFAULT_MAX_TOOL_RESULT_CHARS
 from .tools import ToolExecutor
 
 __all__ = ["MessageSink", "TurnHost", "TurnLimits"]
@@ -29,14 +29,6 @@ class MessageSink(Protocol):
     def append_message(self, session_id: str, message: Message) -> int: ...
 
     def update_status(self, session_id: str, status: SessionStatus) -> None: ...
-
-
-@dataclass(frozen=True)
-class TurnLimits:
-    max_iterations: int = 25
-    injection: InjectionLimits = field(default_factory=InjectionLimits)
-    # Tool results over this many characters keep head and tail (size_caps).
-    max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS
 
 
 class TurnHost(Protocol):

@@ -11,8 +11,11 @@
 - LspTurnObserver: one per `agentls/chat` request; streams
   `agentls/messageDelta` and `agentls/message` notifications and, when the
   request carried a workDoneToken, `$/progress` begin/report/end.
-- TurnWiring: what ServerState needs from the LSP side to build the
-  orchestrator (the channels and the open-document lookup for tools).
+- open_document_lookup: the open buffer's text by path, for tools.
+
+lsp/chat.py puts these (with lsp/edits.py's edit applier and document
+lookup) into the core's EditorChannels (core/agent.py), the editor's side
+of every agent bundle.
 """
 
 from __future__ import annotations
@@ -21,14 +24,12 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
-from agentls.core.approval import ApprovalGate, ApprovalRequest, MessageLevel
-from agentls.core.edits import DocumentLookup, EditApplier
+from agentls.core.approval import ApprovalRequest, MessageLevel
 from agentls.core.observer import TurnObserver
 
 if TYPE_CHECKING:
@@ -42,7 +43,6 @@ __all__ = [
     "LspApprovalChannel",
     "LspDisplayChannel",
     "LspTurnObserver",
-    "TurnWiring",
     "open_document_lookup",
     "send_request",
 ]
@@ -155,22 +155,6 @@ class LspTurnObserver(TurnObserver):
         self.ls.work_done_progress.end(self.token, types.WorkDoneProgressEnd(message=message))
         # pygls keeps a future per client token it has seen; drop ours.
         self.ls.work_done_progress.tokens.pop(self.token, None)
-
-
-@dataclass(frozen=True)
-class TurnWiring:
-    approval: LspApprovalChannel
-    # The core's one approval gate, shared by the orchestrator (ask_user)
-    # and the edit applier (file changes): one "Allow for session" memory.
-    gate: ApprovalGate
-    display: LspDisplayChannel
-    documents: Callable[[Path], str | None]
-    # Issue 5: the edit applier (approval gate + workspace/applyEdit), the
-    # versioned document lookup the file tools build edits against, and
-    # diagnostics publishing for linter hooks.
-    editor: EditApplier | None = None
-    snapshots: DocumentLookup | None = None
-    publish_diagnostics: Callable[[str, list[dict[str, Any]], int | None], None] | None = None
 
 
 def open_document_lookup(ls: LanguageServer) -> Callable[[Path], str | None]:

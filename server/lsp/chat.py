@@ -1,9 +1,9 @@
 """Agent turns over LSP (PROTOCOL.md, "Agent turns" and "Other requests").
 
 `agentls/chat` runs one turn of the core's Orchestrator: the prompt (with
-`@file:` mentions and the editor selection attached) goes in, deltas and
-final messages stream out as notifications, the TurnResult comes back as the
-result. `$/cancelRequest` turns into Orchestrator.cancel(), so a cancelled
+`@file:` mentions and the editor selection attached: chat_prompt.py) goes
+in, deltas and final messages stream out as notifications, the TurnResult
+comes back as the result. `$/cancelRequest` turns into Orchestrator.cancel(), so a cancelled
 chat still answers normally, with status "cancelled" and a valid session.
 Also `agentls/sessions`, `agentls/session`, `agentls/deleteSession`,
 `agentls/uiSchema` and the commands `agentls.chat`, `agentls.cancel`,
@@ -16,19 +16,18 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams, JsonRpcInvalidRequest
 
+from agentls.core.agent import EditorChannels
 from agentls.core.approval import ApprovalGate
 
 from .channels import (
     LspApprovalChannel,
     LspDisplayChannel,
     LspTurnObserver,
-    TurnWiring,
     open_document_lookup,
 )
 from .convert import params_object, session_id_param
@@ -48,7 +47,6 @@ if TYPE_CHECKING:
     from agentls.core.orchestrator import Orchestrator, TurnResult
     from agentls.core.session_store import SessionStore
     from agentls.core.session_types import Message, Session
-    from agentls.features.tools.workspace import Workspace
 
 __all__ = ["ChatService", "register"]
 
@@ -57,7 +55,6 @@ log = logging.getLogger("agentls.lsp.chat")
 # ModelError codes the user can fix (provider unreachable, bad key, model
 # missing, context too long): shown once with window/showMessage.
 ACTIONABLE_CODES = ("connection", "auth", "not_found", "context_length")
-SELECTION_MAX_CHARS = 20_000
 SHUTDOWN_WAIT_SECONDS = 8.0
 
 
@@ -65,7 +62,7 @@ def register(server: AgentlsLanguageServer) -> None:
     service = ChatService(server)
     channel = LspApprovalChannel(server)
     gate = ApprovalGate(channel)
-    server.state.turn_wiring = TurnWiring(
+    server.state.channels = EditorChannels(
         approval=channel,
         gate=gate,
         display=LspDisplayChannel(server),
@@ -160,6 +157,8 @@ class ChatService:
         from agentls.core.session_store import SessionStoreError
         from agentls.core.size_caps import prompt_too_large
 
+        from .chat_prompt import lsp_range, user_message
+
         prompt = params.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             raise JsonRpcInvalidParams("agentls/chat needs a non-empty string `prompt`.")
@@ -169,7 +168,7 @@ class ChatService:
         context = params.get("context")
         if context is not None and not isinstance(context, dict):
             raise JsonRpcInvalidParams("`context` must be an object {uri?, range?}.")
-        if context and context.get("range") is not None and _range(context["range"]) is None:
+        if context and context.get("range") is not None and lsp_range(context["range"]) is None:
             raise JsonRpcInvalidParams(
                 "`context.range` must be an LSP Range {start: {line, character}, end: {...}}."
             )
@@ -199,7 +198,16 @@ class ChatService:
                     session = await asyncio.to_thread(store.create_session, session_id)
                 else:
                     session = await self._load(store, session_id)
-                message = await self._user_message(prompt, context or {})
+                try:
+                    orchestrator = self.ls.state.get_orchestrator()
+                except AgentlsError as exc:
+                    self._tell_once(f"provider:{exc}", f"agentls chat: {exc}")
+                    return _failed_wire(session_id, "internal", str(exc))
+                state = self.ls.state
+                message = await user_message(
+                    self.ls, prompt, context or {}, orchestrator.agent.enrichers,
+                    state.workspace_folders,
+                    state.channels.documents if state.channels else None)
             except SessionStoreError as exc:
                 self._tell_once(f"store:{exc}", str(exc))
                 raise JsonRpcInternalError(str(exc)) from exc
@@ -210,11 +218,6 @@ class ChatService:
                 handler.uncancel()
                 return _failed_wire(session_id, "cancelled",
                                     "The turn was cancelled before it began.", "cancelled")
-            try:
-                orchestrator = self.ls.state.get_orchestrator()
-            except AgentlsError as exc:
-                self._tell_once(f"provider:{exc}", f"agentls chat: {exc}")
-                return _failed_wire(session_id, "internal", str(exc))
             return await self._run(orchestrator, session, message, token)
         finally:
             if reserved is not None:
@@ -323,109 +326,6 @@ class ChatService:
         if result.status == "failed" and code in ACTIONABLE_CODES:
             self._tell_once(f"chat:{code}", f"agentls chat: {error.get('message', code)}")
 
-    async def _user_message(self, prompt: str, context: dict[str, Any]) -> Message:
-        # Imported on the first turn: the server's first answers need neither.
-        from agentls.features.mentions import (
-            ATTACHMENT_MAX_CHARS,
-            expand_mentions,
-            render_attachments,
-        )
-        from agentls.features.tools.workspace import Workspace
-
-        state = self.ls.state
-        wiring = state.turn_wiring
-        workspace = Workspace.of(state.workspace_folders, wiring.documents if wiring else None)
-
-        def read(path: Path) -> str | None:
-            return workspace.read_text(path, limit=ATTACHMENT_MAX_CHARS + 1).text
-
-        folders = list(state.workspace_folders)
-        text, attachments = await asyncio.to_thread(expand_mentions, prompt, folders, read)
-        blocks = []
-        metadata: dict[str, Any] = {}
-        if "{{" in text:
-            # A /template picked in the chat buffer arrives with its
-            # placeholders; fill them from the request's context.
-            text, used_selection = self._fill_template(text, context, workspace)
-        else:
-            used_selection = False
-        selection = "" if used_selection else self._selection(context, workspace)
-        if selection:
-            blocks.append(selection)
-        if context:
-            metadata["context"] = context
-        if attachments:
-            blocks.append(render_attachments(attachments))
-            metadata["mentions"] = [a["path"] for a in attachments]
-        from agentls.core.session_types import Message
-
-        if not blocks and text == prompt:
-            return Message("user", prompt)
-        metadata["prompt"] = prompt
-        content = "\n\n".join([text, *blocks])
-        return Message("user", content, metadata)
-
-    def _fill_template(
-        self, text: str, context: dict[str, Any], workspace: Workspace
-    ) -> tuple[str, bool]:
-        """Render {{selection}}, {{language}}, {{path}}, {{diagnostics}} from
-        the context; returns the text and whether the selection went in."""
-        from agentls.features.templates import render
-
-        uri = context.get("uri") if isinstance(context.get("uri"), str) else None
-        selected = _range(context.get("range"))
-        selection_text = language = shown = ""
-        diagnostics = context.get("diagnostics")
-        if uri:
-            from pygls.uris import to_fs_path
-
-            fs_path = to_fs_path(uri)
-            if fs_path:
-                resolved = Path(fs_path).resolve()
-                shown = workspace.relative(resolved) if workspace.folder_of(resolved) else fs_path
-            try:
-                document = self.ls.workspace.get_text_document(uri)
-                language = document.language_id or ""
-                if selected is not None:
-                    selection_text = document.text_in_client_range(selected)[
-                        :SELECTION_MAX_CHARS]
-            except Exception as exc:
-                log.warning("Cannot read %s for a template: %s", uri, exc)
-        rendered = render(
-            text,
-            selection=selection_text or "(no selection)",
-            language=language,
-            path=shown or "(no file)",
-            diagnostics=diagnostics if isinstance(diagnostics, list) else [],
-        )
-        return rendered, bool(selection_text) and "{{selection}}" in text
-
-    def _selection(self, context: dict[str, Any], workspace: Workspace) -> str:
-        uri = context.get("uri")
-        if not isinstance(uri, str) or not uri:
-            return ""
-        from pygls.uris import to_fs_path
-
-        fs_path = to_fs_path(uri)
-        shown = uri
-        if fs_path:
-            resolved = Path(fs_path).resolve()
-            shown = workspace.relative(resolved) if workspace.folder_of(resolved) else fs_path
-        selected = _range(context.get("range"))
-        if selected is None:
-            return f'<editor file="{shown}"/>'
-        try:
-            document = self.ls.workspace.get_text_document(uri)
-            text = document.text_in_client_range(selected)
-        except Exception as exc:  # unreadable file, range past the end, odd URI
-            log.warning("Cannot read the selection of %s: %s", uri, exc)
-            return f'<editor file="{shown}"/>'
-        note = ""
-        if len(text) > SELECTION_MAX_CHARS:
-            text, note = text[:SELECTION_MAX_CHARS], ' truncated="true"'
-        lines = f"{selected.start.line + 1}-{selected.end.line + 1}"
-        return f'<selection file="{shown}" lines="{lines}"{note}>\n{text}\n</selection>'
-
     # -- cancellation and shutdown ---------------------------------------------------
     def cancel(self, session_ids: list[str] | None = None) -> list[str]:
         """Cancel the running turns of these sessions (all when None)."""
@@ -451,6 +351,9 @@ class ChatService:
         pending = [t for t in [*self.tasks.values(), *self.requests] if not t.done()]
         if pending:
             await asyncio.wait(pending, timeout=SHUTDOWN_WAIT_SECONDS)
+        orchestrator = self._orchestrator()
+        if orchestrator is not None:
+            await orchestrator.end_sessions("shutdown")
 
     # -- other requests ---------------------------------------------------------------
     async def sessions(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -483,22 +386,12 @@ class ChatService:
         except SessionStoreError as exc:
             raise JsonRpcInternalError(str(exc)) from exc
         end_session_approvals(self.ls, sid)
+        orchestrator = self._orchestrator()
+        if orchestrator is not None:
+            await orchestrator.end_sessions("deleted", [sid])
         if not deleted:
             raise JsonRpcInvalidParams(f"Unknown sessionId {sid!r}: no such session is stored.")
         return {"sessionId": sid, "deleted": True}
-
-
-def _range(value: Any) -> types.Range | None:
-    if not isinstance(value, dict):
-        return None
-    try:
-        start, end = value["start"], value["end"]
-        return types.Range(
-            start=types.Position(line=int(start["line"]), character=int(start["character"])),
-            end=types.Position(line=int(end["line"]), character=int(end["character"])),
-        )
-    except (KeyError, TypeError, ValueError):
-        return None
 
 
 def _failed_wire(

@@ -3,7 +3,8 @@ didPartiallyAcceptCompletion notifications, and the
 agentls.inlineCompletionAccepted command (PROTOCOL.md).
 
 Thin: positions become offsets here, the `inline-completion` feature plugin
-does the work, and its answer becomes LSP items. Errors the user can act on
+does the work through the InlineCompleter contract
+(core/inline_completion.py), and its answer becomes LSP items. Errors the user can act on
 are shown once with window/showMessage; the request still answers (no items).
 """
 
@@ -18,14 +19,14 @@ from urllib.parse import unquote
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
+from agentls.core.inline_completion import InlineCompleter, InlineRequest, OpenDocument
 from agentls.core.positions import PositionOutOfRange, offset_at
 
 from .convert import position_encoding, to_plain
 from .served import ServedIds
 
 if TYPE_CHECKING:
-    from agentls.features.inline_completion import OpenDocument
-    from agentls.features.inline_completion.notices import UserNotice
+    from agentls.core.inline_completion import UserNotice
 
     from .server import AgentlsLanguageServer
 
@@ -63,12 +64,10 @@ def register(server: AgentlsLanguageServer) -> None:
     async def inline_completion(
         ls: AgentlsLanguageServer, params: types.InlineCompletionParams
     ) -> dict[str, Any]:
-        from agentls.features.inline_completion import InlineRequest
-
         state = ls.state
         if not ls.settings_ready.is_set():  # only the first requests after start-up wait
             await ls.wait_settings()
-        feature = state.feature(FEATURE_NAME, "complete")
+        feature = state.feature(FEATURE_NAME, InlineCompleter)
         if feature is None:
             return _EMPTY
         uri = params.text_document.uri
@@ -149,8 +148,6 @@ def register(server: AgentlsLanguageServer) -> None:
 
 def _open_documents(ls: AgentlsLanguageServer) -> Iterator[OpenDocument]:
     """Open documents, most recently opened first."""
-    from agentls.features.inline_completion import OpenDocument
-
     for document in reversed(list(ls.workspace.text_documents.values())):
         yield OpenDocument(
             uri=document.uri,

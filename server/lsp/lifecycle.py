@@ -10,7 +10,6 @@ value of each key.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,8 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
+from agentls.core.plugins import plugin_name
+
 from . import inline_registration
 from .convert import to_plain
+from .reload import close_retired_providers, prepare_models, report_problems
 from .trust import schedule_trust_question, trust_asker
 
 if TYPE_CHECKING:
@@ -86,11 +88,14 @@ async def _start_features_when_warm(ls: AgentlsLanguageServer) -> None:
 
 
 async def start_features(ls: AgentlsLanguageServer) -> None:
-    """(Re)start long-running features with the current settings
-    (core/feature_host.py); stop those no longer enabled. Each start only
-    schedules its work, so this returns at once."""
+    """(Re)start long-running features (the Startable capability,
+    core/capabilities.py) with the current settings; stop those no longer
+    enabled. Each start only schedules its work, so this returns at once."""
+    from agentls.core.capabilities import Startable
+    from agentls.core.registry import offering
+
     try:
-        enabled = {id(f): f for f in ls.state.features() if callable(getattr(f, "start", None))}
+        enabled = {id(f): f for f in offering(ls.state.features(), Startable)}
         host = ls.state.feature_host(trust=trust_asker(ls))
     except Exception:
         log.exception("Cannot list the features to start")
@@ -104,7 +109,7 @@ async def start_features(ls: AgentlsLanguageServer) -> None:
             await asyncio.wait_for(feature.start(host), 5)
             ls.started_features[key] = feature
         except Exception:
-            log.exception("Starting feature %s failed", getattr(feature, "name", feature))
+            log.exception("Starting feature %s failed", plugin_name(feature))
     ls.features_started.set()
 
 
@@ -115,14 +120,16 @@ async def stop_features(ls: AgentlsLanguageServer) -> None:
     await asyncio.gather(*(_close_feature(f) for f in features))
 
 
-async def _close_feature(feature: Any) -> None:
-    closing = getattr(feature, "aclose", None)
-    if not callable(closing):
+async def _close_feature(feature: object) -> None:
+    from agentls.core.capabilities import Closable
+    from agentls.core.registry import offers
+
+    if not offers(feature, Closable):
         return
     try:
-        await asyncio.wait_for(closing(), 15)
+        await asyncio.wait_for(feature.aclose(), 15)
     except Exception:
-        log.exception("Stopping feature %s failed", getattr(feature, "name", feature))
+        log.exception("Stopping feature %s failed", plugin_name(feature))
 
 
 async def refresh_configuration(ls: AgentlsLanguageServer) -> None:
@@ -141,63 +148,6 @@ async def refresh_configuration(ls: AgentlsLanguageServer) -> None:
             log.warning("workspace/configuration failed: %s", exc)
     report_problems(ls, ls.state.reload_settings(workspace_config=workspace_config))
     prepare_models(ls)
-
-
-def prepare_models(ls: AgentlsLanguageServer) -> None:
-    """Start fetching the models the settings name (`hf:` downloads, in the
-    background) as soon as they are chosen, so the editor shows progress
-    then rather than at the first request. Only when a download is named:
-    the provider is otherwise built on first use (start-up stays fast)."""
-    settings = ls.state.settings
-    names = [name for name in (settings.model, settings.inline_completion.model) if name]
-    if not any(name.startswith(("hf:", "hf.co/", "huggingface.co/")) for name in names):
-        return
-    try:
-        provider = ls.state.provider()
-        prepare = getattr(provider, "prepare_models", None)
-        if callable(prepare):
-            prepare(names)
-    except Exception as exc:  # shown when the model is used; never stop the server
-        log.warning("Could not prepare the configured models: %s", exc)
-
-
-def report_problems(ls: AgentlsLanguageServer, problems: list[Any]) -> None:
-    """Show each problem the settings have now and did not have at the last
-    report: a change that brings a problem back shows it again."""
-    current = [f"agentls settings: {problem.message}" for problem in problems]
-    before = ls.state.reported_problems
-    ls.state.reported_problems = set(current)
-    for message in current:
-        if message not in before:
-            ls.window_show_message(
-                types.ShowMessageParams(type=types.MessageType.Error, message=message)
-            )
-            log.warning("%s", message)
-
-
-async def close_retired_providers(ls: AgentlsLanguageServer) -> None:
-    retired = ls.state.take_retired_providers()
-    successor: Any = None
-    if retired:
-        # A provider that runs models here (local) keeps the previous one's
-        # serving models until its own are ready, instead of a gap.
-        try:
-            successor = ls.state.provider()
-        except Exception:  # settings that cannot build one were reported already
-            successor = None
-    take_over = getattr(successor, "take_over", None)
-    for provider in retired:
-        if callable(take_over):
-            try:
-                take_over(provider)
-            except Exception:
-                log.exception("Handing the previous provider's models over failed")
-        try:
-            closing = provider.aclose()
-            if inspect.isawaitable(closing):
-                await closing
-        except Exception:
-            log.exception("Closing the previous provider failed")
 
 
 def _client_supports_configuration(ls: AgentlsLanguageServer) -> bool:

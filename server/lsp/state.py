@@ -1,17 +1,26 @@
 """What one server process knows: settings (with their sources), the plugin
-registry, the provider, the session store, counters. Built lazily, so the
-first `initialize` answer does not wait for any of it."""
+registry, the provider, the agent bundle, the session store, counters.
+Built lazily, so the first `initialize` answer does not wait for any of it.
+
+The agent is assembled by agentls.app.build_agent, not here: this module
+holds the one bundle for the current settings (`agent()`), swaps it when
+they change, and hands it to the one Orchestrator (`get_orchestrator()`).
+The keystroke path (inline completion, next edit) uses `provider()` and
+`feature()` alone and never pays for a bundle."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 if TYPE_CHECKING:
+    from agentls.core.agent import AgentBundle, EditorChannels
     from agentls.core.edit_history import EditHistory
+    from agentls.core.feature_host import FeatureHost
+    from agentls.core.hooks import HookRegistry
     from agentls.core.orchestrator import Orchestrator
     from agentls.core.progress import ProgressSink
     from agentls.core.provider import Provider
@@ -20,7 +29,7 @@ if TYPE_CHECKING:
     from agentls.core.settings import AgentlsSettings, LoadedSettings, SettingsProblem
     from agentls.core.workspace_trust import TrustStore
 
-    from .channels import TurnWiring
+T = TypeVar("T")
 
 log = logging.getLogger("agentls.lsp.state")
 
@@ -76,8 +85,9 @@ class ServerState:
         # The user's workspace-trust decisions (user state dir, never the workspace).
         self._trust_store: TrustStore | None = None
         self._loaded: LoadedSettings | None = None
-        # feature(): the plugins found by name, for the settings load they were found under.
-        self._features_for: tuple[object, dict[str, Any]] = (None, {})
+        # feature(): the plugins found by (name, capability), for the settings
+        # load they were found under.
+        self._features_for: tuple[object, dict[tuple[str, Any], Any]] = (None, {})
         self.counters = CompletionCounters()
         self.next_edit_counters = NextEditCounters()
         self.prompt_counters = PromptCounters()
@@ -91,11 +101,14 @@ class ServerState:
         self._told: set[str] = set()
         # Settings problems shown at the last report (lifecycle.report_problems).
         self.reported_problems: set[str] = set()
-        # Agent turns: one orchestrator per process (get_orchestrator), wired to
-        # the client by agentls.lsp.chat.
+        # Agent turns: the editor's channels (set by agentls.lsp.chat), the
+        # bundle built from them and the settings (agent()), and one
+        # orchestrator per process (get_orchestrator).
+        self.channels: EditorChannels | None = None
+        self._agent: AgentBundle | None = None
+        self._agent_inputs: tuple[object, ...] = ()
+        self._agent_place: tuple[object, ...] = ()
         self.orchestrator: Orchestrator | None = None
-        self.turn_wiring: TurnWiring | None = None
-        self._orchestrator_inputs: tuple[object, ...] = ()
         # Set once the first inline completion was answered (lsp.inline).
         self.inline_warm: Any = None
 
@@ -182,11 +195,14 @@ class ServerState:
             try:
                 from agentls.app import build_provider
 
-                self._provider = build_provider(self.settings, self.registry)
-                self._provider_error = None
-                attach = getattr(self._provider, "attach_progress", None)
-                if self.progress is not None and callable(attach):
-                    attach(self.progress)
+                provider = build_provider(self.settings, self.registry)
+                self._provider, self._provider_error = provider, None
+                if self.progress is not None:
+                    from agentls.core.capabilities import ProgressAware
+                    from agentls.core.registry import offers
+
+                    if offers(provider, ProgressAware):
+                        provider.attach_progress(self.progress)
             except Exception as exc:  # AgentlsError saying what to change
                 self._provider_error = str(exc)
                 raise
@@ -220,59 +236,53 @@ class ServerState:
     # -- plugins -------------------------------------------------------------------
     def feature_config(self) -> dict[str, Any]:
         """The `config` dict every FeaturePlugin/ToolPlugin hook receives."""
-        return {
-            "settings": self.settings.to_wire(),
-            "workspace_root": str(self.workspace_root) if self.workspace_root else None,
-            "workspace_folders": [str(p) for p in self.workspace_folders],
-        }
+        from agentls.app import plugin_config
+
+        return plugin_config(self.settings, self.workspace_folders, self.workspace_root)
 
     def features(self) -> list[Any]:
         """Enabled feature plugins, by priority (features.disabled applies)."""
-        config = self.feature_config()
-        return self.registry.enabled(
-            "feature", config, tags=self.registry.collect_tags(config),
-            disabled=self.settings.features.disabled,
-        )
+        from agentls.app import enabled_plugins
 
-    def feature(self, name: str, method: str) -> Any | None:
-        """One enabled feature plugin by name that has `method` (None when
-        off, missing or without it), without loading the others unless its
-        enablement needs their tags. Looked up once per settings load: the
-        per-keystroke handlers ask on every request."""
+        return enabled_plugins("feature", self.settings, self.registry, self.feature_config())
+
+    @overload
+    def feature(self, name: str, contract: Callable[..., T]) -> T | None: ...
+
+    @overload
+    def feature(self, name: str, contract: str) -> Any | None: ...
+
+    def feature(self, name: str, contract: Any) -> Any | None:
+        """One enabled feature plugin by name that offers a capability (a
+        Protocol such as InlineCompleter; or the name of a method), None
+        when off, missing or without it, without loading the others unless
+        its enablement needs their tags. Looked up once per settings load:
+        the per-keystroke handlers ask on every request."""
         loaded = self.loaded
         if self._features_for[0] is not loaded:
             self._features_for = (loaded, {})
         known = self._features_for[1]
-        if name not in known:
+        key = (name, contract)
+        if key not in known:
             found = self.registry.enabled_one(
                 "feature", name, self.feature_config(), disabled=self.settings.features.disabled,
             )
-            known[name] = found if callable(getattr(found, method, None)) else None
-        return known[name]
+            if isinstance(contract, str):  # a method name (lsp/next_edit.py: "suggest")
+                known[key] = found if callable(getattr(found, contract, None)) else None
+            else:
+                from agentls.core.registry import offers
+
+                known[key] = found if offers(found, contract) else None
+        return known[key]
 
     def tools(self) -> list[Any]:
         """Enabled tool plugins (features.disabled applies to them too), and
         those the enabled features contribute (MCP servers' tools)."""
-        config = self.feature_config()
-        return [*self.registry.enabled(
-            "tool", config, tags=self.registry.collect_tags(config),
-            disabled=self.settings.features.disabled,
-        ), *self.contributed("tool_plugins")]
+        from agentls.app import enabled_plugins
+        from agentls.core.capabilities import contributed_tool_plugins
 
-    def contributed(self, method: str) -> list[Any]:
-        """What enabled features offer through an optional `method()`
-        (core/feature_host.py: tool_plugins, hook_modules)."""
-        found: list[Any] = []
-        for feature in self.features():
-            offer = getattr(feature, method, None)
-            if not callable(offer):
-                continue
-            try:
-                found.extend(offer() or [])
-            except Exception:
-                log.exception("%s of feature %s failed; skipped", method,
-                              getattr(feature, "name", feature))
-        return found
+        return [*enabled_plugins("tool", self.settings, self.registry, self.feature_config()),
+                *contributed_tool_plugins(self.features())]
 
     async def warm_up(self, limit: float = 2.0) -> None:
         """Until the first inline completion was answered, at most `limit` s."""
@@ -285,116 +295,79 @@ class ServerState:
         except TimeoutError:
             pass
 
-    def feature_host(self, wiring: Any = None, trust: Any = None) -> Any:
+    def feature_host(self, trust: Any = None) -> FeatureHost:
         """What long-running features get at start (core/feature_host.py);
         `trust`: the TrustAsker workspace-trust questions go through."""
         from agentls.core.feature_host import FeatureHost
 
-        wiring = wiring or self.turn_wiring
+        channels = self.channels
         return FeatureHost(
             settings=self.settings,
             workspace_folders=list(self.workspace_folders),
-            approval=wiring.approval if wiring else None,
-            display=wiring.display if wiring else None,
+            approval=channels.approval if channels else None,
+            display=channels.display if channels else None,
             trust_store=self.trust_store,
             trust=trust,
             environ=self.environ,
         )
 
     # -- agent turns -----------------------------------------------------------------
-    def hook_modules(self) -> list[Any]:
-        """Enabled hook modules (policy rules, linters, ...), and those the
-        enabled features contribute."""
-        config = self.feature_config()
-        return [*self.registry.enabled(
-            "hook", config, tags=self.registry.collect_tags(config),
-            disabled=self.settings.features.disabled,
-        ), *self.contributed("hook_modules")]
+    def build_hooks(self) -> HookRegistry:
+        """The hook handlers of the current settings without a bundle (no
+        provider needed): agentls.app.build_hooks, as build_agent makes them."""
+        from agentls.app import build_hooks
 
-    def build_hooks(self) -> Any:
-        """A HookRegistry with every enabled hook module registered against
-        the current settings and LSP wiring."""
-        from agentls.core.hook_modules import HookContext, register_hook_modules
+        return build_hooks(self.settings, self.registry, self.channels,
+                           workspace_folders=self.workspace_folders,
+                           workspace_root=self.workspace_root)
 
-        wiring = self.turn_wiring
-        context = HookContext(
-            settings=self.settings,
-            workspace_folders=list(self.workspace_folders),
-            documents=wiring.snapshots if wiring else None,
-            display=wiring.display if wiring else None,
-            approval=wiring.approval if wiring else None,
-            publish_diagnostics=wiring.publish_diagnostics if wiring else None,
-        )
-        return register_hook_modules(self.hook_modules(), context)
+    @property
+    def turn_wiring(self) -> EditorChannels | None:
+        """The editor's channels under their former name (lsp/edits.py and
+        lsp/checkpoints.py read it)."""
+        return self.channels
 
-    def get_orchestrator(self) -> Orchestrator:
-        """The turn loop, built on first use. After a settings change (new
-        provider, tools or limits) the same object is re-pointed rather than
-        replaced, so running turns stay cancellable and the per-session
-        statuses of this process are kept. AgentlsError when the provider
+    def agent(self) -> AgentBundle:
+        """The agent for the current settings, folders and channels, built
+        by agentls.app.build_agent on first use and again when one of them
+        changed (the same bundle otherwise). AgentlsError when the provider
         cannot be built."""
         provider = self.provider()
-        inputs = (provider, self.loaded, tuple(self.workspace_folders), self.turn_wiring)
-        if self.orchestrator is not None and all(
-            a is b for a, b in zip(inputs, self._orchestrator_inputs, strict=True)
-        ):
-            return self.orchestrator
-        from agentls.core.injections import InjectionLimits
-        from agentls.core.orchestrator import Orchestrator, TurnLimits
-        from agentls.core.tools import ToolExecutor
+        # Objects compared by identity (a settings load is a new object),
+        # the folders by value.
+        inputs = (provider, self.loaded, self.channels)
+        place = (tuple(self.workspace_folders), self.workspace_root)
+        if (self._agent is not None and place == self._agent_place
+                and all(a is b for a, b in zip(inputs, self._agent_inputs, strict=True))):
+            return self._agent
+        from agentls.app import build_agent
 
-        session = self.settings.session
-        wiring = self.turn_wiring
+        self._agent = build_agent(
+            self.settings, self.registry, self.channels,
+            workspace_folders=self.workspace_folders, workspace_root=self.workspace_root,
+            provider=provider,
+        )
+        self._agent_inputs, self._agent_place = inputs, place
+        return self._agent
+
+    def get_orchestrator(self) -> Orchestrator:
+        """The turn loop, built on first use, running the current agent().
+        After a settings change the same object is handed the new bundle
+        (Orchestrator.use) rather than replaced, so running turns stay
+        cancellable (and finish on the bundle they started with) and the
+        per-session statuses of this process are kept. AgentlsError when
+        the provider cannot be built."""
+        agent = self.agent()
         if self.orchestrator is None:
             from agentls.core.checkpoint_store import CheckpointStore
+            from agentls.core.orchestrator import Orchestrator
 
             store = self.store()
-            self.orchestrator = Orchestrator(provider, sink=store)
-            self.orchestrator.checkpoints = CheckpointStore(store)
-        core = self.orchestrator
-        core.provider = provider
-        core.model = self.settings.model
-        core.tools = ToolExecutor(self.tools(), self.feature_config())
-        # Enforced on the stream (closing the HTTP call stops the server's
-        # generation too), not sent as max_tokens: providers keep their own
-        # per-model defaults (the local provider's small one, Anthropic's
-        # per-model maximum, providerOptions.maxTokens) and models that reject
-        # max_tokens (OpenAI o-series) keep working.
-        core.output_cap = session.max_output_tokens
-        core.limits = TurnLimits(
-            max_iterations=session.max_iterations,
-            max_tool_result_chars=session.max_tool_result_chars,
-            injection=InjectionLimits(
-                size_limit=session.injection_size_limit,
-                budget_per_turn=session.injection_budget_per_turn,
-            ),
-        )
-        core.workspace = str(self.workspace_root) if self.workspace_root else None
-        from agentls.core.instructions import ProjectInstructions
-
-        # The secret-file rule every file text sent to the model goes through
-        # (composition; the shape issue moves this into app.py).
-        from agentls.features.sensitive_paths import ModelFileAccess
-
-        core.context.window_override = self.settings.context_window
-        core.context.instructions = ProjectInstructions(
-            self.workspace_root, self.settings.instructions.files,
-            reader=ModelFileAccess(self.workspace_folders or
-                                   ([self.workspace_root] if self.workspace_root else [])),
-        )
-        if wiring is not None:
-            core.gate = wiring.gate  # shared with the edit applier
-        core.approval = wiring.approval if wiring else None
-        core.display = wiring.display if wiring else None
-        core.tool_context = {
-            "workspace_folders": [str(p) for p in self.workspace_folders],
-            "documents": wiring.documents if wiring else None,
-            "snapshots": wiring.snapshots if wiring else None,
-            "editor": wiring.editor if wiring else None,
-        }
-        core.hooks = self.build_hooks()
-        self._orchestrator_inputs = inputs
-        return core
+            self.orchestrator = Orchestrator(agent, sink=store,
+                                             checkpoints=CheckpointStore(store))
+        elif self.orchestrator.agent is not agent:
+            self.orchestrator.use(agent)
+        return self.orchestrator
 
     def session_statuses(self) -> list[Any]:
         """SessionStatus of the sessions this process ran (filled by chat)."""

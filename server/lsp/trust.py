@@ -121,7 +121,7 @@ async def _ask(ls: AgentlsLanguageServer, trust: WorkspaceTrust) -> None:
         return
     if decision is None:
         return
-    from .lifecycle import close_retired_providers, prepare_models, report_problems
+    from .reload import close_retired_providers, prepare_models, report_problems
 
     # Re-read: a trusted file's keys apply now; a refused one is reported as such.
     report_problems(ls, ls.state.reload_settings())
