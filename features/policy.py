@@ -60,7 +60,7 @@ from agentls.core.hook_modules import HookContext
 from agentls.core.hooks import HookRegistry
 from agentls.core.settings import ApprovalRule, ApprovalSettings
 from agentls.features.policy_paths import DRIVE, Refused, Resolver, Target
-from agentls.features.sensitive_paths import PROTECTED_PATTERNS, protected_match, secret_match
+from agentls.features.sensitive_paths import PROTECTED_PATTERNS, protected_reason, secret_match
 
 __all__ = [
     "BUILTIN_ACTIONS",
@@ -228,7 +228,7 @@ class Policy:
         command = need.command if running else None
 
         protected = next((m for t in targets if need.kind == "edit"
-                          for m in [protected_match(t.rel)] if m), None)
+                          for m in [protected_reason(t.rel)] if m), None)
         secret = next((t.rel for t in targets if (need.kind == "read" or need.by_user)
                        and secret_match(t.rel)), None)
         if need.kind == "edit":
@@ -264,11 +264,13 @@ class Policy:
         return Decision("ask", f"no approval rule matches {tool}; asking the user", cwd=cwd)
 
     @staticmethod
-    def _protected_write(tool: str, pattern: str, rule: int | None, cwd: str | None
+    def _protected_write(tool: str, why: str, rule: int | None, cwd: str | None
                          ) -> Decision:
-        return Decision("protected", f"{tool} changes a file that configures agentls, the "
-                        f"editor, git, CI or a package manager (matches {pattern}); this "
-                        "always needs the user's approval.", rule, cwd=cwd)
+        # `why` is the protected list's own reason for the file
+        # (sensitive_paths.PROTECTED): the question shows it.
+        why = why.rstrip(".")
+        return Decision("protected", f"{tool} changes a protected file: {why}. This always "
+                        "needs the user's approval.", rule, cwd=cwd)
 
     @staticmethod
     def _secret_read(tool: str, rel: str, rule: int | None) -> Decision:

@@ -10,6 +10,7 @@ workspace folder is refused with the reason.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -144,12 +145,16 @@ class Resolver:
         except (OSError, ValueError) as exc:
             raise Refused(f"{given!r} cannot be resolved ({exc}); denied.") from exc
         # realpath leaves a symlink loop unresolved; a path that still holds a
-        # symlink leads who knows where.
-        probe = resolved
-        while probe != probe.parent:
-            if probe.is_symlink():
-                raise Refused(f"{given!r} goes through a symlink loop ({probe}); denied.")
-            probe = probe.parent
+        # symlink leads who knows where. One stat finds it (ELOOP), in time
+        # linear in the depth: asking each parent is_symlink() was quadratic
+        # (0.15 s on the event loop for a path 2,000 folders deep).
+        try:
+            os.stat(resolved)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise Refused(f"{given!r} goes through a symlink loop; denied.") from None
+        except ValueError:
+            pass
         if self.fold_case:
             resolved = canonical_case(resolved)
         for folder in self.folders:

@@ -41,6 +41,7 @@ from .notices import notice_for
 from .postprocess import postprocess, reached_end
 from .prompt import TokenCounter, build_prompt, context_budget
 from .scheduler import LatestPerDocument
+from .withheld import WithheldBuffers
 
 if TYPE_CHECKING:
     from agentls.core.models import StreamChunk
@@ -69,6 +70,7 @@ class InlineCompletionFeature:
         self.cache = CompletionCache()
         self.scheduler = LatestPerDocument()
         self.neighbours = NeighbourIndex()
+        self.withheld = WithheldBuffers()
         self.provider_calls = 0
         self._settings: InlineCompletionSettings | None = None
         self.fim = FimChoice()
@@ -99,8 +101,15 @@ class InlineCompletionFeature:
             cached = self.cache.lookup(request.uri, request.text, request.offset)
             if cached is not None:
                 return InlineAnswer((cached,), from_cache=True)
+            # A secret file's text never goes to the model (read_file asks
+            # for it); checked while the request debounces.
+            pending = self.withheld.start(request.uri)
             if not request.invoked:
                 await self.scheduler.debounce(settings.debounce_ms / 1000)
+            why = pending if pending is None or isinstance(pending, str) else await pending
+            if why is not None:
+                log.debug("Inline completion: %s", why)
+                return _NOTHING
             chosen = provider()
             fim = await self.fim.decide(chosen, settings.model)
             sent: list[int] = [0, 0]
@@ -154,6 +163,7 @@ class InlineCompletionFeature:
                 document
                 for document in request.neighbours()
                 if document.language_id == request.language_id and document.uri != request.uri
+                and self.withheld.now(document.uri) is None
             ]
             if others:
                 snippets = self.neighbours.snippets(

@@ -340,7 +340,7 @@ def question_text(question: ApprovalQuestion, answer: PolicyAnswer, *, protected
     plain "Allow <tool>?"."""
     need = question.need
     if need.kind == "edit" and need.title:
-        note = f"\n\n{PROTECTED_NOTE}" if protected else ""
+        note = f"\n\n{answer.reason or PROTECTED_NOTE}" if protected else ""
         text = f"{need.title}: allow this change?{note}\n\n{need.preview}"
         if len(text) > _MESSAGE_MAX_CHARS:
             text = text[:_MESSAGE_MAX_CHARS] + "\n... (preview cut)"

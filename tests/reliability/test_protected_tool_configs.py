@@ -79,10 +79,6 @@ async def test_tool_configs_ask_every_time_after_allow_for_session(
         assert (workspace / path).read_text() == "pwned\n"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the reason reaches the question once features/policy.py puts "
-    "sensitive_paths.protected_reason() into the verdict it hands the edit "
-    "(helper gate owns policy.py and tools/files.py)"))
 async def test_the_question_says_why_the_file_is_protected(
     tmp_path: Path, workspace: Path
 ) -> None:
