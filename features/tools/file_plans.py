@@ -103,16 +103,14 @@ class EditPlan:
     base_versions: dict[str, int | None]
     output: dict[str, Any]
     unchanged: bool = False
-    # The whole diff the approval question shows (`preview` is its bounded
-    # head, for the editor's review and transcripts); "" when preview is whole.
+    # The whole diff the approval question shows; `preview` is its bounded
+    # head (the editor's review, transcripts), made from it when left "".
+    # "" when preview is whole.
     diff: str = ""
 
-    @classmethod
-    def diffed(cls, old_name: str | None, new_name: str | None, old: str, new: str
-               ) -> dict[str, str]:
-        """`preview` and `diff` for a change from `old` to `new`."""
-        whole = unified_diff(old_name, new_name, old, new)
-        return {"preview": bounded(whole.split("\n")), "diff": whole}
+    def __post_init__(self) -> None:
+        if self.diff and not self.preview:
+            self.preview = bounded(self.diff.split("\n"))
 
     def request(self, tool: str, session_id: str) -> EditRequest:
         return EditRequest(tool_name=tool, session_id=session_id, label=self.label,
@@ -133,7 +131,7 @@ def replace_plan(tool: str, env: PlanEnv, resolved: Path, snap: DocumentSnapshot
     return EditPlan(
         label=f"agentls: {tool} {rel}",
         edit={"documentChanges": [text_document_edit(snap.uri, snap.version, edits)]},
-        **EditPlan.diffed(rel, rel, snap.text, new),
+        preview="", diff=unified_diff(rel, rel, snap.text, new),
         paths=(str(resolved),),
         base_versions={snap.uri: snap.version},
         output={

@@ -76,6 +76,7 @@ from .text_edits import (
     diff_regions,
     preview_lines,
     text_edits,
+    unified_diff,
     unified_preview,
 )
 from .workspace import Workspace
@@ -253,7 +254,7 @@ class WriteFileTool(_FileTool):
         return EditPlan(
             label=f"agentls: {self.name} {rel}",
             edit={"documentChanges": changes},
-            **EditPlan.diffed(None, rel, "", content),
+            preview="", diff=unified_diff(None, rel, "", content),
             paths=(str(resolved),),
             base_versions={uri: None},
             output={
@@ -376,7 +377,7 @@ class DeleteFileTool(_FileTool):
             edit={"documentChanges": [{"kind": "delete", "uri": snap.uri,
                                        "options": {"recursive": False,
                                                    "ignoreIfNotExists": False}}]},
-            **EditPlan.diffed(rel, None, snap.text, ""),
+            preview="", diff=unified_diff(rel, None, snap.text, ""),
             paths=(str(resolved),),
             base_versions={snap.uri: snap.version},
             output={
