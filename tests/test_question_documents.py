@@ -103,3 +103,23 @@ def test_old_question_files_are_removed(tmp_path: Path) -> None:
     assert not old.exists()
     assert left == ["mine.md", "n2.txt", "n3.txt", "n4.txt"], left
     assert all(p is not None for p in written)
+
+
+def test_an_edit_too_long_for_a_message_names_its_title_and_diff_size(tmp_path: Path) -> None:
+    from agentls.core.approval import ApprovalQuestion, PolicyAnswer
+    from agentls.core.tool_context import ToolNeed
+
+    diff = "\n".join(["--- a/x.py", "+++ b/x.py", "@@ -1,1 +1,300 @@", "-old",
+                      *(f"+new {i}" for i in range(299))])
+    need = ToolNeed("edit", ("x.py",), title="agentls: edit_file x.py", preview=diff)
+    channel = Channel()
+    gate = ApprovalGate(channel, documents=QuestionDocuments(tmp_path / "q"))
+    cleared = asyncio.run(gate.clear(ApprovalQuestion("edit_file", {}, need),
+                                     PolicyAnswer("protected", "a protected file")))
+    assert not cleared.allowed
+    [put] = channel.asked
+    assert put.prompt.startswith("agentls: edit_file x.py: allow this change?")
+    assert "asked every time" in put.prompt and "(299 added, 1 removed)" in put.prompt
+    assert "+new 5" not in put.prompt and fits_message(put.prompt)
+    [document] = (tmp_path / "q").iterdir()
+    assert diff in document.read_text()

@@ -459,11 +459,14 @@ def question_summary(question: ApprovalQuestion, answer: PolicyAnswer, *,
     if need.kind == "edit" and need.title:
         note = f"\n\n{PROTECTED_NOTE}" if protected else ""
         lines = need.preview.split("\n")
+        size = f"{len(lines):,} lines, {len(need.preview):,} characters"
+        if not any(line.startswith("@@") for line in lines):  # not a diff (a restore)
+            return f"{need.title}: allow this change?{note}\n\n    The change: {size}."
         added = sum(1 for line in lines if line.startswith("+") and not line.startswith("+++"))
         removed = sum(1 for line in lines
                       if line.startswith("-") and not line.startswith("---"))
-        return (f"{need.title}: allow this change?{note}\n\n    The diff: {len(lines):,} lines "
-                f"({added:,} added, {removed:,} removed), {len(need.preview):,} characters.")
+        return (f"{need.title}: allow this change?{note}\n\n    The diff: {size} "
+                f"({added:,} added, {removed:,} removed).")
     if need.question:
         return need.summary
     if answer.prompt:
