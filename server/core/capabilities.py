@@ -16,6 +16,14 @@ one typed Protocol per capability. The server finds them with `offers` /
   (`register(hooks, context)`, as the `agentls.hooks` entry points).
 - `StatusSource`: `status() -> dict` of keys added to `agentls/status`
   (e.g. `mcp`).
+- `TemplateSource`: `list_templates(config) -> list[dict]` of prompt
+  templates (`name`, `description`, `template`, `source`) for
+  `agentls/templates`, `/` completion and the code actions (the templates
+  feature, MCP prompts); the text of one comes from the seed's
+  `get_template(config)` with `config["template"]` naming it.
+- `StatusReporter`: `status_report() -> dict`: a provider's keys added to
+  `agentls/status` (the local provider's processes and downloads, the
+  FIM probe results of openai/ollama).
 - `ProgressAware`: `attach_progress(sink)`: a provider that shows model
   downloads and slow loads (core/progress.py).
 - `ModelPreparer`: `prepare_models(names)`: a provider that fetches the
@@ -51,8 +59,10 @@ __all__ = [
     "ModelPreparer",
     "ProgressAware",
     "Startable",
+    "StatusReporter",
     "StatusSource",
     "TakesOver",
+    "TemplateSource",
     "ToolSource",
     "contributed_hook_modules",
     "contributed_tool_plugins",
@@ -84,6 +94,16 @@ class HookSource(Protocol):
 @runtime_checkable
 class StatusSource(Protocol):
     def status(self) -> Mapping[str, Any]: ...
+
+
+@runtime_checkable
+class TemplateSource(Protocol):
+    def list_templates(self, config: dict[str, Any]) -> Sequence[Mapping[str, Any]]: ...
+
+
+@runtime_checkable
+class StatusReporter(Protocol):
+    def status_report(self) -> Mapping[str, Any]: ...
 
 
 @runtime_checkable

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .edit_history import Hunk
 
@@ -52,6 +52,7 @@ class NextEditAnswer:
     why_none: str = ""  # why nothing is suggested (logs, tests, the eval)
 
 
+@runtime_checkable
 class NextEditSuggester(Protocol):
     """What the LSP side needs from the `next-edit` feature plugin."""
 

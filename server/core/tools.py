@@ -23,43 +23,75 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from .models import ToolCall, ToolResult
 from .plugins import ToolPlugin, plugin_call, plugin_name
 from .provider import ToolSpec
+from .registry import offers
 from .session_types import ToolDescriptor
 from .tool_context import ToolContext, ToolNeed, ToolRefused, default_need
 
-__all__ = ["ToolExecution", "ToolExecutor", "TypedTool", "failed", "normalize_tool_schema"]
+__all__ = [
+    "DeclaresNeed",
+    "DynamicTools",
+    "PreparesCall",
+    "PreparingTool",
+    "RunsTool",
+    "ToolExecution",
+    "ToolExecutor",
+    "TypedTool",
+    "failed",
+    "normalize_tool_schema",
+]
 
 
-class TypedTool(Protocol):
-    """What an agentls tool plugin implements besides the seed's schema
-    methods (`get_tool_schemas`, `format_tool_result`, ...)."""
-
+@runtime_checkable
+class DeclaresNeed(Protocol):
     def tool_need(self, tool_name: str, arguments: Mapping[str, Any],
                   state: dict[str, Any]) -> ToolNeed:
         """What the call will do (kind, paths, command); cheap, from the
         arguments only. ToolRefused for arguments it cannot run with."""
         ...
 
+
+@runtime_checkable
+class RunsTool(Protocol):
     async def run_tool(self, tool_name: str, arguments: dict[str, Any], state: dict[str, Any],
                        context: ToolContext) -> dict[str, Any]:
         """Run the call the gate cleared; the seed's result dict."""
         ...
 
 
-class PreparingTool(TypedTool, Protocol):
-    """A TypedTool that works out what it will do before it is asked about
-    (the file tools: the edit and its diff)."""
-
+@runtime_checkable
+class PreparesCall(Protocol):
     async def prepare_call(self, tool_name: str, arguments: dict[str, Any],
                            state: dict[str, Any], context: ToolContext,
                            need: ToolNeed) -> ToolNeed:
         """`need` with what the user is shown (title, preview) and what
         run_tool will apply (prepared). ToolRefused when it cannot be done."""
         ...
+
+
+@runtime_checkable
+class DynamicTools(Protocol):
+    def tools_version(self, state: dict[str, Any]) -> int:
+        """A number that changes whenever the plugin's tools do."""
+        ...
+
+
+class TypedTool(DeclaresNeed, RunsTool, Protocol):
+    """What an agentls tool plugin implements besides the seed's schema
+    methods (`get_tool_schemas`, `format_tool_result`, ...). The executor
+    asks for each part on its own (offers(plugin, DeclaresNeed), ...): a
+    plugin without tool_need gets the default need, one without run_tool
+    runs through the seed adapter."""
+
+
+class PreparingTool(TypedTool, PreparesCall, Protocol):
+    """A TypedTool that works out what it will do before it is asked about
+    (the file tools: the edit and its diff)."""
+
 
 log = logging.getLogger("agentls.tools")
 
@@ -116,7 +148,7 @@ class ToolExecutor:
             except Exception:
                 log.exception("Tool plugin %s failed to initialise; skipped", plugin_name(plugin))
                 continue
-            if callable(getattr(plugin, "tools_version", None)):
+            if offers(plugin, DynamicTools):
                 self._dynamic.append([plugin, state, None])
                 continue
             self._bind(plugin, state, self._static, self._static)
@@ -214,10 +246,10 @@ class ToolExecutor:
         """What the call will do, as its tool declares it (the default need
         for a tool that declares nothing). ToolRefused for bad arguments."""
         bound = self._tools.get(call.tool)
-        declare = getattr(bound.plugin, "tool_need", None) if bound is not None else None
-        if bound is None or not callable(declare):
+        plugin = bound.plugin if bound is not None else None
+        if bound is None or not offers(plugin, DeclaresNeed):
             return default_need(call.arguments)
-        need = declare(call.tool, call.arguments, bound.state)
+        need = plugin.tool_need(call.tool, call.arguments, bound.state)
         if not isinstance(need, ToolNeed):
             raise ToolRefused(f"The tool {call.tool!r} did not say what it will do; not run.",
                               "tool_error")
@@ -226,10 +258,11 @@ class ToolExecutor:
     async def prepare(self, call: ToolCall, context: ToolContext, need: ToolNeed) -> ToolNeed:
         """`need` completed by the tool's prepare_call, if it has one."""
         bound = self._tools.get(call.tool)
-        prepare = getattr(bound.plugin, "prepare_call", None) if bound is not None else None
-        if bound is None or not callable(prepare):
+        plugin = bound.plugin if bound is not None else None
+        if bound is None or not offers(plugin, PreparesCall):
             return need
-        prepared = await prepare(call.tool, dict(call.arguments), bound.state, context, need)
+        prepared = await plugin.prepare_call(call.tool, dict(call.arguments), bound.state,
+                                             context, need)
         return prepared if isinstance(prepared, ToolNeed) else need
 
     async def execute(self, call: ToolCall, context: ToolContext | None = None) -> ToolExecution:
@@ -239,10 +272,10 @@ class ToolExecutor:
             return self.unknown(call) or failed(call, f"Unknown tool {call.tool!r}.",
                                                 "unknown_tool")
         context = context or ToolContext()
-        run = getattr(bound.plugin, "run_tool", None)
+        plugin = bound.plugin
         try:
-            if callable(run):
-                raw = await run(call.tool, dict(call.arguments), bound.state, context)
+            if offers(plugin, RunsTool):
+                raw = await plugin.run_tool(call.tool, dict(call.arguments), bound.state, context)
             else:  # a seed plugin: the one adapter
                 raw = await plugin_call(
                     bound.plugin,

@@ -72,18 +72,18 @@ async def _restore(ls: AgentlsLanguageServer, session_id: str, turn: int, force:
     if orchestrator is not None and orchestrator.is_running(session_id):
         raise JsonRpcInvalidParams(f"Session {session_id} has a turn running; wait for it to "
                                    "end or cancel it (agentls.cancel), then restore.")
-    wiring = ls.state.turn_wiring
-    if wiring is None or wiring.editor is None or wiring.snapshots is None:
+    channels = ls.state.channels
+    if channels is None or channels.editor is None or channels.snapshots is None:
         raise JsonRpcInternalError("agentls/restoreCheckpoint: the editor connection is not "
                                    "set up yet; try again once the server has initialized.")
     shown = _shower(ls)
     with _store_errors(session_id):
         try:
             outcome = await restore_turn(
-                _checkpoint_store(ls), session_id, turn, editor=wiring.editor,
-                lookup=wiring.snapshots, workspace_folders=list(ls.state.workspace_folders),
-                gate=wiring.gate, policies=_approval_policies(ls), force=force,
-                encoding=str(getattr(wiring.editor, "position_encoding", "utf-16")),
+                _checkpoint_store(ls), session_id, turn, editor=channels.editor,
+                lookup=channels.snapshots, workspace_folders=list(ls.state.workspace_folders),
+                gate=channels.gate, policies=_approval_policies(ls), force=force,
+                encoding=str(getattr(channels.editor, "position_encoding", "utf-16")),
                 shown=shown)
         except NoCheckpoint as exc:
             raise JsonRpcInvalidParams(str(exc)) from None

@@ -110,14 +110,15 @@ def build_actions(
 
 
 def _prompt(ls: AgentlsLanguageServer, name: str, **context: Any) -> str:
-    """The template `name` rendered by the first enabled feature that lists it."""
+    """The template `name` rendered by the first enabled feature that lists
+    it (TemplateSource)."""
+    from agentls.core.capabilities import TemplateSource
+    from agentls.core.registry import offering
+
     config = {**ls.state.feature_config(), "template": name, **context}
-    for plugin in ls.state.features():
-        lister = getattr(plugin, "list_templates", None)
-        if not callable(lister):
-            continue
+    for plugin in offering(ls.state.features(), TemplateSource):
         try:
-            if not any(t.get("name") == name for t in lister(config) or []):
+            if not any(t.get("name") == name for t in plugin.list_templates(config) or []):
                 continue
             text = plugin_call(plugin, FeaturePlugin, "get_template", config)
         except Exception:

@@ -81,16 +81,16 @@ def is_prompt_document(uri: str, language_id: str | None) -> bool:
 
 
 def list_templates(ls: AgentlsLanguageServer) -> list[dict[str, Any]]:
-    """Templates of every enabled feature that serves them (`list_templates`),
+    """Templates of every enabled feature that serves them (TemplateSource),
     the first plugin (by priority) winning a name."""
+    from agentls.core.capabilities import TemplateSource
+    from agentls.core.registry import offering
+
     config = ls.state.feature_config()
     found: dict[str, dict[str, Any]] = {}
-    for plugin in ls.state.features():
-        lister = getattr(plugin, "list_templates", None)
-        if not callable(lister):
-            continue
+    for plugin in offering(ls.state.features(), TemplateSource):
         try:
-            for entry in lister(config) or []:
+            for entry in plugin.list_templates(config) or []:
                 if isinstance(entry, Mapping) and isinstance(entry.get("name"), str):
                     found.setdefault(entry["name"], dict(entry))
         except Exception:

@@ -325,8 +325,8 @@ class LspEditApplier:
 
 def end_session_approvals(ls: Any, session_id: str | None = None) -> None:
     """Forget "Allow for session" answers when a session ends (None: all)."""
-    wiring = getattr(getattr(ls, "state", None), "turn_wiring", None)
-    gate = getattr(wiring, "gate", None)
+    channels = getattr(getattr(ls, "state", None), "channels", None)
+    gate = getattr(channels, "gate", None)
     if isinstance(gate, ApprovalGate):
         gate.forget(session_id)
 

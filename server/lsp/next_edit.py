@@ -92,13 +92,13 @@ def register(server: AgentlsLanguageServer) -> None:
 
     @server.feature(METHOD)
     async def copilot_inline_edit(ls: AgentlsLanguageServer, params: Any) -> dict[str, Any]:
-        from agentls.core.next_edit import NextEditRequest
+        from agentls.core.next_edit import NextEditRequest, NextEditSuggester
 
         uri, version, line, character = _parse_params(to_plain(params))
         if not ls.settings_ready.is_set():
             await ls.wait_settings()
         state = ls.state
-        feature = state.feature(FEATURE_NAME, "suggest")
+        feature = state.feature(FEATURE_NAME, NextEditSuggester)
         if feature is None:
             return {"edits": []}
         key = document_key(uri)

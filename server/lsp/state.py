@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 if TYPE_CHECKING:
     from agentls.core.agent import AgentBundle, EditorChannels
@@ -85,7 +85,7 @@ class ServerState:
         # The user's workspace-trust decisions (user state dir, never the workspace).
         self._trust_store: TrustStore | None = None
         self._loaded: LoadedSettings | None = None
-        # feature(): the plugins found by (name, capability), for the settings
+        # feature(): the plugins found by (name, Protocol), for the settings
         # load they were found under.
         self._features_for: tuple[object, dict[tuple[str, Any], Any]] = (None, {})
         self.counters = CompletionCounters()
@@ -246,34 +246,26 @@ class ServerState:
 
         return enabled_plugins("feature", self.settings, self.registry, self.feature_config())
 
-    @overload
-    def feature(self, name: str, contract: Callable[..., T]) -> T | None: ...
-
-    @overload
-    def feature(self, name: str, contract: str) -> Any | None: ...
-
-    def feature(self, name: str, contract: Any) -> Any | None:
-        """One enabled feature plugin by name that offers a capability (a
-        Protocol such as InlineCompleter; or the name of a method), None
-        when off, missing or without it, without loading the others unless
-        its enablement needs their tags. Looked up once per settings load:
-        the per-keystroke handlers ask on every request."""
+    def feature(self, name: str, contract: Callable[..., T]) -> T | None:
+        """One enabled feature plugin by name that offers `contract`, a
+        runtime-checkable Protocol such as InlineCompleter or
+        NextEditSuggester (checked by core.registry.offers); None when off,
+        missing or without it, without loading the others unless its
+        enablement needs their tags. Looked up once per settings load: the
+        per-keystroke handlers ask on every request."""
         loaded = self.loaded
         if self._features_for[0] is not loaded:
             self._features_for = (loaded, {})
         known = self._features_for[1]
         key = (name, contract)
         if key not in known:
+            from agentls.core.registry import offers
+
             found = self.registry.enabled_one(
                 "feature", name, self.feature_config(), disabled=self.settings.features.disabled,
             )
-            if isinstance(contract, str):  # a method name (lsp/next_edit.py: "suggest")
-                known[key] = found if callable(getattr(found, contract, None)) else None
-            else:
-                from agentls.core.registry import offers
-
-                known[key] = found if offers(found, contract) else None
-        return known[key]
+            known[key] = found if offers(found, contract) else None
+        return cast("T | None", known[key])
 
     def tools(self) -> list[Any]:
         """Enabled tool plugins (features.disabled applies to them too), and
@@ -320,12 +312,6 @@ class ServerState:
         return build_hooks(self.settings, self.registry, self.channels,
                            workspace_folders=self.workspace_folders,
                            workspace_root=self.workspace_root)
-
-    @property
-    def turn_wiring(self) -> EditorChannels | None:
-        """The editor's channels under their former name (lsp/edits.py and
-        lsp/checkpoints.py read it)."""
-        return self.channels
 
     def agent(self) -> AgentBundle:
         """The agent for the current settings, folders and channels, built

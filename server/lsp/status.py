@@ -14,7 +14,10 @@ log = logging.getLogger("agentls.lsp.status")
 def register(server: AgentlsLanguageServer) -> None:
     @server.feature("agentls/status")
     async def status(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
+        from agentls.core.capabilities import StatusReporter, StatusSource
         from agentls.core.models import AgentlsError
+        from agentls.core.plugins import plugin_name
+        from agentls.core.registry import offering, offers
 
         # Asked right after initialize: answer once the client's settings
         # are read (bounded), so `mcp` lists the servers the user configured.
@@ -27,19 +30,16 @@ def register(server: AgentlsLanguageServer) -> None:
             provider = state.provider()
             info: dict[str, Any] = provider.get_info().model_dump(mode="json")
             # Providers that run models here (local) add their processes and downloads.
-            report = getattr(provider, "status_report", None)
-            if callable(report):
-                extra = dict(report())
+            if offers(provider, StatusReporter):
+                extra = dict(provider.status_report())
         except AgentlsError as exc:
             info = {"id": settings.provider, "display_name": settings.provider,
                     "error": str(exc)}
-        for feature in ls.started_features.values():
-            reporter = getattr(feature, "status", None)
-            if callable(reporter):
-                try:
-                    extra.update(reporter() or {})
-                except Exception:
-                    log.exception("status of feature %s failed", getattr(feature, "name", "?"))
+        for feature in offering(ls.started_features.values(), StatusSource):
+            try:
+                extra.update(feature.status() or {})
+            except Exception:
+                log.exception("status of feature %s failed", plugin_name(feature))
         if not ls.features_started.is_set():
             # Features start after the first inline completion (lifecycle):
             # until then the configured MCP servers are about to start.

@@ -57,15 +57,15 @@ def question(trust: WorkspaceTrust) -> str:
 
 
 def trust_asker(ls: AgentlsLanguageServer) -> TrustAsker:
-    """The server's TrustAsker: the one approval gate (the chat wiring's),
+    """The server's TrustAsker: the one approval gate (the editor channels'),
     the user's trust store, showDocument for long questions."""
     from agentls.core.approval import ApprovalGate
     from agentls.core.trust_question import TrustAsker
 
     from .channels import LspApprovalChannel, LspDisplayChannel, LspDocumentOpener
 
-    wiring = ls.state.turn_wiring
-    gate = wiring.gate if wiring is not None else ApprovalGate(
+    channels = ls.state.channels
+    gate = channels.gate if channels is not None else ApprovalGate(
         LspApprovalChannel(ls), opener=LspDocumentOpener(ls))
     return TrustAsker(gate, ls.state.trust_store, LspDocumentOpener(ls), LspDisplayChannel(ls))
 
