@@ -19,8 +19,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from agentls.core.file_access import Withheld
 from agentls.core.prompt_enrichment import PromptDraft, PromptSources
 from agentls.features.mention_prefix import complete_mention_prefix
+from agentls.features.sensitive_paths import ModelFileAccess
 from agentls.features.tools.workspace import Workspace, WorkspacePathError
 
 __all__ = [
@@ -195,9 +197,13 @@ def expand_mentions(
     (the attachment carries the content) and the attachments: {path,
     content, truncated} per readable file, {path, error} otherwise.
     `read(resolved_path)` gives a file's text (the open buffer first) or
-    None. Paths outside the workspace are refused; content is bounded per
-    file and in total, so a mention cannot blow the model's context."""
+    None. Paths outside the workspace are refused, and so are secret files
+    (sensitive_paths.ModelFileAccess, the rule read_file asks under: a
+    mention in pasted code or a template must not attach `.env`); their
+    attachment carries the reason instead. Content is bounded per file and
+    in total, so a mention cannot blow the model's context."""
     workspace = Workspace.of(workspace_folders)
+    access = ModelFileAccess(workspace_folders)
     attachments: list[dict[str, Any]] = []
     seen: set[Path] = set()
     budget = ATTACHMENTS_MAX_TOTAL_CHARS
@@ -220,6 +226,10 @@ def expand_mentions(
         if len(seen) > MAX_MENTIONS:
             attachments.append({"path": rel, "error": f"not attached: more than {MAX_MENTIONS} "
                                 "files mentioned; use read_file"})
+            continue
+        checked = access.check(raw)  # the name as written and the file it leads to
+        if isinstance(checked, Withheld):
+            attachments.append({"path": rel, "error": f"not attached: {checked.reason}"})
             continue
         content = _safe_read(read, resolved)
         if content is None:

@@ -45,6 +45,7 @@ __all__ = [
 ]
 
 USER_DIR = Path(".agentls") / "templates"
+MAX_TEMPLATE_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -194,19 +195,40 @@ def parse_template_file(name: str, text: str, path: str | None = None) -> Templa
 
 @dataclass
 class _CachedFile:
-    stamp: tuple[int, int]  # (mtime_ns, size)
+    stamp: tuple[int, int, int]  # (mtime_ns, size, inode) of the file it leads to
     template: Template
+
+
+def _read_template(root: Path, path: str, name: str) -> Template | None:
+    """A template file read through the secret-file rule: its text goes to
+    the model, so a template that is a link to `.env` (or out of the
+    workspace) is listed with the reason instead of its text."""
+    from agentls.core.file_access import Withheld
+    from agentls.features.sensitive_paths import ModelFileAccess
+
+    result = ModelFileAccess([root]).read_for_model(path, max_bytes=MAX_TEMPLATE_BYTES)
+    if result is None:
+        return None
+    if isinstance(result, Withheld):
+        note = f"[agentls: the template {result.shown} was not loaded: {result.reason}]"
+        return Template(name, f"not loaded: {result.reason}", note, source="user", path=path)
+    text = result.text
+    if result.truncated:
+        text += (f"\n\n[agentls: {result.rel} is cut to its first "
+                 f"{MAX_TEMPLATE_BYTES // 1024} KB.]")
+    return parse_template_file(name, text, path)
 
 
 class _UserTemplates:
     """Per-directory cache of parsed template files; a file is parsed again
-    only when its (mtime, size) changed, so listing costs one scandir."""
+    only when its (mtime, size, inode) changed, so listing costs one scandir."""
 
     def __init__(self) -> None:
         self._dirs: dict[str, dict[str, _CachedFile]] = {}
         self._lock = threading.Lock()
 
-    def load(self, directory: Path) -> list[Template]:
+    def load(self, root: Path) -> list[Template]:
+        directory = root / USER_DIR
         key = str(directory)
         try:
             entries = [e for e in os.scandir(directory)
@@ -223,15 +245,13 @@ class _UserTemplates:
                     st = entry.stat()
                 except OSError:
                     continue
-                stamp = (st.st_mtime_ns, st.st_size)
+                stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
                 hit = cached.get(entry.name)
                 if hit is None or hit.stamp != stamp:
-                    try:
-                        text = Path(entry.path).read_text(encoding="utf-8", errors="replace")
-                    except OSError:
+                    template = _read_template(root, entry.path, entry.name[:-3])
+                    if template is None:
                         continue
-                    hit = _CachedFile(stamp, parse_template_file(entry.name[:-3], text,
-                                                                 entry.path))
+                    hit = _CachedFile(stamp, template)
                 fresh[entry.name] = hit
             self._dirs[key] = fresh
         return sorted((c.template for c in fresh.values()), key=lambda t: t.name)
@@ -245,7 +265,7 @@ def list_templates(workspace_root: str | os.PathLike[str] | None) -> list[Templa
     replaces the built-in of the same name."""
     merged = dict(BUILTIN_TEMPLATES)
     if workspace_root:
-        for template in _USER_TEMPLATES.load(Path(workspace_root) / USER_DIR):
+        for template in _USER_TEMPLATES.load(Path(workspace_root)):
             merged[template.name] = template
     return [merged[name] for name in sorted(merged)]
 

@@ -148,6 +148,7 @@ def build_agent(
     from agentls.core.prompt_enrichment import PromptEnricher
     from agentls.core.registry import offering
     from agentls.core.tools import ToolExecutor
+    from agentls.features.sensitive_paths import ModelFileAccess
 
     registry = registry or PluginRegistry.discover()
     channels = channels or EditorChannels()
@@ -184,7 +185,10 @@ def build_agent(
         output_cap=session.max_output_tokens,
         context=ContextSettings(
             window_override=settings.context_window,
-            instructions=ProjectInstructions(root, settings.instructions.files),
+            instructions=ProjectInstructions(
+                root, settings.instructions.files,
+                # the secret-file rule every file text sent to the model goes through
+                reader=ModelFileAccess(folders or ([root] if root else []))),
         ),
         workspace=str(root) if root else None,
         workspace_folders=tuple(str(p) for p in folders),

@@ -119,6 +119,22 @@ def test_expand_mentions_uses_the_reader(ws: Path) -> None:
     assert attachments[0]["content"] == "buffer"
 
 
+def test_expand_mentions_keeps_secret_files_back_with_the_reason(ws: Path) -> None:
+    (ws / ".env").write_text("KEY=PLANTED\n")
+    (ws / "cfg.txt").symlink_to(".env")
+    reads: list[Path] = []
+
+    def reader(path: Path) -> str | None:
+        reads.append(path)
+        return disk_read(path)
+
+    _, attachments = expand_mentions("@file:.env", [ws], reader)
+    _, linked = expand_mentions("@file:cfg.txt", [ws], reader)
+    assert "PLANTED" not in str(attachments + linked) and reads == []  # never even read
+    assert "read_file, which asks the user first" in attachments[0]["error"]
+    assert "cfg.txt leads to .env" in linked[0]["error"]
+
+
 def test_expand_mentions_refuses_outside_and_missing(ws: Path) -> None:
     text, attachments = expand_mentions(
         "@file:../secret.txt @file:missing.py", [ws], disk_read)

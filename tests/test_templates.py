@@ -204,3 +204,18 @@ def test_feature_is_found_through_its_entry_point() -> None:
     assert isinstance(plugin, TemplatesFeature)
     found = plugin_call(plugin, FeaturePlugin, "get_completions", {}, "/fi")
     assert [c["name"] for c in found] == ["fix"]
+
+
+def test_a_template_linking_to_a_secret_or_out_is_listed_with_the_reason(
+    tmp_path: Path
+) -> None:
+    folder = tmp_path / "ws" / ".agentls" / "templates"
+    folder.mkdir(parents=True)
+    (tmp_path / "ws" / ".env").write_text("KEY=PLANTED")
+    (tmp_path / "outside.md").write_text("PLANTED outside")
+    (folder / "leak.md").symlink_to("../../.env")
+    (folder / "out.md").symlink_to(tmp_path / "outside.md")
+    listed = {t.name: t for t in tm.list_templates(tmp_path / "ws")}
+    assert "PLANTED" not in str(listed)
+    assert "reaches the model only through read_file" in listed["leak"].template
+    assert "leads outside the workspace" in listed["out"].description

@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import logging
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentls.features.mention_prefix import complete_mention_prefix
@@ -333,26 +334,31 @@ class McpHooks:
                 return HookResult()
             blocks = []
             for server, uri in mentions[:MAX_RESOURCE_MENTIONS]:
-                blocks.append(await _resource_block(manager, server, uri))
+                blocks.append(await _resource_block(manager, server, uri,
+                                                    context.workspace_folders))
             return HookResult(action="modify",
                               data={**data, "prompt": prompt + "\n\n" + "\n".join(blocks)})
 
         hooks.register("prompt:submit", attach, priority=10, name="mcp-resources")
 
 
-async def _resource_block(manager: Any, server: str, uri: str) -> str:
+async def _resource_block(manager: Any, server: str, uri: str,
+                          folders: list[Path] | None = None) -> str:
     from .connection import McpCallError
-    from .results import render_content
+    from .results import attachable_contents, render_content, withheld_resource
 
     conn = manager.connections.get(server)
     if conn is None:
         return f'<resource server="{server}" uri="{uri}" error="no MCP server named {server}"/>'
+    why = withheld_resource(uri, folders or [])  # the secret-file rule, as for read_file
+    if why is not None:
+        return f'<resource server="{server}" uri="{uri}" error="not attached: {why}"/>'
     try:
         result = await conn.read_resource(uri)
     except McpCallError as exc:
         return f'<resource server="{server}" uri="{uri}" error="{exc}"/>'
-    parts = render_content([{"type": "resource", "resource": c}
-                            for c in result.get("contents") or [] if isinstance(c, dict)])
+    contents, withheld = attachable_contents(result.get("contents"), folders or [])
+    parts = withheld + render_content([{"type": "resource", "resource": c} for c in contents])
     text = "\n".join(parts)
     if len(text) > RESOURCE_MAX_CHARS:
         text = text[:RESOURCE_MAX_CHARS] + "\n[... cut by agentls]"

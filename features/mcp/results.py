@@ -12,14 +12,22 @@ isError) as the text the model reads.
 
 The text is bounded (`MAX_RESULT_CHARS`): a server flooding a reply cannot
 flood the session; the orchestrator caps it again per session settings.
+
+Resources attached as context (`@mcp:` mentions) pass the secret-file rule
+read_file asks under (`withheld_resource`): a `file:` URI that leads to
+`.env`, a key or `.git/config` is not attached, whichever server offers it.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
-__all__ = ["MAX_RESULT_CHARS", "render_content", "render_result"]
+__all__ = ["MAX_RESULT_CHARS", "attachable_contents", "render_content", "render_result",
+           "withheld_resource"]
 
 MAX_RESULT_CHARS = 200_000
 
@@ -83,3 +91,37 @@ def _same_json(text: str, value: Any) -> bool:
         return bool(json.loads(text) == value)
     except (TypeError, ValueError):
         return False
+
+
+def withheld_resource(uri: Any, folders: Sequence[str | Path]) -> str | None:
+    """Why the resource `uri` is not attached as context, or None. Only
+    `file:` URIs name a file to check; the secret rule applies wherever the
+    file is (a server the user set up may serve files outside the
+    workspace, never a secret one without read_file's question)."""
+    from agentls.core.file_access import Withheld
+    from agentls.features.sensitive_paths import ModelFileAccess
+
+    if not isinstance(uri, str) or not uri[:5].lower() == "file:":
+        return None
+    path = unquote(urlsplit(uri).path)
+    if not path:
+        return None
+    checked = ModelFileAccess(folders).check(path, confine=False)
+    return checked.reason if isinstance(checked, Withheld) else None
+
+
+def attachable_contents(contents: Any, folders: Sequence[str | Path]
+                        ) -> tuple[list[dict[str, Any]], list[str]]:
+    """The `resources/read` contents that may be attached, and a note for
+    each one withheld (a server may answer with other URIs than asked)."""
+    kept: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for content in contents if isinstance(contents, list) else []:
+        if not isinstance(content, dict):
+            continue
+        why = withheld_resource(content.get("uri"), folders)
+        if why is None:
+            kept.append(content)
+        else:
+            notes.append(f'<resource uri="{content.get("uri")}" error="not attached: {why}"/>')
+    return kept, notes

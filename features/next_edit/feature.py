@@ -13,6 +13,7 @@ Knows nothing of LSP: the language server hands over a NextEditRequest
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 from collections import OrderedDict
@@ -32,6 +33,7 @@ from agentls.core.provider import (
 )
 
 from ..inline_completion.scheduler import LatestPerDocument
+from ..sensitive_paths import buffer_withheld
 
 if TYPE_CHECKING:
     from agentls.core.models import StreamChunk
@@ -91,6 +93,16 @@ class NextEditFeature:
 
         if not settings.enabled:
             return NextEditAnswer(why_none="nextEdit.enabled is false")
+        # The secret-file rule read_file asks under: no suggestion inside a
+        # secret file, and a secret file's edits are not shown to the model
+        # as context for another file's.
+        why = buffer_withheld(request.uri)
+        if why is not None:
+            return NextEditAnswer(why_none=why)
+        history = tuple((uri, hunk) for uri, hunk in request.history
+                        if uri == request.uri or buffer_withheld(uri) is None)
+        if len(history) != len(request.history):
+            request = dataclasses.replace(request, history=history)
         if not request.history:
             return NextEditAnswer(why_none="no recent edits")
         # The same question again (a client that re-asks on cursor moves, or

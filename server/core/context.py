@@ -198,21 +198,22 @@ class ContextManager:
         if self.instructions is None:
             return []
         root = self.instructions.root_file()
-        return [root.path] if root is not None else []
+        return [root.shown()] if root is not None else []
 
     def _instruction_files(self, sent: Sequence[Message]) -> list[InstructionFile]:
         if self.instructions is None:
             return []
-        touched: list[str] = []
-        for message in sent:
-            for call in (message.metadata or {}).get("tool_calls") or ():
-                if not isinstance(call, dict) or call.get("tool") not in FILE_TOOLS:
-                    continue
-                arguments = call.get("arguments")
-                if isinstance(arguments, dict):
-                    touched += [v for k, v in arguments.items()
-                                if k in ("path", "new_path") and isinstance(v, str)]
-        return self.instructions.files_for(touched)
+        return self.instructions.files_for(_touched_paths(sent))
+
+    async def instruction_files(self, messages: Sequence[Message]) -> list[InstructionFile]:
+        """The instruction files for the messages a request would send,
+        looked up in a worker thread: the lookup stats files, and a model can
+        name thousands of paths (the event loop must stay free)."""
+        if self.instructions is None:
+            return []
+        _, covered = latest_summary(messages)
+        tail = [m for i, m in enumerate(messages) if i >= covered and not is_compaction(m)]
+        return await asyncio.to_thread(self._instruction_files, tail)
 
     # -- planning (pure) ---------------------------------------------------------------
     def plan(
@@ -226,7 +227,10 @@ class ContextManager:
         budget: Budget,
         counter: TokenCounter,
         cut_current: bool = False,
+        instruction_files: Sequence[InstructionFile] | None = None,
     ) -> RequestPlan:
+        """`instruction_files`: as `instruction_files()` found them for these
+        messages (None: looked up here, on the caller's thread)."""
         factor = self._factor(counter)
 
         def tokens(message: Message) -> int:
@@ -234,7 +238,8 @@ class ContextManager:
 
         summary, covered = latest_summary(messages)
         tail = [(i, m) for i, m in enumerate(messages) if i >= covered and not is_compaction(m)]
-        files = self._instruction_files([m for _, m in tail])
+        files = (list(instruction_files) if instruction_files is not None
+                 else self._instruction_files([m for _, m in tail]))
         system_text = system
         # At most a quarter of the input budget (~3 characters a token).
         section = render_instructions(files, max_chars=budget.input_limit * 3 // 4)
@@ -293,7 +298,7 @@ class ContextManager:
             fits=total <= limit,
             cut_older=cut_older,
             cut_current=cut_now,
-            instruction_files=[f.path for f in files],
+            instruction_files=[f.shown() for f in files],
             summary_of=covered,
         )
 
@@ -318,6 +323,7 @@ class ContextManager:
         args: dict[str, Any] = {
             "system": system, "ephemeral": ephemeral, "tools": tools,
             "turn_start": turn_start, "counter": counter,
+            "instruction_files": await self.instruction_files(host.messages()),
         }
         plan = self.plan(messages=host.messages(), budget=Budget(1 << 40, 0), **args)
         if plan.estimated_tokens <= SMALL_REQUEST_TOKENS and not force_compact \
@@ -336,6 +342,8 @@ class ContextManager:
             )
         except CompactionVetoed as exc:
             vetoed = str(exc)
+        # Compaction changed which messages are sent, so which paths they touch.
+        args["instruction_files"] = await self.instruction_files(host.messages())
         plan = self.plan(messages=host.messages(), budget=budget, **args)
         if not plan.fits:
             plan = self.plan(messages=host.messages(), budget=budget, cut_current=True, **args)
@@ -476,3 +484,17 @@ def _older_excerpt_chars(budget: Budget) -> int:
     return max(MIN_EXCERPT_CHARS, min(OLD_RESULT_EXCERPT_CHARS, budget.input_limit * 3 // 10))
 
 
+def _touched_paths(sent: Sequence[Message]) -> list[str]:
+    """The paths the file tools were called with in these messages, each once."""
+    touched: dict[str, None] = {}
+    for message in sent:
+        for call in (message.metadata or {}).get("tool_calls") or ():
+            if not isinstance(call, dict) or call.get("tool") not in FILE_TOOLS:
+                continue
+            arguments = call.get("arguments")
+            if isinstance(arguments, dict):
+                for key in ("path", "new_path"):
+                    value = arguments.get(key)
+                    if isinstance(value, str):
+                        touched.setdefault(value)
+    return list(touched)
