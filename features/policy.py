@@ -59,6 +59,7 @@ from agentls.core.approval import ApprovalQuestion, PolicyAnswer
 from agentls.core.hook_modules import HookContext
 from agentls.core.hooks import HookRegistry
 from agentls.core.settings import ApprovalRule, ApprovalSettings
+from agentls.core.trust_display import visible
 from agentls.features.policy_paths import DRIVE, Refused, Resolver, Target
 from agentls.features.sensitive_paths import PROTECTED_PATTERNS, protected_reason, secret_match
 
@@ -88,7 +89,6 @@ PROTECTED_PATHS = PROTECTED_PATTERNS
 
 _GLOB = glob.GLOBSTAR | glob.DOTGLOB | glob.BRACE
 _NAME = fnmatch.DOTMATCH | fnmatch.BRACE
-_PROMPT_INPUT_MAX = 2000
 
 
 @dataclass(frozen=True)
@@ -192,6 +192,7 @@ class Policy:
         return PolicyAnswer(
             decision.action, decision.reason,
             prompt="" if decision.action == "allow" else self.prompt(question, decision),
+            summary="" if decision.action == "allow" else self.summary(question, decision),
             timeout=self.approval.timeout_seconds, default=self.approval.default)
 
     def decision(self, question: ApprovalQuestion) -> Decision:
@@ -301,24 +302,47 @@ class Policy:
 
     # -- the question's words ---------------------------------------------------------
     def prompt(self, question: ApprovalQuestion, decision: Decision) -> str:
+        """The question's whole text: the command line or every argument,
+        nothing cut, characters that would not show as themselves escaped
+        (the gate sends a text too long for a message as a document)."""
         need, tool = question.need, question.tool_name
         if need.kind == "run":
             lines = ["The agent wants to run a command (no shell):", "",
-                     f"    {need.command}", "",
-                     f"in: {decision.cwd or '.'} (workspace {self.folders[0]})"]
+                     f"    {visible(need.command or '')}", "",
+                     f"in: {visible(decision.cwd or '.')} (workspace "
+                     f"{visible(str(self.folders[0]))})"]
             if need.timeout is not None:
                 lines.append(f"timeout: {need.timeout:g}s")
             lines += ["", "Allow it to run once?"]
             return "\n".join(lines)
-        try:
-            shown = json.dumps(dict(question.tool_input), ensure_ascii=False, default=str)
-        except (TypeError, ValueError):
-            shown = repr(question.tool_input)
-        if len(shown) > _PROMPT_INPUT_MAX:
-            shown = shown[:_PROMPT_INPUT_MAX] + " ..."
         why = f"\n\n{decision.reason}" if decision.action == "protected" else ""
-        return (f"The agent wants to use the tool {tool} with:\n\n    {shown}{why}\n\n"
+        return (f"The agent wants to use the tool {visible(tool)} with:\n\n    "
+                f"{_shown_input(question)}{why}\n\nAllow it once?")
+
+    def summary(self, question: ApprovalQuestion, decision: Decision) -> str:
+        """The short form of `prompt`, for when it is too long for a message."""
+        need, tool = question.need, question.tool_name
+        if need.kind == "run":
+            command = need.command or ""
+            program = visible(command.split(" ", 1)[0])[:200]
+            return ("The agent wants to run a command (no shell) starting with:\n\n"
+                    f"    {program}\n\n({len(command):,} characters in all) in: "
+                    f"{visible(decision.cwd or '.')[:200]}\n\nAllow it to run once?")
+        why = f"\n\n{decision.reason}" if decision.action == "protected" else ""
+        names = [visible(str(name))[:40] for name in question.tool_input]
+        listed = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        return (f"The agent wants to use the tool {visible(tool)[:80]} with {len(names)} "
+                f"argument{'s' if len(names) != 1 else ''}" + (f" ({listed})" if names else "")
+                + f", {len(_shown_input(question)):,} characters in all.{why}\n\n"
                 "Allow it once?")
+
+
+def _shown_input(question: ApprovalQuestion) -> str:
+    try:
+        shown = json.dumps(dict(question.tool_input), ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        shown = repr(question.tool_input)
+    return visible(shown)
 
 
 class PolicyHooks:

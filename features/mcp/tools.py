@@ -3,8 +3,10 @@ tools, named `mcp__<server>__<tool>`.
 
 Approval is the turn's, like for every tool: `tool_need` declares a call
 (kind "call", "Allow for session" allowed, the question's words from
-`approval_prompt`: the server, the tool, the arguments and what the server
-claims about the tool: readOnlyHint, destructiveHint...). The policy
+`approval_prompt`: the server, the tool, every argument whole and what the
+server claims about the tool: readOnlyHint, destructiveHint...; when that
+is too long for a message the gate sends it as a document and the message
+is `approval_summary`). The policy
 (features/policy.py) and the approval gate decide before `run_tool`: a
 `deny` rule stops the call, an `allow` rule lets it through without a
 question, otherwise the user is asked with Allow once / Allow for session /
@@ -26,7 +28,7 @@ from .connection import McpCallError
 from .manager import McpManager, McpTool
 from .results import render_result
 
-__all__ = ["McpTools", "approval_prompt"]
+__all__ = ["McpTools", "approval_prompt", "approval_summary"]
 
 log = logging.getLogger("agentls.mcp")
 
@@ -53,6 +55,26 @@ def approval_prompt(tool: McpTool, arguments: dict[str, Any]) -> str:
                   + " (its own claim, not checked)."]
     lines += ["", "Allow it?"]
     return "\n".join(lines)
+
+
+def approval_summary(tool: McpTool, arguments: dict[str, Any]) -> str:
+    """The question's short form, for when its whole text (approval_prompt)
+    is too long for a message: the tool, the server, how many arguments
+    and how long they are (the document holds every byte of them)."""
+    from agentls.core.trust_display import visible
+
+    try:
+        size = len(json.dumps(arguments, ensure_ascii=False, default=str))
+    except (TypeError, ValueError):
+        size = len(repr(arguments))
+    names = [visible(str(name))[:40] for name in arguments]
+    listed = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    count = f"{len(names)} argument{'s' if len(names) != 1 else ''}"
+    return "\n".join([
+        f"The agent wants to call the MCP tool {visible(repr(tool.name))[:80]} of server "
+        f"{visible(repr(tool.server))[:80]} ({tool.exposed}) with {count}"
+        + (f" ({listed})" if names else "") + f", {size:,} characters in all.",
+        "", "Allow it?"])
 
 
 class McpTools:
@@ -89,7 +111,8 @@ class McpTools:
         tool = self.manager.tools.get(tool_name)
         if tool is None:
             return need
-        return replace(need, remember=True, question=approval_prompt(tool, dict(arguments)))
+        return replace(need, remember=True, question=approval_prompt(tool, dict(arguments)),
+                       summary=approval_summary(tool, dict(arguments)))
 
     async def run_tool(self, tool_name: str, arguments: dict[str, Any], state: dict[str, Any],
                        context: ToolContext) -> dict[str, Any]:

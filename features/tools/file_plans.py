@@ -14,7 +14,14 @@ from typing import Any
 from agentls.core.edits import MAX_TEXT_CHARS, DocumentSnapshot, EditRequest, UnreadableDocument
 
 from .single_tool import ToolRefused
-from .text_edits import StringEdit, changed_line_ranges, diff_regions, text_edits, unified_preview
+from .text_edits import (
+    StringEdit,
+    bounded,
+    changed_line_ranges,
+    diff_regions,
+    text_edits,
+    unified_diff,
+)
 from .workspace import NoWorkspace, OutsideWorkspace, Workspace, WorkspacePathError
 
 __all__ = [
@@ -96,6 +103,14 @@ class EditPlan:
     base_versions: dict[str, int | None]
     output: dict[str, Any]
     unchanged: bool = False
+    # The whole diff the approval question shows; `preview` is its bounded
+    # head (the editor's review, transcripts), made from it when left "".
+    # "" when preview is whole.
+    diff: str = ""
+
+    def __post_init__(self) -> None:
+        if self.diff and not self.preview:
+            self.preview = bounded(self.diff.split("\n"))
 
     def request(self, tool: str, session_id: str) -> EditRequest:
         return EditRequest(tool_name=tool, session_id=session_id, label=self.label,
@@ -116,7 +131,7 @@ def replace_plan(tool: str, env: PlanEnv, resolved: Path, snap: DocumentSnapshot
     return EditPlan(
         label=f"agentls: {tool} {rel}",
         edit={"documentChanges": [text_document_edit(snap.uri, snap.version, edits)]},
-        preview=unified_preview(rel, rel, snap.text, new),
+        preview="", diff=unified_diff(rel, rel, snap.text, new),
         paths=(str(resolved),),
         base_versions={snap.uri: snap.version},
         output={

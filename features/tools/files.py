@@ -76,6 +76,7 @@ from .text_edits import (
     diff_regions,
     preview_lines,
     text_edits,
+    unified_diff,
     unified_preview,
 )
 from .workspace import Workspace
@@ -141,7 +142,10 @@ class _FileTool(SingleTool):
         if refused is not None:
             subject = plan.label.removeprefix("agentls: ")
             raise ToolRefused(f"{subject}: {refused.reason}", refused.code or "failed")
-        return replace(need, title=plan.label, preview=plan.preview, prepared=plan)
+        # The question shows the whole diff (the gate sends a long one as a
+        # document); the editor's review gets the bounded preview.
+        return replace(need, title=plan.label, preview=plan.diff or plan.preview,
+                       prepared=plan)
 
     async def call(self, arguments: dict[str, Any], state: dict[str, Any],
                    context: ToolContext) -> dict[str, Any]:
@@ -250,7 +254,7 @@ class WriteFileTool(_FileTool):
         return EditPlan(
             label=f"agentls: {self.name} {rel}",
             edit={"documentChanges": changes},
-            preview=unified_preview(None, rel, "", content),
+            preview="", diff=unified_diff(None, rel, "", content),
             paths=(str(resolved),),
             base_versions={uri: None},
             output={
@@ -373,7 +377,7 @@ class DeleteFileTool(_FileTool):
             edit={"documentChanges": [{"kind": "delete", "uri": snap.uri,
                                        "options": {"recursive": False,
                                                    "ignoreIfNotExists": False}}]},
-            preview=unified_preview(rel, None, snap.text, ""),
+            preview="", diff=unified_diff(rel, None, snap.text, ""),
             paths=(str(resolved),),
             base_versions={snap.uri: snap.version},
             output={

@@ -28,6 +28,7 @@ __all__ = [
     "diff_regions",
     "preview_lines",
     "text_edits",
+    "unified_diff",
     "unified_preview",
 ]
 
@@ -280,9 +281,9 @@ def bounded(lines: list[str]) -> str:
     return "\n".join(shown)
 
 
-def unified_preview(old_name: str | None, new_name: str | None, old: str, new: str) -> str:
-    """A unified diff (bounded in lines and characters); None names mean
-    /dev/null (a created or deleted file)."""
+def unified_diff(old_name: str | None, new_name: str | None, old: str, new: str) -> str:
+    """The whole unified diff (what an approval question shows); None names
+    mean /dev/null (a created or deleted file)."""
     lines = list(difflib.unified_diff(
         preview_lines(old), preview_lines(new),
         fromfile=f"a/{old_name}" if old_name else "/dev/null",
@@ -291,4 +292,10 @@ def unified_preview(old_name: str | None, new_name: str | None, old: str, new: s
     ))
     if not lines:
         return f"(no changes to {new_name or old_name})"
-    return bounded(lines)
+    return "\n".join(lines)
+
+
+def unified_preview(old_name: str | None, new_name: str | None, old: str, new: str) -> str:
+    """A unified diff bounded in lines and characters (a transcript's or
+    the editor's review preview)."""
+    return bounded(unified_diff(old_name, new_name, old, new).split("\n"))

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from .instructions import ProjectInstructions
     from .prompt_enrichment import PromptEnricher
     from .provider import Provider
+    from .question_documents import DocumentOpener
     from .tools import ToolExecutor
 
 __all__ = ["AgentBundle", "ContextSettings", "EditorChannels", "TurnLimits"]
@@ -65,6 +66,9 @@ class EditorChannels:
     # one memory. Its channel is `approval` when that is given.
     gate: ApprovalGate = field(default_factory=ApprovalGate)
     display: DisplayChannel | None = None
+    # Opens a question too long for a message in the editor (the gate's
+    # `opener` when given; core/question_documents.py).
+    opener: DocumentOpener | None = None
     # path -> the text of the open buffer with that path, or None.
     documents: Callable[[Path], str | None] | None = None
     # The edit applier (approval + workspace/applyEdit) and the versioned
@@ -76,6 +80,8 @@ class EditorChannels:
     def __post_init__(self) -> None:
         if self.approval is not None:
             self.gate.channel = self.approval
+        if self.opener is not None:
+            self.gate.opener = self.opener
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,19 @@ decision, all made here and nowhere else:
   channel are denials. No answer within the timeout takes
   `approval.default`, except for protected calls, which need a yes.
 
+Every question asked here obeys one rule (issue 22): it never hides a byte
+that changes the answer. Its text is escaped (characters that would not
+show as themselves become `<U+202E>`) and, when it is longer than a
+message can carry, written whole to a file only the user can read in the
+state directory (`documents`, core/question_documents.py), opened in the
+editor (`opener`) when it can, and the message is the question's short
+form (`ApprovalRequest.summary`) naming that file, never a cut text.
+
 The LSP layer only renders a question (window/showMessageRequest) and
 returns the chosen option's id (it implements `ApprovalChannel` and
-`DisplayChannel`). When the editor confirms edits itself (annotation mode:
-question and application are one round trip) the gate's `Clearance` says
+`DisplayChannel`), and opens documents (`DocumentOpener`). When the
+editor confirms edits itself (annotation mode: question and application
+are one round trip) the gate's `Clearance` says
 `confirm_in_editor` and the edit applier sends the change as one that needs
 confirmation; the gate still decided that it must be asked.
 """
@@ -32,9 +41,19 @@ import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from .question_documents import (
+    MESSAGE_MAX_CHARS,
+    MESSAGE_MAX_LINES,
+    DocumentOpener,
+    QuestionDocuments,
+    fits_message,
+    shown_question,
+    where_text,
+)
 from .tool_context import ToolNeed
 
 __all__ = [
@@ -111,6 +130,13 @@ class ApprovalRequest:
     tool_input: dict[str, Any] = field(default_factory=dict)
     reason: str | None = None
     protected: bool = False  # no "for session" memory; a timeout denies
+    # The short form, when `prompt` is too long for a message: what the
+    # question is about and asks, in a few lines (the gate adds where the
+    # whole text is). Empty: the tool's name and the prompt's first line.
+    summary: str = ""
+    # The file name (no folder, no suffix) for the whole text; empty: from
+    # the tool's name and the text's hash.
+    document_name: str = ""
 
     def option(self, option_id: str | None) -> ApprovalOption | None:
         return next((o for o in self.options if o.id == option_id), None)
@@ -141,6 +167,7 @@ class PolicyAnswer:
     verdict: Verdict
     reason: str = ""  # told to the model when denied; shown when protected
     prompt: str = ""  # the question's text, when the policy words it
+    summary: str = ""  # the question's short form (ApprovalRequest.summary)
     notice: str | None = None  # shown to the user (a blocked call, once per session)
     timeout: float = 300.0  # approval.timeoutSeconds
     default: Literal["allow", "deny"] = "deny"  # approval.default
@@ -205,8 +232,18 @@ class DisplayChannel(Protocol):
 class ApprovalGate:
     """Decides and asks. One per server process; session memory lives here."""
 
-    def __init__(self, channel: ApprovalChannel | None = None) -> None:
+    def __init__(self, channel: ApprovalChannel | None = None, *,
+                 documents: QuestionDocuments | None = None,
+                 opener: DocumentOpener | None = None,
+                 max_message_chars: int = MESSAGE_MAX_CHARS,
+                 max_message_lines: int = MESSAGE_MAX_LINES) -> None:
         self.channel = channel
+        # Where a question too long for a message is written, and how the
+        # editor is asked to open it (attached by the LSP layer).
+        self.documents = documents
+        self.opener = opener
+        self.max_message_chars = max_message_chars
+        self.max_message_lines = max_message_lines
         self._remembered: set[tuple[str, str]] = set()
 
     # -- decisions -------------------------------------------------------------
@@ -267,6 +304,7 @@ class ApprovalGate:
         options = ONCE_OPTIONS if protected or not need.remember else EDIT_OPTIONS
         return ApprovalRequest(
             prompt=question_text(question, answer, protected=protected),
+            summary=question_summary(question, answer, protected=protected),
             options=options,
             timeout=answer.timeout,
             default="deny" if protected else answer.default,
@@ -279,10 +317,13 @@ class ApprovalGate:
 
     # -- asking ----------------------------------------------------------------
     async def ask(
-        self, request: ApprovalRequest, channel: ApprovalChannel | None = None
+        self, request: ApprovalRequest, channel: ApprovalChannel | None = None, *,
+        documents: QuestionDocuments | None = None, opener: DocumentOpener | None = None,
     ) -> ApprovalDecision:
         """Ask through `channel` (default: the gate's), apply the timeout,
-        default and memory rules; never raises except on cancellation."""
+        default and memory rules; never raises except on cancellation.
+        The question is put as `fitted` makes it (`documents` and `opener`
+        default to the gate's)."""
         channel = channel or self.channel
         subject = f" for {request.tool_name}" if request.tool_name else ""
         if channel is None:
@@ -290,6 +331,8 @@ class ApprovalGate:
                 False, None,
                 f"Approval{subject} was required but no approval channel is attached; denied.",
                 "no_channel")
+        request = await self.fitted(request, documents or self.documents,
+                                    opener or self.opener)
         try:
             chosen_id = await asyncio.wait_for(channel.request_approval(request),
                                                request.timeout)
@@ -319,6 +362,61 @@ class ApprovalGate:
             self.remember(request.session_id, request.tool_name)
         return ApprovalDecision(True, option.label, "")
 
+    async def fitted(self, request: ApprovalRequest, documents: QuestionDocuments | None,
+                     opener: DocumentOpener | None) -> ApprovalRequest:
+        """`request` as it is put to the user: its text escaped; when longer
+        than a message can carry, its whole text in a document (opened in
+        the editor when it can be) and the short form naming that file.
+        Without a document, the whole text is the message: never a cut."""
+        if fits_message(request.prompt, self.max_message_chars, self.max_message_lines):
+            text = shown_question(request.prompt)
+            if fits_message(text, self.max_message_chars, self.max_message_lines):
+                return replace(request, prompt=text)
+        if documents is None or documents.folder is None:
+            log.info("A question too long for a message is sent whole (no folder to write "
+                     "it to)")
+            return replace(request, prompt=await asyncio.to_thread(shown_question,
+                                                                   request.prompt))
+        document = await asyncio.to_thread(self._write_document, request, documents)
+        if document is None:
+            return replace(request, prompt=await asyncio.to_thread(shown_question,
+                                                                   request.prompt))
+        opened = False
+        if opener is not None:
+            try:
+                opened = await opener.show_document(document)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the question is asked all the same
+                log.info("Could not open %s in the editor: %s", document, exc)
+        return replace(request, prompt=self.short_form(request, document, opened))
+
+    @staticmethod
+    def _write_document(request: ApprovalRequest, documents: QuestionDocuments
+                        ) -> Path | None:
+        text = shown_question(request.prompt)
+        about = (f" about {request.tool_name}" if request.tool_name
+                 else f" ({request.reason})" if request.reason else "")
+        header = (f"agentls: the whole question{shown_question(about)} (a copy to read; "
+                  "editing it changes nothing). Answer in the editor's question.\n\n")
+        name = request.document_name or documents.name_for(request.tool_name or "question",
+                                                           text)
+        return documents.write(name, header + text + "\n")
+
+    def short_form(self, request: ApprovalRequest, document: Path, opened: bool) -> str:
+        """The message of a question whose whole text is in `document`."""
+        where = where_text(document, opened)
+        summary = shown_question(request.summary.strip("\n"))
+        room = self.max_message_chars - len(where) - 2
+        if not summary or not fits_message(summary, room, self.max_message_lines - 6):
+            first = shown_question(request.prompt.lstrip().split("\n", 1)[0])
+            if len(first) > 200:
+                first = first[:200] + " [the rest is in the file]"
+            subject = (f"agentls asks about {shown_question(request.tool_name)}:"
+                       if request.tool_name else "agentls asks:")
+            summary = f"{subject}\n\n    {first}"
+        return f"{summary}\n\n{where}"
+
     @staticmethod
     def _unanswered(request: ApprovalRequest, subject: str, what: str,
                     code: str) -> ApprovalDecision:
@@ -329,22 +427,19 @@ class ApprovalGate:
         return ApprovalDecision(False, None, f"The user {what}; {why}.", code)
 
 
-_MESSAGE_MAX_CHARS = 8000
 PROTECTED_NOTE = ("This file configures agentls, the editor, git, CI or a package manager: "
                   "it is asked every time.")
 
 
 def question_text(question: ApprovalQuestion, answer: PolicyAnswer, *, protected: bool) -> str:
-    """The words of a question: an edit's title and diff, else the tool's
-    own words (an MCP call), else the policy's (a command line), else a
-    plain "Allow <tool>?"."""
+    """The words of a question, whole: an edit's title and whole diff, else
+    the tool's own words (an MCP call), else the policy's (a command line),
+    else a plain "Allow <tool>?". The gate sends a text too long for a
+    message as a document (ApprovalGate.fitted)."""
     need = question.need
     if need.kind == "edit" and need.title:
         note = f"\n\n{answer.reason or PROTECTED_NOTE}" if protected else ""
-        text = f"{need.title}: allow this change?{note}\n\n{need.preview}"
-        if len(text) > _MESSAGE_MAX_CHARS:
-            text = text[:_MESSAGE_MAX_CHARS] + "\n... (preview cut)"
-        return text
+        return f"{need.title}: allow this change?{note}\n\n{need.preview}"
     if need.question:
         return need.question
     if answer.prompt:
@@ -353,3 +448,32 @@ def question_text(question: ApprovalQuestion, answer: PolicyAnswer, *, protected
         return ("The agent wants to run a command (no shell):\n\n"
                 f"    {need.command}\n\nin: {need.cwd}\n\nAllow it to run once?")
     return f"Allow {question.tool_name}?"
+
+
+def question_summary(question: ApprovalQuestion, answer: PolicyAnswer, *,
+                     protected: bool) -> str:
+    """The short form of question_text, for when it is too long for a
+    message: an edit's title and the size of its diff, else the tool's or
+    the policy's own short form, else a command's program and size."""
+    need = question.need
+    if need.kind == "edit" and need.title:
+        note = f"\n\n{answer.reason or PROTECTED_NOTE}" if protected else ""
+        lines = need.preview.split("\n")
+        size = f"{len(lines):,} lines, {len(need.preview):,} characters"
+        if not any(line.startswith("@@") for line in lines):  # not a diff (a restore)
+            return f"{need.title}: allow this change?{note}\n\n    The change: {size}."
+        added = sum(1 for line in lines if line.startswith("+") and not line.startswith("+++"))
+        removed = sum(1 for line in lines
+                      if line.startswith("-") and not line.startswith("---"))
+        return (f"{need.title}: allow this change?{note}\n\n    The diff: {size} "
+                f"({added:,} added, {removed:,} removed).")
+    if need.question:
+        return need.summary
+    if answer.prompt:
+        return answer.summary
+    if need.kind == "run" and need.command:
+        program = need.command.split(" ", 1)[0][:200]
+        return ("The agent wants to run a command (no shell) starting with\n\n"
+                f"    {program}\n\n({len(need.command):,} characters) in: {need.cwd[:200]}"
+                "\n\nAllow it to run once?")
+    return ""

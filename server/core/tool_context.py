@@ -59,8 +59,11 @@ class ToolNeed:
     remember: bool = False  # "Allow for session" may answer the question
     by_user: bool = False  # the user asked for it (a checkpoint restore)
     title: str = ""  # "edit": one line naming the change ("agentls: edit_file a.py")
-    preview: str = ""  # "edit": the diff the user approves
-    question: str = ""  # the tool's own words for the question (an MCP call)
+    preview: str = ""  # "edit": the whole diff the user approves
+    question: str = ""  # the tool's own words for the question (an MCP call), whole
+    # Its short form (a few lines naming the tool), for when `question` is
+    # too long for a message and is sent as a document (core/approval.py).
+    summary: str = ""
     # What prepare_call computed (the edit); execute gets this very need
     # back in ToolContext.need, so the change approved is the change applied.
     prepared: object = None

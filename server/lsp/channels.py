@@ -8,6 +8,9 @@
   ($/cancelRequest) when the server stops waiting (timeout, cancelled turn),
   so a late answer is ignored rather than acted on.
 - LspDisplayChannel: `window/showMessage`, type by level.
+- LspDocumentOpener: `window/showDocument` (when the client supports it)
+  for a question too long for a message, written whole by the gate to
+  `approval_documents` (core/question_documents.py).
 - LspTurnObserver: one per `agentls/chat` request; streams
   `agentls/messageDelta` and `agentls/message` notifications and, when the
   request carried a workDoneToken, `$/progress` begin/report/end.
@@ -22,8 +25,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +39,7 @@ from agentls.core.observer import TurnObserver
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer
 
+    from agentls.core.question_documents import QuestionDocuments
     from agentls.core.session_types import Message
 
 __all__ = [
@@ -42,7 +47,9 @@ __all__ = [
     "MESSAGE_DELTA",
     "LspApprovalChannel",
     "LspDisplayChannel",
+    "LspDocumentOpener",
     "LspTurnObserver",
+    "approval_documents",
     "open_document_lookup",
     "send_request",
 ]
@@ -110,6 +117,37 @@ class LspDisplayChannel:
             types.ShowMessageParams(type=_LEVELS.get(level, types.MessageType.Info),
                                     message=message)
         )
+
+
+SHOW_DOCUMENT_SECONDS = 10.0
+
+
+class LspDocumentOpener:
+    """window/showDocument, when the client said it supports it (a
+    question's whole text, core/question_documents.py)."""
+
+    def __init__(self, ls: Any) -> None:
+        self.ls = ls
+
+    async def show_document(self, path: Path) -> bool:
+        window = getattr(self.ls.client_capabilities, "window", None)
+        support = getattr(getattr(window, "show_document", None), "support", False)
+        if not support:
+            return False
+        params = types.ShowDocumentParams(uri=path.as_uri(), external=False, take_focus=True)
+        result = await send_request(self.ls, types.WINDOW_SHOW_DOCUMENT, params,
+                                    SHOW_DOCUMENT_SECONDS)
+        return bool(getattr(result, "success", False))
+
+
+def approval_documents(environ: Mapping[str, str] | None = None) -> QuestionDocuments:
+    """Where the approval gate writes questions too long for a message:
+    `<state dir>/approval-questions/` (created 0700 on first use)."""
+    from agentls.core.question_documents import APPROVAL_QUESTIONS_FOLDER, QuestionDocuments
+    from agentls.core.state_dir import default_state_dir
+
+    state = default_state_dir(environ if environ is not None else os.environ)
+    return QuestionDocuments(state / APPROVAL_QUESTIONS_FOLDER)
 
 
 class LspTurnObserver(TurnObserver):

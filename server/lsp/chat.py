@@ -27,7 +27,9 @@ from agentls.core.approval import ApprovalGate
 from .channels import (
     LspApprovalChannel,
     LspDisplayChannel,
+    LspDocumentOpener,
     LspTurnObserver,
+    approval_documents,
     open_document_lookup,
 )
 from .convert import params_object, session_id_param
@@ -61,11 +63,12 @@ SHUTDOWN_WAIT_SECONDS = 8.0
 def register(server: AgentlsLanguageServer) -> None:
     service = ChatService(server)
     channel = LspApprovalChannel(server)
-    gate = ApprovalGate(channel)
+    gate = ApprovalGate(channel, documents=approval_documents(server.state.environ))
     server.state.channels = EditorChannels(
         approval=channel,
         gate=gate,
         display=LspDisplayChannel(server),
+        opener=LspDocumentOpener(server),
         documents=open_document_lookup(server),
         editor=LspEditApplier(server, gate),
         snapshots=LspDocumentLookup(server),

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
@@ -32,7 +31,6 @@ log = logging.getLogger("agentls.lsp.trust")
 
 TRUST = "Trust"
 DONT_TRUST = "Don't trust"
-SHOW_DOCUMENT_SECONDS = 10.0
 
 
 def trust_question(trust: WorkspaceTrust) -> TrustQuestion:
@@ -58,35 +56,17 @@ def question(trust: WorkspaceTrust) -> str:
     return trust_question(trust).full_text()
 
 
-class LspDocumentOpener:
-    """window/showDocument, when the client said it supports it."""
-
-    def __init__(self, ls: Any) -> None:
-        self.ls = ls
-
-    async def show_document(self, path: Path) -> bool:
-        from .channels import send_request
-
-        window = getattr(self.ls.client_capabilities, "window", None)
-        support = getattr(getattr(window, "show_document", None), "support", False)
-        if not support:
-            return False
-        params = types.ShowDocumentParams(uri=path.as_uri(), external=False, take_focus=True)
-        result = await send_request(self.ls, types.WINDOW_SHOW_DOCUMENT, params,
-                                    SHOW_DOCUMENT_SECONDS)
-        return bool(getattr(result, "success", False))
-
-
 def trust_asker(ls: AgentlsLanguageServer) -> TrustAsker:
     """The server's TrustAsker: the one approval gate (the editor channels'),
     the user's trust store, showDocument for long questions."""
     from agentls.core.approval import ApprovalGate
     from agentls.core.trust_question import TrustAsker
 
-    from .channels import LspApprovalChannel, LspDisplayChannel
+    from .channels import LspApprovalChannel, LspDisplayChannel, LspDocumentOpener
 
     channels = ls.state.channels
-    gate = channels.gate if channels is not None else ApprovalGate(LspApprovalChannel(ls))
+    gate = channels.gate if channels is not None else ApprovalGate(
+        LspApprovalChannel(ls), opener=LspDocumentOpener(ls))
     return TrustAsker(gate, ls.state.trust_store, LspDocumentOpener(ls), LspDisplayChannel(ls))
 
 

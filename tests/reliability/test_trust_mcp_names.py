@@ -8,7 +8,8 @@ by origin, and the MCP approval question shows every argument.
   `mcp__time__x__y`: neither reaches a workspace server, because no name a
   workspace server gets can match a rule written for the user's servers.
 - A call whose arguments are longer than 2,000 characters and hold a U+202E
-  is asked about with every argument, the override escaped.
+  is asked about with every argument, the override escaped (in the
+  document the message names: it is too long for a message).
 """
 
 from __future__ import annotations
@@ -110,6 +111,11 @@ def test_the_mcp_approval_shows_every_argument_escaped(tmp_path: Path, workspace
         result = lsp.result("agentls/chat", {"prompt": "send it"}, timeout=60)
         assert result["status"] == "completed", result
     [asked] = [p for p in prompts if "mcp__mail__echo" in p]
-    assert "attacker@evil.example" in asked and "x" * 2500 in asked
-    assert "<U+202E>" in asked and RLO not in asked
+    # Too long for a message: the message names the file holding the whole
+    # question (this client cannot open documents), and cuts nothing.
+    [named] = [w for w in asked.split() if w.startswith(str(tmp_path / "state"))]
+    assert "x" * 100 not in asked and RLO not in asked
+    shown = Path(named).read_text(encoding="utf-8")
+    assert "attacker@evil.example" in shown and "x" * 2500 in shown
+    assert "<U+202E>" in shown and RLO not in shown
     assert tool_calls(log) == []  # denied
