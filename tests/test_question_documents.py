@@ -119,7 +119,7 @@ def test_an_edit_too_long_for_a_message_names_its_title_and_diff_size(tmp_path: 
     assert not cleared.allowed
     [put] = channel.asked
     assert put.prompt.startswith("agentls: edit_file x.py: allow this change?")
-    assert "asked every time" in put.prompt and "(299 added, 1 removed)" in put.prompt
+    assert "a protected file" in put.prompt and "(299 added, 1 removed)" in put.prompt
     assert "+new 5" not in put.prompt and fits_message(put.prompt)
     [document] = (tmp_path / "q").iterdir()
     assert diff in document.read_text()
