@@ -75,7 +75,7 @@ async def test_allow_for_session_never_covers_protected_files(
     assert asked == ["a.txt", *PROTECTED_WRITES], asked
     for params in ed.asked[1:]:
         assert [a.title for a in params.actions or []] == ["Allow once", "Deny"]
-        assert "asked every time" in params.message
+        assert "protected file" in params.message and "always needs" in params.message
     assert outcomes == [True, False, False, False, True]
     assert (workspace / "a.txt").exists() and (workspace / "b.txt").exists()
     assert not (workspace / ".agentls.toml").exists()

@@ -69,7 +69,7 @@ async def test_a_folder_swapped_for_a_link_into_git_asks_before_restoring(
         assert answer["restored"] == [] and answer["conflicts"], answer
         if mode == "message":  # the protected question, without "for session"
             [question] = ed.asked[asked:]
-            assert "configures" in question.message
+            assert "protected file" in question.message and "hooks run commands" in question.message
             assert [a.title for a in question.actions or []] == ["Allow once", "Deny"]
             assert ed.edits[sent:] == []
         else:  # the editor's review UI asks: the change needs confirmation
