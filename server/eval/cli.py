@@ -106,7 +106,7 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from .report import score, summary, table
+    from .report import score
     from .runner import run_tasks
     from .tasks import KINDS, cut_tasks, package_sources, repository_sources
 
@@ -142,21 +142,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     outcomes = asyncio.run(run_tasks(tasks, settings, neighbours=args.neighbours,
                                      progress=progress))
-    scored = [score(o) for o in outcomes]
-    totals = summary(scored)
-    print(table(totals))
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"settings": settings, "seed": args.seed,
-                                         "totals": totals, "tasks": scored}, indent=2))
-        print(f"results: {args.json}")
-    return 0
+    return _report(args, settings, [score(o) for o in outcomes])
 
 
 def _humaneval(args: argparse.Namespace) -> int:
     from .execute import run_program
     from .humaneval import HUMANEVAL_KINDS, cut_holes, load_problems, problem_of, program_for
-    from .report import score, summary, table
+    from .report import score
     from .runner import run_tasks
 
     kinds = [k.strip() for k in (args.kinds or ",".join(HUMANEVAL_KINDS)).split(",")
@@ -187,6 +179,14 @@ def _humaneval(args: argparse.Namespace) -> int:
                   f"{'  ' + outcome.error if outcome.error else ''}", file=sys.stderr)
 
     asyncio.run(run_tasks(tasks, settings, progress=progress))
+    return _report(args, settings, rows)
+
+
+def _report(args: argparse.Namespace, settings: dict[str, Any],
+            rows: list[dict[str, Any]]) -> int:
+    """The totals table, and every row in --json when asked."""
+    from .report import summary, table
+
     totals = summary(rows)
     print(table(totals))
     if args.json is not None:

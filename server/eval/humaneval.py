@@ -29,7 +29,7 @@ from pathlib import Path
 
 from agentls.core.positions import code_units
 
-from .tasks import Task
+from .tasks import Task, quotas
 
 __all__ = ["HUMANEVAL_KINDS", "Problem", "cut_holes", "data_path", "load_problems", "problem_of",
            "program_for"]
@@ -116,8 +116,7 @@ def cut_holes(problems: Sequence[Problem], *, count: int, seed: int,
     rng = random.Random(seed)
     order = list(problems)
     rng.shuffle(order)
-    wanted = {kind: count // len(kinds) + (1 if index < count % len(kinds) else 0)
-              for index, kind in enumerate(kinds)}
+    wanted = quotas(count, kinds)
     tasks: list[Task] = []
     for problem in order:
         kind = next((k for k in kinds if wanted[k] > 0), None)

@@ -28,7 +28,7 @@ from typing import Any
 
 from agentls.core.positions import code_units
 
-__all__ = ["KINDS", "Task", "cut_tasks", "package_sources", "repository_sources"]
+__all__ = ["KINDS", "Task", "cut_tasks", "package_sources", "quotas", "repository_sources"]
 
 KINDS = ("line", "body", "span")
 MAX_FILE_CHARS = 200_000
@@ -86,14 +86,19 @@ def repository_sources(repo: Path) -> list[tuple[str, Path, Path]]:
             if p.suffix in _LANGUAGES and "node_modules" not in p.parts]
 
 
+def quotas(count: int, kinds: Sequence[str]) -> dict[str, int]:
+    """`count` spread evenly over `kinds`, the first ones taking the rest."""
+    return {kind: count // len(kinds) + (1 if index < count % len(kinds) else 0)
+            for index, kind in enumerate(kinds)}
+
+
 def cut_tasks(files: Iterable[tuple[str, Path, Path]], *, count: int, seed: int,
               kinds: Sequence[str] = KINDS) -> list[Task]:
     """`count` tasks, spread evenly over `kinds`."""
     rng = random.Random(seed)
     candidates = list(files)
     rng.shuffle(candidates)
-    wanted = {kind: count // len(kinds) + (1 if index < count % len(kinds) else 0)
-              for index, kind in enumerate(kinds)}
+    wanted = quotas(count, kinds)
     tasks: list[Task] = []
     for source, root, path in candidates:
         if all(wanted[k] <= 0 for k in kinds):
