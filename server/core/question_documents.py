@@ -21,12 +21,11 @@ as `<U+202E>` in both forms (`shown_question`).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 import re
-import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -88,16 +87,27 @@ class QuestionDocuments:
     of the state directory (created 0700 on first use). Writing one removes
     files older than `max_age` and all but the newest `keep`."""
 
-    def __init__(self, folder: Path | None, *, keep: int = KEEP_FILES,
-                 max_age: float = MAX_AGE_SECONDS) -> None:
-        self.folder = folder  # None: nothing is written (no state directory)
+    def __init__(self, folder: Path | Callable[[], Path | None] | None, *,
+                 keep: int = KEEP_FILES, max_age: float = MAX_AGE_SECONDS) -> None:
+        # A callable is asked on first use: finding the state directory
+        # (platformdirs) is not work for the server's start-up.
+        self._folder = folder
         self.keep = keep
         self.max_age = max_age
+
+    @property
+    def folder(self) -> Path | None:
+        """None: nothing is written (no state directory)."""
+        if callable(self._folder):
+            self._folder = self._folder()
+        return self._folder
 
     @staticmethod
     def name_for(subject: str, text: str) -> str:
         """A file name from what the question is about and its content."""
         stem = _UNSAFE_NAME.sub("_", subject).strip("._")[:60] or "question"
+        import hashlib  # the first long question, not the server's start-up
+
         return f"{stem}-{hashlib.sha256(text.encode('utf-8', 'replace')).hexdigest()[:16]}"
 
     def write(self, name: str, text: str) -> Path | None:
@@ -111,6 +121,8 @@ class QuestionDocuments:
         target = folder / f"{_UNSAFE_NAME.sub('_', name).strip('.') or 'question'}.txt"
         try:
             ensure_private_dir(folder)  # 0700, and the state dir above it
+            import tempfile
+
             fd, tmp = tempfile.mkstemp(prefix=".question-", suffix=".txt", dir=folder)
             try:  # mkstemp creates it 0600
                 with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as handle:

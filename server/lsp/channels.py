@@ -144,10 +144,14 @@ def approval_documents(environ: Mapping[str, str] | None = None) -> QuestionDocu
     """Where the approval gate writes questions too long for a message:
     `<state dir>/approval-questions/` (created 0700 on first use)."""
     from agentls.core.question_documents import APPROVAL_QUESTIONS_FOLDER, QuestionDocuments
-    from agentls.core.state_dir import default_state_dir
 
-    state = default_state_dir(environ if environ is not None else os.environ)
-    return QuestionDocuments(state / APPROVAL_QUESTIONS_FOLDER)
+    def folder() -> Path:
+        from agentls.core.state_dir import default_state_dir
+
+        state = default_state_dir(environ if environ is not None else os.environ)
+        return state / APPROVAL_QUESTIONS_FOLDER
+
+    return QuestionDocuments(folder)
 
 
 class LspTurnObserver(TurnObserver):
