@@ -203,3 +203,82 @@ def test_reached_end(document: str, text: str, expected: bool) -> None:
 
 def test_strip_fences_leaves_plain_text() -> None:
     assert strip_fences("a = 1\nb = 2") == "a = 1\nb = 2"
+
+
+# Multi-line holes as the fill-in-the-middle evaluations cut them (HumanEval
+# style: whole lines of a function body removed, the cursor after the first
+# line's indentation), with what a FIM model sends: the fill, then on past it.
+# Before, every one stopped at the first dedent: the fill lost its last lines
+# and the program failed its tests.
+MULTI_LINE_CASES = [
+    (
+        "fill ends the function: the dedented return is kept, the next def is not",
+        "def has_zero_triple(l):\n    for i in range(len(l)):\n"
+        "        for j in range(i + 1, len(l)):\n            for k in range(j + 1, len(l)):\n"
+        "                █\n",
+        "if l[i] + l[j] + l[k] == 0:\n                    return True\n    return False\n\n\n"
+        "def check(candidate):\n    assert candidate([1, -1, 0])",
+        "if l[i] + l[j] + l[k] == 0:\n                    return True\n    return False",
+    ),
+    (
+        "two returns closing two blocks are no loop",
+        "def right(x, y, z):\n    █\n",
+        "if isinstance(x, int) and isinstance(y, int):\n        if x + y == z:\n"
+        "            return True\n        return False\n    return False\n\nprint(right(1, 2, 3))",
+        "if isinstance(x, int) and isinstance(y, int):\n        if x + y == z:\n"
+        "            return True\n        return False\n    return False",
+    ),
+    (
+        "dedent to the level of the code after the hole, then stop at that code",
+        "def encode(s):\n    out = ''\n    for c in s:\n        if c.isupper():\n"
+        "            █\n    return out\n",
+        "out += c.lower()\n        else:\n            out += c.upper()\n    return out\n",
+        "out += c.lower()\n        else:\n            out += c.upper()",
+    ),
+    (
+        "a dedented line opening the block that the code after is the body of",
+        "def digits(n):\n    product = 1\n    odd_count = 0\n    for digit in str(n):\n"
+        "        if int(digit) % 2 == 1:\n            █\n        return 0\n    else:\n"
+        "        return product\n",
+        "product *= int(digit)\n            odd_count += 1\n    if odd_count == 0:\n"
+        "        return 0\n",
+        "product *= int(digit)\n            odd_count += 1\n    if odd_count == 0:",
+    ),
+    (
+        "still stops at the next top-level definition after the suffix's code",
+        "class Stack:\n    def push(self, x):\n        █\n\n    def pop(self):\n"
+        "        return self.items.pop()\n",
+        "self.items.append(x)\n        return self\n\n"
+        "def helper():\n    pass",
+        "self.items.append(x)\n        return self",
+    ),
+    (
+        "end-of-fill token written out as text",
+        "def double(x):\n    █\n",
+        "y = x * 2\n    return y<|endoftext|>\n# unrelated\nprint(1)",
+        "y = x * 2\n    return y",
+    ),
+    (
+        "file separator token written out as text",
+        "def double(x):\n    █\n",
+        "return x * 2<|file_sep|>tests/test_double.py\nimport double",
+        "return x * 2",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("document", "raw", "expected"),
+    [case[1:] for case in MULTI_LINE_CASES],
+    ids=[case[0] for case in MULTI_LINE_CASES],
+)
+def test_multi_line_fill_ends_where_the_hole_ends(document: str, raw: str,
+                                                  expected: str) -> None:
+    assert postprocess(raw, ctx_of(document)) == expected
+
+
+def test_stream_reads_past_a_nested_dedent() -> None:
+    """The stream is not cut at the first dedent either (reached_end)."""
+    ctx = ctx_of("def f(l):\n    for x in l:\n        █\n")
+    assert reached_end("if x:\n            return True\n    return False\n", ctx) is False
+    assert reached_end("if x:\n            return True\n    return False\ndef g():\n", ctx)

@@ -16,6 +16,7 @@ from .prompt import FILL_MARKER
 
 __all__ = [
     "cut_at_block_end",
+    "cut_end_tokens",
     "cut_repeated_lines",
     "cut_suffix_repeat",
     "cut_unbalanced",
@@ -39,6 +40,14 @@ _FENCE_OPEN = re.compile(r"```[\w+#.-]*[ \t]*\n")
 _BLOCK_OPENERS = (":", "{", "(", "[", "=>", "->", " do", " then", "begin")
 _BLOCK_CLOSERS = ("end", "fi", "done", "esac", "end;", "end,")
 _BRACKET_SCAN_CHARS = 6000  # how much of the prefix decides which brackets are open
+# The end-of-fill tokens of the FIM families (providers/fim_templates.py),
+# when an engine writes them out as text instead of stopping on them.
+_END_TOKENS = re.compile(
+    r"<\|(?:endoftext|fim_(?:prefix|suffix|middle|pad)|file_sep|repo_name|im_end|EOT"
+    r"|file_separator)\|>|<(?:fim_(?:prefix|suffix|middle|pad)|file_sep|EOT)>|<end_of_turn>"
+    "|<\uff5cend\u2581of\u2581sentence\uff5c>"
+)
+_SUFFIX_SCAN_LINES = 60  # how far after the cursor the code that follows is looked for
 
 
 def postprocess(
@@ -49,7 +58,7 @@ def postprocess(
     chat: the text came from a chat model (fences, echoed code possible).
     truncated: the model stopped at max_tokens, so its last line is cut off.
     """
-    text = raw.replace("\r\n", "\n")
+    text = cut_end_tokens(raw.replace("\r\n", "\n"))
     if chat:
         text = strip_echo(strip_fences(text).replace(FILL_MARKER, ""), ctx)
     if not text.strip():
@@ -80,6 +89,14 @@ def reached_end(text: str, ctx: CursorContext) -> bool:
         return False
     complete = text[:last]
     return len(cut_at_block_end(complete, ctx)) < len(complete)
+
+
+def cut_end_tokens(text: str) -> str:
+    """Everything before the first end-of-fill token written out as text
+    (`<|endoftext|>`, `<|fim_pad|>`, `<|file_sep|>`, ...): an engine that
+    does not stop on the model's stop tokens sends what follows them too."""
+    match = _END_TOKENS.search(text)
+    return text if match is None else text[: match.start()]
 
 
 # --------------------------------------------------------------------------- chat replies
@@ -151,28 +168,56 @@ def _width(line: str) -> int:
     return len(line[: len(line) - len(stripped)].expandtabs(4))
 
 
+def _floor(ctx: CursorContext) -> tuple[int, int]:
+    """The least indentation a completion's line may have (on a line that is
+    blank up to the cursor or ends a statement): the hole ends where the code
+    after it starts, so a completion may leave the cursor's block as far as
+    the following code does (the rest of a loop, the function's last
+    `return`), never further; the first line after the cursor that is not
+    deeper than the cursor tells (a deeper one is the body of a block the
+    hole itself opens). At the end of the document, or when the code after is
+    at column 0 (the next top-level definition), the completion may not
+    leave the top-level block it is in. Also returns that following line's
+    indentation (-1 if none)."""
+    base = _width(ctx.line_prefix)
+    reference = None
+    for line in ctx.suffix.split("\n")[1:_SUFFIX_SCAN_LINES]:
+        if line.strip() and _width(line) <= base:
+            reference = _width(line)
+            break
+    if not reference:
+        return (1 if base > 0 else 0), (-1 if reference is None else 0)
+    return min(base, reference), reference
+
+
 def cut_at_block_end(text: str, ctx: CursorContext) -> str:
-    """Stop where the current block ends: at the first line indented less
-    than the cursor's line, or, when the cursor's line opens a block, at the
-    first line back at its indentation (a closing bracket or `end` there is
-    kept: it closes the block)."""
+    """Stop where the hole's block ends. When the cursor's line opens a block
+    (`if x` + `:`), that block is the completion: it stops at the first line
+    back at the line's indentation (a closing bracket or `end` there is kept:
+    it closes the block). Otherwise a completion may close nested blocks it
+    is in, down to the indentation of the code that follows (`_floor`); a
+    line below that ends it (a closer there is kept, for cut_suffix_repeat
+    to weigh against the suffix), unless it opens a block whose body is the
+    code that follows (`if n == 0:` before a deeper `return 0`): then it is
+    the completion's last line (never a new top-level definition)."""
     lines = text.split("\n")
     if len(lines) == 1:
         return text
     base = _width(ctx.line_prefix)
     head = ctx.line_prefix + lines[0]
     opens = bool(ctx.line_prefix.strip()) and head.rstrip().endswith(_BLOCK_OPENERS)
+    floor, following = (base + 1, -1) if opens else _floor(ctx)
     for index in range(1, len(lines)):
         line = lines[index]
         content = line.strip()
         if not content:
             continue
         width = _width(line)
-        if opens and width <= base:
-            if width == base and (content[0] in ")]}" or content in _BLOCK_CLOSERS):
+        if width < floor:
+            if width == floor - 1 and (content[0] in ")]}" or content in _BLOCK_CLOSERS):
                 return "\n".join(lines[: index + 1])
-            return "\n".join(lines[:index])
-        if width < base:
+            if 0 < width < following and content.endswith(_BLOCK_OPENERS):
+                return "\n".join(lines[: index + 1])
             return "\n".join(lines[:index])
     return text
 
@@ -194,12 +239,13 @@ def cut_suffix_repeat(text: str, ctx: CursorContext) -> str:
 
 
 def cut_repeated_lines(text: str) -> str:
-    """Stop where the model starts to loop: a line equal to the one before,
+    """Stop where the model starts to loop: a line equal to the one before
+    (indentation included: `return False` closing two blocks is no loop),
     or a run of 2-4 lines repeating the run before it."""
     lines = text.split("\n")
     for index in range(1, len(lines)):
-        content = lines[index].strip()
-        if len(content) >= 4 and content == lines[index - 1].strip():
+        content = lines[index].rstrip()
+        if len(content.strip()) >= 4 and content == lines[index - 1].rstrip():
             return "\n".join(lines[:index])
         for period in (2, 3, 4):
             if index < period or index + period > len(lines):
