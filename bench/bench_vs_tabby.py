@@ -1,0 +1,315 @@
+"""agentls against tabby-agent 1.5.0 on HumanEval holes: same engine, same model, one run.
+
+Holes are cut from HumanEval's reference solutions by agentls's own eval
+(server/eval/humaneval.py: single- and multi-line, seeded) and every
+completion is put back and the problem's tests run (server/eval/execute.py).
+
+- agentls: the real server (`python -m agentls`) over LSP with default settings,
+  the `openai` provider pointed at the engine's /v1 (its FIM choice is its own);
+  with --engine embedded, the `local` provider given the GGUF by path.
+- tabby-agent 1.5.0 (npm, installed into ~/.cache/agentls-bench/tabby-agent) over
+  LSP, talking to bench/tabby_shim.py, which answers its Tabby API from the same
+  engine with Tabby's FIM template for the model.
+
+Engines: `llama-server` (llama.cpp's own, bench/llama_server.py builds it),
+`llama-cpp-python` (its OpenAI server, `python -m llama_cpp.server`), `embedded`
+(agentls only). Not CI; slow on 2 cores (run with nice):
+
+    nice -n 10 .venv/bin/python bench/bench_vs_tabby.py --model /tmp/qwen/qwen05.gguf \
+        --engine llama-cpp-python --engine llama-server --single 24 --multi 16 --seed 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from llama_server import CACHE, free_port, serve, wait_http
+from tabby_shim import Shim
+
+from agentls.eval.execute import run_program
+from agentls.eval.humaneval import Problem, cut_holes, load_problems, problem_of
+from agentls.eval.runner import LspProcess, run_tasks
+from agentls.eval.tasks import Task
+
+TABBY_VERSION = "1.5.0"
+TABBY_DIR = CACHE / "tabby-agent"
+MODEL_ALIAS = "qwen2.5-coder-0.5b-instruct-q4_k_m"  # the name the engine serves it under
+# Both clients wait as long for an answer (agentls's eval runner and tabby-agent
+# default to 120 s; a busy shared host needs more).
+REQUEST_TIMEOUT_S = 300.0
+LspProcess.request.__defaults__ = (REQUEST_TIMEOUT_S,)
+
+
+# --------------------------------------------------------------------------- engines
+
+
+@contextlib.contextmanager
+def llama_cpp_python(model: str, log: Path, threads: int) -> Iterator[str]:
+    port = free_port()
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", model, "--model_alias",
+           MODEL_ALIAS, "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096",
+           "--n_threads", str(threads)]
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_http(url + "/v1/models", proc)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@contextlib.contextmanager
+def engine(name: str, model: str, log: Path, threads: int) -> Iterator[str | None]:
+    if name == "llama-server":
+        with serve(model, log=log, threads=threads) as url:
+            yield url
+    elif name == "llama-cpp-python":
+        with llama_cpp_python(model, log, threads) as url:
+            yield url
+    elif name == "embedded":
+        yield None
+    else:
+        raise SystemExit(f"--engine {name!r}: llama-server, llama-cpp-python or embedded")
+
+
+# --------------------------------------------------------------------------- clients
+
+
+def agentls_settings(url: str | None, model: str) -> dict[str, Any]:
+    inline: dict[str, Any] = {"debounceMs": 0}
+    if url is None:
+        return {"provider": "local", "inlineCompletion": {**inline, "model": model}}
+    return {"provider": "openai", "baseUrl": url + "/v1",
+            "inlineCompletion": {**inline, "model": MODEL_ALIAS}}
+
+
+async def run_agentls(tasks: Sequence[Task], url: str | None, model: str,
+                      home: Path) -> list[dict[str, Any]]:
+    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
+           "XDG_DATA_HOME": str(home / ".local/share"), "XDG_STATE_HOME": str(home / ".state")}
+    outcomes = await run_tasks(tasks, agentls_settings(url, model),
+                               command=[sys.executable, "-m", "agentls"], env=env)
+    return [{"task": o.task, "completion": o.completion, "range": None,
+             "latency_ms": o.latency_ms, "error": o.error} for o in outcomes]
+
+
+def tabby_cli() -> Path:
+    cli = TABBY_DIR / "node_modules" / "tabby-agent" / "dist" / "cli.js"
+    if not cli.exists():
+        TABBY_DIR.mkdir(parents=True, exist_ok=True)
+        subprocess.check_call(["npm", "install", "--no-audit", "--no-fund", "--prefix",
+                               str(TABBY_DIR), f"tabby-agent@{TABBY_VERSION}"])
+    return cli
+
+
+def tabby_home(shim_url: str) -> Path:
+    home = Path(tempfile.mkdtemp(prefix="tabby-home-"))
+    config = home / ".tabby-client" / "agent" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(f'[server]\nendpoint = "{shim_url}"\ntoken = "bench"\n'
+                      f"requestTimeout = {int(REQUEST_TIMEOUT_S * 1000)}\n\n"
+                      "[anonymousUsageTracking]\ndisable = true\n")
+    return home
+
+
+async def run_tabby(tasks: Sequence[Task], shim: Shim) -> list[dict[str, Any]]:
+    home = tabby_home(shim.url)
+    workspace = Path(tempfile.mkdtemp(prefix="tabby-eval-"))
+    server = await LspProcess.start(["node", str(tabby_cli()), "--stdio"],
+                                    {**os.environ, "HOME": str(home)})
+    rows: list[dict[str, Any]] = []
+    try:
+        await server.request("initialize", {
+            "processId": None, "rootUri": workspace.as_uri(),
+            "workspaceFolders": [{"uri": workspace.as_uri(), "name": "bench"}],
+            "clientInfo": {"name": "agentls-bench"},
+            "capabilities": {"textDocument": {"inlineCompletion": {}},
+                             "workspace": {"configuration": True}}}, timeout=60)
+        await server.notify("initialized", {})
+        await _tabby_warm_up(server, workspace, shim)
+        for task in tasks:
+            rows.append(await _tabby_one(server, workspace, task))
+    finally:
+        await server.close()
+    return rows
+
+
+async def _tabby_complete(server: LspProcess, uri: str, task: Task) -> tuple[str, Any]:
+    answer = await server.request("textDocument/inlineCompletion", {
+        "textDocument": {"uri": uri},
+        "position": {"line": task.line, "character": task.character},
+        "context": {"triggerKind": 1}})
+    items = (answer or {}).get("items") if isinstance(answer, dict) else answer
+    if not items:
+        return "", None
+    return str(items[0].get("insertText", "")), items[0].get("range")
+
+
+async def _tabby_warm_up(server: LspProcess, workspace: Path, shim: Shim) -> None:
+    """tabby-agent answers nothing until it has reached its server: ask until
+    a completion request reaches the shim."""
+    probe = Task(id="warm-up", kind="single", source="warm", path="warm.py",
+                 language_id="python", text="def add(a, b):\n    return \n", offset=26,
+                 line=1, character=11, expected="a + b")
+    deadline = time.monotonic() + 120
+    uri = (workspace / "warm.py").as_uri()
+    await server.notify("textDocument/didOpen", {"textDocument": {
+        "uri": uri, "languageId": "python", "version": 1, "text": probe.text}})
+    while not shim.calls and time.monotonic() < deadline:
+        with contextlib.suppress(Exception):
+            await _tabby_complete(server, uri, probe)
+        if not shim.calls:
+            await asyncio.sleep(1)
+    await server.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+    if not shim.calls:
+        raise RuntimeError("tabby-agent sent no completion to the shim within 120 s")
+    shim.calls.clear()
+
+
+async def _tabby_one(server: LspProcess, workspace: Path, task: Task) -> dict[str, Any]:
+    uri = (workspace / task.source / task.path).as_uri()
+    await server.notify("textDocument/didOpen", {"textDocument": {
+        "uri": uri, "languageId": task.language_id, "version": 1, "text": task.text}})
+    started = time.perf_counter()
+    error, completion, edit_range = "", "", None
+    try:
+        completion, edit_range = await _tabby_complete(server, uri, task)
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    latency = (time.perf_counter() - started) * 1000
+    await server.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+    return {"task": task, "completion": completion, "range": edit_range,
+            "latency_ms": latency, "error": error}
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def _offset(text: str, position: dict[str, int]) -> int:
+    start = 0
+    for _ in range(position["line"]):
+        start = text.index("\n", start) + 1
+    return start + position["character"]  # HumanEval's code is ASCII
+
+
+def filled_program(problem: Problem, row: dict[str, Any]) -> str:
+    task: Task = row["task"]
+    start = end = task.offset
+    if row["range"]:
+        start, end = _offset(task.text, row["range"]["start"]), _offset(task.text,
+                                                                        row["range"]["end"])
+    filled = task.text[:start] + row["completion"] + task.text[end:]
+    return f"{filled}\n\n{problem.test}\n\ncheck({problem.entry_point})\n"
+
+
+def judge(rows: list[dict[str, Any]], problems: Sequence[Problem]) -> None:
+    for row in rows:
+        result = run_program(filled_program(problem_of(row["task"], problems), row))
+        row["passed"] = result.passed
+
+
+def totals(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kind in ("single", "multi", "all"):
+        chosen = [r for r in rows if kind in ("all", r["task"].kind)]
+        if not chosen:
+            continue
+        out[kind] = {"tasks": len(chosen),
+                     "pass_at_1": round(sum(r["passed"] for r in chosen) / len(chosen), 3),
+                     "empty": sum(1 for r in chosen if not r["completion"].strip()),
+                     "errors": sum(1 for r in chosen if r["error"]),
+                     "p50_ms": round(statistics.median(r["latency_ms"] for r in chosen))}
+    return out
+
+
+def markdown(results: dict[str, dict[str, dict[str, Any]]]) -> str:
+    lines = ["| engine | client | pass@1 single | pass@1 multi | pass@1 all | p50 | empty |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for engine_name, clients in results.items():
+        for client, t in clients.items():
+            single, multi, both = t.get("single", {}), t.get("multi", {}), t["all"]
+            lines.append(
+                f"| {engine_name} | {client} | {single.get('pass_at_1', 0):.3f} "
+                f"({round(single.get('pass_at_1', 0) * single.get('tasks', 0))}/"
+                f"{single.get('tasks', 0)}) | {multi.get('pass_at_1', 0):.3f} "
+                f"({round(multi.get('pass_at_1', 0) * multi.get('tasks', 0))}/"
+                f"{multi.get('tasks', 0)}) | {both['pass_at_1']:.3f} | "
+                f"{both['p50_ms'] / 1000:.1f} s | {both['empty']} |")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, help="the GGUF (Qwen2.5-Coder)")
+    parser.add_argument("--engine", action="append", default=[],
+                        help="llama-server, llama-cpp-python, embedded (repeatable)")
+    parser.add_argument("--clients", default="agentls,tabby")
+    parser.add_argument("--single", type=int, default=24)
+    parser.add_argument("--multi", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=2, help="engine threads (default 2)")
+    parser.add_argument("--json", type=Path, help="write every completion and the totals")
+    args = parser.parse_args(argv)
+    engines = args.engine or ["llama-cpp-python"]
+    clients = [c.strip() for c in args.clients.split(",") if c.strip()]
+    problems = load_problems()
+    tasks = (cut_holes(problems, count=args.single, seed=args.seed, kinds=["single"])
+             + cut_holes(problems, count=args.multi, seed=args.seed, kinds=["multi"]))
+    logs = Path(tempfile.mkdtemp(prefix="bench-vs-tabby-"))
+    results: dict[str, dict[str, dict[str, Any]]] = {}
+    dump: list[dict[str, Any]] = []
+    for engine_name in engines:
+        results[engine_name] = {}
+        with engine(engine_name, args.model, logs / f"{engine_name}.log", args.threads) as url:
+            for client in clients:
+                if client == "tabby" and url is None:
+                    continue  # tabby-agent needs a server
+                print(f"{engine_name} / {client}: {len(tasks)} tasks ...", file=sys.stderr,
+                      flush=True)
+                started = time.monotonic()
+                if client == "agentls":
+                    rows = asyncio.run(run_agentls(tasks, url, args.model, logs / "home"))
+                else:
+                    assert url is not None
+                    with Shim(url + "/v1", model=MODEL_ALIAS) as shim:
+                        rows = asyncio.run(run_tabby(tasks, shim))
+                judge(rows, problems)
+                results[engine_name][client] = totals(rows)
+                print(f"  {time.monotonic() - started:.0f} s: "
+                      f"{json.dumps(results[engine_name][client])}", file=sys.stderr, flush=True)
+                dump.extend({"engine": engine_name, "client": client, "id": r["task"].id,
+                             "completion": r["completion"], "passed": r["passed"],
+                             "latency_ms": round(r["latency_ms"]), "error": r["error"]}
+                            for r in rows)
+    print(markdown(results))
+    if args.json:
+        args.json.write_text(json.dumps({"results": results, "tasks": dump}, indent=1))
+    print(f"engine logs: {logs}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
