@@ -42,7 +42,7 @@ from tabby_shim import Shim
 
 from agentls.eval.execute import run_program
 from agentls.eval.humaneval import Problem, cut_holes, load_problems, problem_of
-from agentls.eval.runner import LspProcess, run_tasks
+from agentls.eval.runner import LspProcess
 from agentls.eval.tasks import Task
 
 TABBY_VERSION = "1.5.0"
@@ -103,14 +103,122 @@ def agentls_settings(url: str | None, model: str) -> dict[str, Any]:
             "inlineCompletion": {**inline, "model": MODEL_ALIAS}}
 
 
-async def run_agentls(tasks: Sequence[Task], url: str | None, model: str,
-                      home: Path) -> list[dict[str, Any]]:
-    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
-           "XDG_DATA_HOME": str(home / ".local/share"), "XDG_STATE_HOME": str(home / ".state")}
-    outcomes = await run_tasks(tasks, agentls_settings(url, model),
-                               command=[sys.executable, "-m", "agentls"], env=env)
-    return [{"task": o.task, "completion": o.completion, "range": None,
-             "latency_ms": o.latency_ms, "error": o.error} for o in outcomes]
+WARM_UP = Task(id="warm-up", kind="single", source="warm", path="warm.py",
+               language_id="python", text="def add(a, b):\n    return \n", offset=26,
+               line=1, character=11, expected="a + b")
+
+
+class Client:
+    """One editor-side client over LSP; `complete` times one Invoked request."""
+
+    name = ""
+    method = "textDocument/inlineCompletion"
+
+    @staticmethod
+    def first(item: dict[str, Any]) -> tuple[str, Any]:
+        """An answer's first item as (text, range or None)."""
+        return str(item.get("insertText", "")), item.get("range")
+
+    def __init__(self) -> None:
+        self.workspace = Path(tempfile.mkdtemp(prefix=f"{self.name}-eval-"))
+        self.server: LspProcess | None = None
+
+    async def start(self) -> None:
+        raise NotImplementedError
+
+    async def warm_up(self) -> None:
+        await self.complete(WARM_UP)
+
+    async def complete(self, task: Task) -> dict[str, Any]:
+        assert self.server is not None
+        uri = (self.workspace / task.source / task.path).as_uri()
+        await self.server.notify("textDocument/didOpen", {"textDocument": {
+            "uri": uri, "languageId": task.language_id, "version": 1, "text": task.text}})
+        started = time.perf_counter()
+        error, completion, edit_range = "", "", None
+        try:
+            answer = await self.server.request(self.method, {
+                "textDocument": {"uri": uri},
+                "position": {"line": task.line, "character": task.character},
+                "context": {"triggerKind": 1}})
+            items = (answer or {}).get("items") if isinstance(answer, dict) else answer
+            if items:
+                completion, edit_range = self.first(items[0])
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        latency = (time.perf_counter() - started) * 1000
+        await self.server.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+        return {"task": task, "completion": completion, "range": edit_range,
+                "latency_ms": latency, "error": error}
+
+    async def close(self) -> None:
+        if self.server is not None:
+            await self.server.close()
+
+
+class Agentls(Client):
+    """The real server, `python -m agentls`, default settings but the engine."""
+
+    name = "agentls"
+
+    def __init__(self, url: str | None, model: str, home: Path) -> None:
+        super().__init__()
+        self.settings = agentls_settings(url, model)
+        self.home = home
+
+    async def start(self) -> None:
+        home = self.home
+        env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
+               "XDG_DATA_HOME": str(home / ".local/share"),
+               "XDG_STATE_HOME": str(home / ".state")}
+        self.server = await LspProcess.start([sys.executable, "-m", "agentls"], env)
+        await self.server.request("initialize", {
+            "processId": None, "rootUri": self.workspace.as_uri(),
+            "capabilities": {"textDocument": {"inlineCompletion": {}}},
+            "initializationOptions": {"agentls": self.settings}}, timeout=60)
+        await self.server.notify("initialized", {})
+
+
+class Tabby(Client):
+    """tabby-agent 1.5.0 over LSP (`--lsp --stdio`), its server being the shim.
+    Its LSP mode offers `textDocument/completion` only (no inline completion):
+    the first item's textEdit is the suggestion."""
+
+    name = "tabby"
+    method = "textDocument/completion"
+
+    @staticmethod
+    def first(item: dict[str, Any]) -> tuple[str, Any]:
+        edit = item.get("textEdit") or {}
+        return str(edit.get("newText", item.get("insertText", ""))), edit.get("range")
+
+    def __init__(self, shim: Shim) -> None:
+        super().__init__()
+        self.shim = shim
+
+    async def start(self) -> None:
+        home = tabby_home(self.shim.url)
+        self.server = await LspProcess.start(["node", str(tabby_cli()), "--lsp", "--stdio"],
+                                             {**os.environ, "HOME": str(home)})
+        await self.server.request("initialize", {
+            "processId": None, "rootUri": self.workspace.as_uri(),
+            "workspaceFolders": [{"uri": self.workspace.as_uri(), "name": "bench"}],
+            "clientInfo": {"name": "agentls-bench"},
+            "capabilities": {"textDocument": {"inlineCompletion": {}},
+                             "workspace": {"configuration": True}}}, timeout=120)
+        await self.server.notify("initialized", {})
+
+    async def warm_up(self) -> None:
+        """tabby-agent answers nothing until it has reached its server: ask
+        until a completion request reaches the shim."""
+        deadline = time.monotonic() + 180
+        while not self.shim.requests and time.monotonic() < deadline:
+            await self.complete(WARM_UP)
+            if not self.shim.requests:
+                await asyncio.sleep(1)
+        if not self.shim.requests:
+            raise RuntimeError("tabby-agent sent no completion to the shim within 180 s")
+        self.shim.calls.clear()
 
 
 def tabby_cli() -> Path:
@@ -132,74 +240,28 @@ def tabby_home(shim_url: str) -> Path:
     return home
 
 
-async def run_tabby(tasks: Sequence[Task], shim: Shim) -> list[dict[str, Any]]:
-    home = tabby_home(shim.url)
-    workspace = Path(tempfile.mkdtemp(prefix="tabby-eval-"))
-    server = await LspProcess.start(["node", str(tabby_cli()), "--stdio"],
-                                    {**os.environ, "HOME": str(home)})
-    rows: list[dict[str, Any]] = []
+async def run_interleaved(tasks: Sequence[Task], clients: Sequence[Client]
+                          ) -> dict[str, list[dict[str, Any]]]:
+    """Every task to every client in turn (the first client alternating), so a
+    busy host's load swings fall on both alike."""
+    rows: dict[str, list[dict[str, Any]]] = {c.name: [] for c in clients}
     try:
-        await server.request("initialize", {
-            "processId": None, "rootUri": workspace.as_uri(),
-            "workspaceFolders": [{"uri": workspace.as_uri(), "name": "bench"}],
-            "clientInfo": {"name": "agentls-bench"},
-            "capabilities": {"textDocument": {"inlineCompletion": {}},
-                             "workspace": {"configuration": True}}}, timeout=60)
-        await server.notify("initialized", {})
-        await _tabby_warm_up(server, workspace, shim)
-        for task in tasks:
-            rows.append(await _tabby_one(server, workspace, task))
+        for client in clients:
+            await client.start()
+            await client.warm_up()
+        for index, task in enumerate(tasks):
+            order = list(clients) if index % 2 == 0 else list(reversed(clients))
+            for client in order:
+                row = await client.complete(task)
+                rows[client.name].append(row)
+                print(f"  [{index + 1}/{len(tasks)}] {client.name:<8} {task.id:<22} "
+                      f"{row['latency_ms'] / 1000:6.1f} s {row['error'][:60]}",
+                      file=sys.stderr, flush=True)
     finally:
-        await server.close()
+        for client in clients:
+            with contextlib.suppress(Exception):
+                await client.close()
     return rows
-
-
-async def _tabby_complete(server: LspProcess, uri: str, task: Task) -> tuple[str, Any]:
-    answer = await server.request("textDocument/inlineCompletion", {
-        "textDocument": {"uri": uri},
-        "position": {"line": task.line, "character": task.character},
-        "context": {"triggerKind": 1}})
-    items = (answer or {}).get("items") if isinstance(answer, dict) else answer
-    if not items:
-        return "", None
-    return str(items[0].get("insertText", "")), items[0].get("range")
-
-
-async def _tabby_warm_up(server: LspProcess, workspace: Path, shim: Shim) -> None:
-    """tabby-agent answers nothing until it has reached its server: ask until
-    a completion request reaches the shim."""
-    probe = Task(id="warm-up", kind="single", source="warm", path="warm.py",
-                 language_id="python", text="def add(a, b):\n    return \n", offset=26,
-                 line=1, character=11, expected="a + b")
-    deadline = time.monotonic() + 120
-    uri = (workspace / "warm.py").as_uri()
-    await server.notify("textDocument/didOpen", {"textDocument": {
-        "uri": uri, "languageId": "python", "version": 1, "text": probe.text}})
-    while not shim.calls and time.monotonic() < deadline:
-        with contextlib.suppress(Exception):
-            await _tabby_complete(server, uri, probe)
-        if not shim.calls:
-            await asyncio.sleep(1)
-    await server.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
-    if not shim.calls:
-        raise RuntimeError("tabby-agent sent no completion to the shim within 120 s")
-    shim.calls.clear()
-
-
-async def _tabby_one(server: LspProcess, workspace: Path, task: Task) -> dict[str, Any]:
-    uri = (workspace / task.source / task.path).as_uri()
-    await server.notify("textDocument/didOpen", {"textDocument": {
-        "uri": uri, "languageId": task.language_id, "version": 1, "text": task.text}})
-    started = time.perf_counter()
-    error, completion, edit_range = "", "", None
-    try:
-        completion, edit_range = await _tabby_complete(server, uri, task)
-    except Exception as exc:
-        error = f"{type(exc).__name__}: {exc}"
-    latency = (time.perf_counter() - started) * 1000
-    await server.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
-    return {"task": task, "completion": completion, "range": edit_range,
-            "latency_ms": latency, "error": error}
 
 
 # --------------------------------------------------------------------------- scoring
@@ -284,26 +346,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     for engine_name in engines:
         results[engine_name] = {}
         with engine(engine_name, args.model, logs / f"{engine_name}.log", args.threads) as url:
-            for client in clients:
-                if client == "tabby" and url is None:
-                    continue  # tabby-agent needs a server
-                print(f"{engine_name} / {client}: {len(tasks)} tasks ...", file=sys.stderr,
-                      flush=True)
-                started = time.monotonic()
-                if client == "agentls":
-                    rows = asyncio.run(run_agentls(tasks, url, args.model, logs / "home"))
-                else:
-                    assert url is not None
-                    with Shim(url + "/v1", model=MODEL_ALIAS) as shim:
-                        rows = asyncio.run(run_tabby(tasks, shim))
-                judge(rows, problems)
-                results[engine_name][client] = totals(rows)
-                print(f"  {time.monotonic() - started:.0f} s: "
-                      f"{json.dumps(results[engine_name][client])}", file=sys.stderr, flush=True)
-                dump.extend({"engine": engine_name, "client": client, "id": r["task"].id,
-                             "completion": r["completion"], "passed": r["passed"],
-                             "latency_ms": round(r["latency_ms"]), "error": r["error"]}
-                            for r in rows)
+            with Shim((url or "") + "/v1", model=MODEL_ALIAS) as shim:
+                chosen: list[Client] = []
+                if "agentls" in clients:
+                    chosen.append(Agentls(url, args.model, logs / "home"))
+                if "tabby" in clients and url is not None:
+                    chosen.append(Tabby(shim))
+                print(f"{engine_name}: {len(tasks)} tasks x {[c.name for c in chosen]}",
+                      file=sys.stderr, flush=True)
+                per_client = asyncio.run(run_interleaved(tasks, chosen))
+        for client, rows in per_client.items():
+            judge(rows, problems)
+            results[engine_name][client] = totals(rows)
+            print(f"  {engine_name} / {client}: {json.dumps(results[engine_name][client])}",
+                  file=sys.stderr, flush=True)
+            dump.extend({"engine": engine_name, "client": client, "id": r["task"].id,
+                         "completion": r["completion"], "passed": r["passed"],
+                         "latency_ms": round(r["latency_ms"]), "error": r["error"]}
+                        for r in rows)
     print(markdown(results))
     if args.json:
         args.json.write_text(json.dumps({"results": results, "tasks": dump}, indent=1))

@@ -71,6 +71,7 @@ class Shim:
         self.model = model
         self.calls: list[dict[str, Any]] = []
         self.health_checks = 0
+        self.requests = 0  # completion requests received, answered or not
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -87,6 +88,7 @@ class Shim:
         self._server.server_close()
 
     def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.requests += 1
         language = str(body.get("language") or "python")
         prompt = build_prompt(body.get("segments") or {}, language, self.template)
         request = {"model": self.model, "prompt": prompt, "max_tokens": MAX_DECODING_TOKENS,
