@@ -240,10 +240,13 @@ def tabby_home(shim_url: str) -> Path:
     return home
 
 
-async def run_interleaved(tasks: Sequence[Task], clients: Sequence[Client]
-                          ) -> dict[str, list[dict[str, Any]]]:
+async def run_interleaved(tasks: Sequence[Task], clients: Sequence[Client],
+                          problems: Sequence[Problem], engine_name: str,
+                          log: Path | None = None) -> dict[str, list[dict[str, Any]]]:
     """Every task to every client in turn (the first client alternating), so a
-    busy host's load swings fall on both alike."""
+    busy host's load swings fall on both alike. Each completion is judged at
+    once and, with `log`, appended to it as a JSON line (a cut-short run keeps
+    what it measured)."""
     rows: dict[str, list[dict[str, Any]]] = {c.name: [] for c in clients}
     try:
         for client in clients:
@@ -253,10 +256,14 @@ async def run_interleaved(tasks: Sequence[Task], clients: Sequence[Client]
             order = list(clients) if index % 2 == 0 else list(reversed(clients))
             for client in order:
                 row = await client.complete(task)
+                judge([row], problems)
                 rows[client.name].append(row)
                 print(f"  [{index + 1}/{len(tasks)}] {client.name:<8} {task.id:<22} "
-                      f"{row['latency_ms'] / 1000:6.1f} s {row['error'][:60]}",
-                      file=sys.stderr, flush=True)
+                      f"{'P' if row['passed'] else '.'} {row['latency_ms'] / 1000:6.1f} s "
+                      f"{row['error'][:60]}", file=sys.stderr, flush=True)
+                if log is not None:
+                    with log.open("a") as out:
+                        out.write(json.dumps(_public(engine_name, client.name, row)) + "\n")
     finally:
         for client in clients:
             with contextlib.suppress(Exception):
@@ -265,6 +272,13 @@ async def run_interleaved(tasks: Sequence[Task], clients: Sequence[Client]
 
 
 # --------------------------------------------------------------------------- scoring
+
+
+def _public(engine_name: str, client: str, row: dict[str, Any]) -> dict[str, Any]:
+    return {"engine": engine_name, "client": client, "id": row["task"].id,
+            "kind": row["task"].kind, "completion": row["completion"],
+            "passed": row["passed"], "latency_ms": round(row["latency_ms"]),
+            "error": row["error"]}
 
 
 def _offset(text: str, position: dict[str, int]) -> int:
@@ -323,6 +337,14 @@ def markdown(results: dict[str, dict[str, dict[str, Any]]]) -> str:
 # --------------------------------------------------------------------------- main
 
 
+def interleave(first: Sequence[Task], second: Sequence[Task]) -> list[Task]:
+    """Single- and multi-line holes alternating, so a run cut short has both."""
+    out: list[Task] = []
+    for index in range(max(len(first), len(second))):
+        out.extend(group[index] for group in (first, second) if index < len(group))
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="the GGUF (Qwen2.5-Coder)")
@@ -334,12 +356,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=2, help="engine threads (default 2)")
     parser.add_argument("--json", type=Path, help="write every completion and the totals")
+    parser.add_argument("--log", type=Path, help="append each judged completion (JSON lines)")
     args = parser.parse_args(argv)
     engines = args.engine or ["llama-cpp-python"]
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     problems = load_problems()
-    tasks = (cut_holes(problems, count=args.single, seed=args.seed, kinds=["single"])
-             + cut_holes(problems, count=args.multi, seed=args.seed, kinds=["multi"]))
+    singles = cut_holes(problems, count=args.single, seed=args.seed, kinds=["single"])
+    multis = cut_holes(problems, count=args.multi, seed=args.seed, kinds=["multi"])
+    tasks = interleave(singles, multis)
     logs = Path(tempfile.mkdtemp(prefix="bench-vs-tabby-"))
     results: dict[str, dict[str, dict[str, Any]]] = {}
     dump: list[dict[str, Any]] = []
@@ -354,16 +378,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                     chosen.append(Tabby(shim))
                 print(f"{engine_name}: {len(tasks)} tasks x {[c.name for c in chosen]}",
                       file=sys.stderr, flush=True)
-                per_client = asyncio.run(run_interleaved(tasks, chosen))
+                per_client = asyncio.run(run_interleaved(tasks, chosen, problems,
+                                                         engine_name, args.log))
         for client, rows in per_client.items():
-            judge(rows, problems)
             results[engine_name][client] = totals(rows)
             print(f"  {engine_name} / {client}: {json.dumps(results[engine_name][client])}",
                   file=sys.stderr, flush=True)
-            dump.extend({"engine": engine_name, "client": client, "id": r["task"].id,
-                         "completion": r["completion"], "passed": r["passed"],
-                         "latency_ms": round(r["latency_ms"]), "error": r["error"]}
-                        for r in rows)
+            dump.extend(_public(engine_name, client, r) for r in rows)
     print(markdown(results))
     if args.json:
         args.json.write_text(json.dumps({"results": results, "tasks": dump}, indent=1))
