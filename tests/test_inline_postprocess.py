@@ -253,6 +253,20 @@ MULTI_LINE_CASES = [
         "self.items.append(x)\n        return self",
     ),
     (
+        # Seen with Qwen2.5-Coder-0.5B through llama-cpp-python: the fill
+        # repeated the line's indentation; the program failed to compile.
+        "indentation written again at the cursor is dropped",
+        "def change_base(x, base):\n    ret = \"\"\n    █\n",
+        "    while x > 0:\n        ret = str(x % base) + ret\n        x //= base\n    return ret",
+        "while x > 0:\n        ret = str(x % base) + ret\n        x //= base\n    return ret",
+    ),
+    (
+        "a deeper first line after a block opener is kept",
+        "def f(x):\n    if x:\n    █\n",
+        "    return 1\n    return 0",
+        "    return 1\n    return 0",
+    ),
+    (
         "end-of-fill token written out as text",
         "def double(x):\n    █\n",
         "y = x * 2\n    return y<|endoftext|>\n# unrelated\nprint(1)",

@@ -26,6 +26,7 @@ __all__ = [
     "start_on_blank_line",
     "strip_echo",
     "strip_fences",
+    "trim_first_indent",
     "trim_line_overlap",
 ]
 
@@ -66,7 +67,7 @@ def postprocess(
     if ctx.mid_line:
         text = trim_line_overlap(text.split("\n", 1)[0], ctx)
     else:
-        text = start_on_blank_line(text, ctx)
+        text = trim_first_indent(start_on_blank_line(text, ctx), ctx)
         if truncated and "\n" in text.strip("\n"):
             text = text[: text.rstrip("\n").rfind("\n")]
         text = cut_at_block_end(text, ctx)
@@ -160,6 +161,27 @@ def start_on_blank_line(text: str, ctx: CursorContext) -> str:
         return body[len(typed) :]
     if _width(body) <= _width(typed):
         return body.lstrip(" \t")
+    return body
+
+
+def trim_first_indent(text: str, ctx: CursorContext) -> str:
+    """On a line blank up to the cursor, a fill that starts with more
+    indentation (the model wrote the line's indentation again: "    while x:"
+    after the cursor at column 4) cannot go deeper than the line before,
+    unless that line opens a block: the excess is dropped, the later lines
+    are left as written."""
+    if ctx.line_prefix.strip() or text[:1] not in (" ", "\t"):
+        return text
+    previous = next((line for line in reversed(ctx.prefix.split("\n")[:-1][-50:])
+                     if line.strip()), None)
+    if previous is None or previous.rstrip().endswith(_BLOCK_OPENERS):
+        return text
+    if _width(ctx.line_prefix + text) <= _width(previous):
+        return text
+    indent = previous[: len(previous) - len(previous.lstrip(" \t"))]
+    body = text.lstrip(" \t")
+    if indent.startswith(ctx.line_prefix):
+        return indent[len(ctx.line_prefix) :] + body
     return body
 
 
