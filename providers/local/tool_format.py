@@ -93,6 +93,8 @@ _HELD_WINDOW = window_chars()
 def _fence_kind(after: str) -> str | None:
     """What follows an opening ```: "json" (a call may be in it), "other"
     (code: pass it on), or None (too little seen yet)."""
+    if "json".startswith(after.lower()):
+        return None  # "```", "```js": the info string is still coming
     rest = after[_FENCE_INFO.match(after).end():]  # type: ignore[union-attr]
     if rest:
         return "json" if rest[0] in "{[" else "other"
@@ -231,7 +233,12 @@ class NativeToolCallParser:
         body, rest = self._call[:end], self._call[end + len(closing):]
         if self._fenced:
             body += closing
-        out.extend(self._decode(body, bare=self._bare))
+        try:
+            out.extend(self._decode(body, bare=self._bare))
+        except MalformedToolCall as exc:
+            # The text before it in this feed was not handed over yet.
+            exc.text = "".join(chunk.delta for chunk in out) + exc.text
+            raise
         self._in_call, self._fenced, self._call = False, False, ""
         self._pending = rest
         return True
@@ -278,7 +285,9 @@ class NativeToolCallParser:
                 "Ask again, or use a larger model.",
                 model=self.model,
                 text=written,
-                reason=f"Your call{f' of {meant}' if meant else ''} could not be read: {exc}.",
+                reason=f"Your call{f' of {meant}' if meant else ''} could not be read: {exc}. "
+                f"Write a call as {_shape(self.format, meant)}, the arguments a JSON object "
+                "with double-quoted keys and strings.",
             ) from None
         if bare and self.tool_names and any(name not in self.tool_names for name, _ in calls):
             return [StreamChunk(delta=body)]  # JSON that looks like a call, to no tool we offered
@@ -292,6 +301,14 @@ class NativeToolCallParser:
             ))
             self._calls += 1
         return [StreamChunk(tool_call_deltas=deltas)]
+
+
+def _shape(tool_format: ToolFormat, name: str | None) -> str:
+    """How a call of `name` is written in `tool_format`, for an error message."""
+    call = f'{{"name": "{name or "<tool name>"}", "arguments": {{"<argument>": "<value>"}}}}'
+    if tool_format == "hermes":
+        return f"<tool_call>\n{call}\n</tool_call>"
+    return f"[{call}]" if tool_format == "mistral" else call
 
 
 def _closing(tool_format: ToolFormat) -> str:
