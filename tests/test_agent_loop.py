@@ -287,8 +287,8 @@ def test_long_periods_are_caught_and_ordinary_long_text_is_not() -> None:
 
 # --------------------------------------------------------------------------- edit_file near miss
 
-FILE = "class Inventory:\n    def add(self, name, count=1):\n        self.items[name] += count\n\n" \
-       "    def remove(self, name):\n        del self.items[name]\n"
+FILE = ("class Inventory:\n    def add(self, name, count=1):\n        self.items[name] += count\n"
+        "\n    def remove(self, name):\n        del self.items[name]\n")
 
 
 def test_not_found_old_string_shows_the_nearest_lines() -> None:
