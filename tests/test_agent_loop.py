@@ -25,6 +25,7 @@ from agentls.features.tools.near_match import nearest_lines
 from agentls.features.tools.text_edits import StringEdit, apply_string_edits
 from agentls.providers.local.chat_template import render_prompt, template_messages, template_tools
 from agentls.providers.local.tool_format import NativeToolCallParser
+from agentls.providers.local.tool_grammar import to_local_messages
 from tests.test_local_tool_format import HERMES, TOOLS
 from tests.test_orchestrator import Display, make
 
@@ -197,6 +198,15 @@ def test_leading_system_messages_still_join_the_first() -> None:
     rendered = template_messages(messages, "hermes")
     assert rendered == [{"role": "system", "content": "one\n\ntwo"},
                         {"role": "user", "content": "hi"}]
+
+
+def test_the_grammar_path_keeps_later_system_messages_in_place_too() -> None:
+    messages = [*_conversation(), Message("system", "lint: F401", metadata={"source": "hook"})]
+    local = to_local_messages(messages, TOOLS)
+    assert [m.role for m in local] == ["system", "user", "assistant", "user"]
+    assert local[0].content.startswith("You are the agent.") and "F401" not in local[0].content
+    assert local[-1].content.endswith(
+        "Result of read_file:\nimport os\n\n\n<system-reminder>\nlint: F401\n</system-reminder>")
 
 
 # --------------------------------------------------------------------------- the native parser
