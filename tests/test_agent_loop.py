@@ -45,8 +45,9 @@ async def test_second_identical_call_gets_the_first_result_and_the_third_ends_th
                      "assistant"]
     first, second, third = (m for m in result.messages if m.role == "tool")
     assert first.content == "echoed: a"
-    assert second.content.startswith("You already called echo with exactly these arguments")
-    assert second.content.endswith("echoed: a") and second.tool_result == first.tool_result
+    assert second.content.startswith("echoed: a\n\nNote from agentls: you already called echo with")
+    assert "The user's request was: \"echo a\"" in second.content
+    assert second.tool_result == first.tool_result
     assert third.tool_result and third.tool_result["error"]["code"] == "repeated"
     assert [m.tool_call_id for m in (first, second, third)] == ["c0", "c1", "c2"]
     # The model saw the note with the second result.

@@ -21,6 +21,7 @@ __all__ = ["END_AT", "RepeatedCall", "RepeatedCalls", "call_key"]
 
 END_AT = 3  # the identical call that ends the turn
 _CHANGES_STATE = frozenset({"edit", "run", "call"})  # ToolNeed kinds
+_REQUEST_CHARS = 300  # of the user's request, restated in the note
 
 
 def call_key(call: ToolCall) -> str:
@@ -36,12 +37,20 @@ class RepeatedCall:
     result: ToolResult
     content: str
 
-    def note(self, call: ToolCall) -> str:
-        """What the model is told instead of running the call again."""
-        return (f"You already called {call.tool} with exactly these arguments in this turn, "
-                "so it was not run again (nothing was changed twice). Its result is repeated "
-                "below. Do not call it again with the same arguments: use this result to "
-                "continue, call a different tool, or answer the user.\n\n" + self.content)
+    def note(self, call: ToolCall, request: str = "") -> str:
+        """What the model is told instead of running the call again: the
+        result, then the note, the user's request restated (a small model
+        loses it behind a long result; the end of the prompt is what it
+        reads best)."""
+        asked = " ".join(request.split())
+        if len(asked) > _REQUEST_CHARS:
+            asked = asked[:_REQUEST_CHARS] + "…"
+        restated = f' The user\'s request was: "{asked}".' if asked else ""
+        return (f"{self.content}\n\nNote from agentls: you already called {call.tool} with "
+                "exactly these arguments in this turn, so it was not run again (nothing was "
+                f"changed twice); its result is above.{restated} Do not call {call.tool} with "
+                "the same arguments again: answer the request from the result above, or call a "
+                "different tool.")
 
 
 class RepeatedCalls:

@@ -81,7 +81,8 @@ async def _run_tool(turn: ToolCalls, call: ToolCall) -> None:
                 "Error: not run, this exact call was already made twice in this turn. The turn "
                 "was stopped."))
         else:
-            await turn.persist(tool_message(call, again.result, again.note(call)))
+            await turn.persist(tool_message(call, again.result,
+                                            again.note(call, _request(turn.messages))))
         return
     await turn.observer.on_progress(turn.sid, f"Running {call.tool}")
     turn.need_kind = None
@@ -213,6 +214,18 @@ def interrupted_message(call: ToolCall, message: str, code: str, content: str) -
     """The synthetic failed result of a call that never finished."""
     return tool_message(call, ToolResult(success=False, error={"message": message, "code": code}),
                         content)
+
+
+def _request(messages: list[Message]) -> str:
+    """The user's request of this turn, as typed (before mentions were expanded)."""
+    for message in messages:
+        if message.role == "user":
+            typed = (message.metadata or {}).get("prompt")
+            content = typed if isinstance(typed, str) else message.content
+            if isinstance(content, list):  # content parts: keep the text ones
+                return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+            return str(content or "")
+    return ""
 
 
 def _now() -> str:

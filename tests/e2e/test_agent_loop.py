@@ -61,7 +61,9 @@ async def test_an_identical_edit_is_applied_once_and_the_third_ends_the_turn(
         assert ed.text("inventory.py").count("def count(") == 1
     first, second, third = tool_messages(result)
     assert first["toolResult"]["success"] is True
-    assert second["content"].startswith("You already called edit_file with exactly these")
+    assert second["content"].startswith(first["content"] + "\n\nNote from agentls: you already "
+                                        "called edit_file with exactly these arguments")
+    assert 'The user\'s request was: "Add a count method"' in second["content"]
     assert second["toolResult"] == first["toolResult"]
     assert third["toolResult"]["error"]["code"] == "repeated"
     assert result["status"] == "failed" and result["error"]["code"] == "repeated_tool_call"
