@@ -217,7 +217,8 @@ def test_concurrent_turns_in_two_sessions_do_not_interleave(
             stored = lsp.result("agentls/session", {"sessionId": sid})["messages"]
             assert [m["role"] for m in stored] == (
                 ["user"] + ["assistant", "tool"] * rounds + ["assistant"]) * 2
-            explanations = [m for m in stored if (m.get("metadata") or {}).get("source") == "agentls"]
+            explanations = [m for m in stored
+                            if (m.get("metadata") or {}).get("source") == "agentls"]
             assert [m["metadata"]["explanation"] for m in explanations] == ["max_iterations"] * 2
             assert [m["content"] for m in stored if m["role"] == "user"] == [
                 f"{sid} turn 0", f"{sid} turn 1"]
