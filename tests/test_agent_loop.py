@@ -10,23 +10,39 @@ tests/reliability/test_runaway_stream.py."""
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from agentls.core import events
 from agentls.core.errors import MalformedToolCall
-from agentls.core.models import ToolCall, ToolResult
-from agentls.core.orchestrator import TurnLimits
+from agentls.core.hooks import HookRegistry
+from agentls.core.models import HookResult, ToolCall, ToolResult
+from agentls.core.orchestrator import Orchestrator, TurnLimits
 from agentls.core.repeat_calls import RepeatedCalls
 from agentls.core.session_types import Message, Session
 from agentls.core.stream_guard import StreamGuard, repeating_tail
-from agentls.core.tool_context import ToolRefused
+from agentls.core.tool_context import ToolNeed, ToolRefused
+from agentls.core.tools import ToolExecutor
 from agentls.features.tools.near_match import nearest_lines
 from agentls.features.tools.text_edits import StringEdit, apply_string_edits
 from agentls.providers.local.chat_template import render_prompt, template_messages, template_tools
 from agentls.providers.local.tool_format import NativeToolCallParser
 from agentls.providers.local.tool_grammar import to_local_messages
-from tests.test_local_tool_format import HERMES, TOOLS
+from tests.fakes.http_backend import (
+    SSE_DONE,
+    FakeBackend,
+    json_reply,
+    openai_chunk,
+    sse,
+    sse_reply,
+)
+from tests.test_local_fim import write_gguf
+from tests.test_local_tool_format import HERMES, TOOLS, ReadTool, _qwen_meta, make_provider
 from tests.test_orchestrator import Display, make
 
 # --------------------------------------------------------------------------- identical calls
@@ -318,3 +334,76 @@ def test_nothing_similar_says_so() -> None:
     with pytest.raises(ToolRefused) as caught:
         apply_string_edits(FILE, [StringEdit("zzzz qqqq wwww", "x")])
     assert "Nothing in the file is like it" in caught.value.message
+
+
+# --------------------------------------------------------------------------- local, end to end
+
+
+class FreeRead(ReadTool):
+    """read_file that needs no approval."""
+
+    def tool_need(self, tool_name: str, arguments: Any, state: dict[str, Any]) -> ToolNeed:
+        return ToolNeed("none")
+
+
+@pytest.fixture
+def backend() -> Iterator[FakeBackend]:
+    """llama.cpp's server, faked (as in tests/test_local_tool_format.py)."""
+    from agentls.providers.local import catalog
+
+    if catalog.runtime_error() is not None:
+        pytest.skip("llama-cpp-python[server] is not installed: the provider refuses every call")
+    with FakeBackend() as fake:
+        fake.script("GET", "/v1/models", json_reply({"object": "list", "data": [
+            {"id": "tiny", "object": "model"}]}))
+        yield fake
+
+
+async def test_local_turn_retries_a_malformed_fenced_call_and_keeps_the_prefix(
+    backend: FakeBackend, tmp_path: Path
+) -> None:
+    """The local provider (real child supervision, llama.cpp's server
+    replaced by a loopback fake) under the real turn: a fenced call that
+    does not parse gets a tool error and a retry; the retry's call runs; a
+    hook's injection after the result is rendered after the tool response,
+    so each prompt starts with the one before it."""
+    gguf = write_gguf(tmp_path / "tiny-tools.gguf", _qwen_meta(HERMES))
+    replies = [
+        'Let me look.\n```json\n{"name": "read_file", "arguments": {path: "a.py"}}\n```',
+        '<tool_call>\n{"name": "read_file", "arguments": {"path": "a.py"}}\n</tool_call>',
+        "It holds content.",
+    ]
+    backend.script("POST", "/v1/completions", *[
+        sse_reply([sse(openai_chunk(text=reply)),
+                   sse(openai_chunk(text="", finish_reason="stop")), SSE_DONE])
+        for reply in replies])
+    hooks = HookRegistry()
+
+    async def lint(event: str, data: dict[str, Any]) -> HookResult:
+        return HookResult(action="inject_context", context_injection="lint: a.py is fine")
+
+    hooks.register(events.TOOL_POST, lint, name="linters")
+    provider = make_provider(backend, gguf)
+    orchestrator = Orchestrator(provider, tools=ToolExecutor([FreeRead()]), hooks=hooks)
+    try:
+        result = await orchestrator.run_turn(Session("s1"), "What is in a.py?")
+    finally:
+        await provider.aclose()
+    assert result.status == "completed", result.error
+    assert result.messages[-1].content == "It holds content."
+    assert [m.role for m in result.messages] == [
+        "user", "assistant", "system", "assistant", "tool", "system", "assistant"]
+    assert result.messages[1].content == replies[0]  # what the model wrote, kept
+    prompts = [r.json["prompt"] for r in backend.requests_to("/v1/completions")]
+    generation = "<|im_start|>assistant\n"
+    for before, after in itertools.pairwise(prompts):
+        assert after.startswith(before[: -len(generation)])  # the prefix stays
+    assert prompts[1].endswith(
+        "<|im_start|>user\n<system-reminder>\nError: your last tool call was not run. Your "
+        "call of read_file could not be read: not valid JSON (Expecting property name enclosed "
+        "in double quotes at character 36). Write a call as <tool_call>\n{\"name\": "
+        "\"read_file\", \"arguments\": {\"<argument>\": \"<value>\"}}\n</tool_call>, the "
+        "arguments a JSON object with double-quoted keys and strings. Write the call again, "
+        "correctly, or answer in words if no tool is needed.\n</system-reminder><|im_end|>\n"
+        + generation)
+    assert prompts[2].index("</tool_response>") < prompts[2].index("lint: a.py is fine")
