@@ -66,6 +66,7 @@ class AcpPipe:
         self.on_request = on_request
         self.lines: list[bytes] = []  # every stdout line, as written
         self.messages: list[dict[str, Any]] = []  # those that parsed as objects
+        self.times: list[float] = []  # perf_counter() when each of `messages` was read
         self.stderr = bytearray()
         self.arrived = asyncio.Event()
         self._next_id = 1000
@@ -210,6 +211,7 @@ class AcpPipe:
                 continue
             if not isinstance(message, dict):
                 continue
+            self.times.append(time.perf_counter())
             self.messages.append(message)
             self.arrived.set()
             if "method" in message and "id" in message:
