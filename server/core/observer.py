@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .session_types import Message
+    from .tool_context import ToolNeed
 
 __all__ = ["TurnObserver"]
 
@@ -23,4 +24,11 @@ class TurnObserver:
         return None
 
     async def on_progress(self, session_id: str, text: str) -> None:
+        return None
+
+    async def on_tool_need(self, session_id: str, call_id: str, tool_name: str,
+                           need: ToolNeed) -> None:
+        """A tool call's prepared need (kind, paths, the diff), known
+        before the approval gate clears it; the ACP front shows it as the
+        tool call's kind, locations and content."""
         return None

@@ -120,6 +120,7 @@ async def _clear_tool_call(turn: ToolCalls, call: ToolCall, *, approved: bool = 
         return failed(call, refused.message, refused.code), False
     question = replace(question, need=need)
     answer = decide(core.hooks.approval_policies, question)
+    await turn.observer.on_tool_need(turn.sid, call.id or "", call.tool, need)
 
     async def announce(request: ApprovalRequest) -> None:
         await turn.emit(events.APPROVAL_REQUIRED,

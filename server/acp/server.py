@@ -1,0 +1,44 @@
+"""`agentls acp`: serve the ACP agent on stdio until the client goes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+__all__ = ["run", "serve"]
+
+log = logging.getLogger("agentls.acp")
+
+
+def run() -> int:
+    """Serve ACP on stdin/stdout (logging is set up by the caller)."""
+    from .stdio import claim_stdout
+
+    out_fd = claim_stdout()
+    try:
+        asyncio.run(serve(out_fd))
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+async def serve(out_fd: int) -> None:
+    from acp.agent.connection import AgentSideConnection
+
+    from .agent import AgentlsAcpAgent
+    from .stdio import GuardedTransport, open_streams
+
+    reader, writer = await open_streams(out_fd)
+    transport = GuardedTransport(reader, writer)
+    agent = AgentlsAcpAgent(transport)
+    conn = AgentSideConnection(agent, transport, listening=False)
+    try:
+        await conn.listen()
+    except Exception:
+        log.exception("The ACP connection failed")
+    finally:
+        log.info("The ACP client is gone; shutting down")
+        try:
+            await agent.shutdown()
+        finally:
+            await conn.close()
