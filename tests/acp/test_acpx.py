@@ -18,8 +18,10 @@ import importlib.util
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,7 +82,13 @@ class Setup:
     workspace: Path
     home: Path
     config: Path
+    script: Path
     record: Path
+
+    def responses(self, responses: list[dict[str, Any]]) -> None:
+        """What the scripted model answers, one response per model call."""
+        self.script.write_text(json.dumps({"record": str(self.record),
+                                           "responses": responses}))
 
 
 @pytest.fixture
@@ -90,34 +98,40 @@ def setup(tmp_path: Path) -> Setup:
     (workspace / "notes.txt").write_bytes(NOTES.encode())
     home = tmp_path / "home"
     home.mkdir()
-    record = tmp_path / "model-calls.jsonl"
+    config = tmp_path / "config.toml"
     script = tmp_path / "script.json"
-    script.write_text(json.dumps({"record": str(record), "responses": [
+    config.write_text('provider = "scripted"\n\n[providerOptions]\n'
+                      f"script = {json.dumps(str(script))}\n")
+    setup = Setup(workspace, home, config, script, tmp_path / "model-calls.jsonl")
+    setup.responses([
         {"tool_calls": [{"id": "c1", "name": "read_file",
                          "arguments": {"path": "notes.txt"}}]},
         {"tool_calls": [{"id": "c2", "name": "edit_file", "arguments": {
             "path": "notes.txt",
             "edits": [{"old_string": "line two", "new_string": "line 2"}]}}]},
         {"text": "I changed line two.", "chunks": ["I changed ", "line two."]},
-    ]}))
-    config = tmp_path / "config.toml"
-    config.write_text('provider = "scripted"\n\n[providerOptions]\n'
-                      f"script = {json.dumps(str(script))}\n")
-    return Setup(workspace, home, config, record)
+    ])
+    return setup
 
 
-def run_acpx(acpx: Acpx, setup: Setup, *flags: str, prompt: str = "Fix line two of notes.txt"
-             ) -> Run:
-    agent = shlex.join([sys.executable, "-m", "agentls", "acp"])
+def acpx_env(setup: Setup) -> dict[str, str]:
+    """acpx's and the agent's environment: acpx's state (~/.acpx) and
+    agentls's under the test's folder, the scripted model's config."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTLS_", "ACPX_"))}
     env.update(HOME=str(setup.home), XDG_CONFIG_HOME=str(setup.home / "config"),
                XDG_STATE_HOME=str(setup.home / "state"), XDG_CACHE_HOME=str(setup.home / "cache"),
                AGENTLS_CONFIG_FILE=str(setup.config),
                AGENTLS_STATE_DIR=str(setup.home / "agentls-state"))
+    return env
+
+
+def run_acpx(acpx: Acpx, setup: Setup, *flags: str, prompt: str = "Fix line two of notes.txt"
+             ) -> Run:
+    agent = shlex.join([sys.executable, "-m", "agentls", "acp"])
     proc = subprocess.run(
         acpx.argv("--format", "json", "--cwd", str(setup.workspace), "--timeout", "120",
                   *flags, "--agent", agent, "exec", prompt),
-        cwd=setup.workspace, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+        cwd=setup.workspace, env=acpx_env(setup), stdin=subprocess.DEVNULL, capture_output=True,
         timeout=TIMEOUT)
     out = proc.stdout.decode()
     # kept beside the test's files for a failure's post-mortem
@@ -234,3 +248,72 @@ def test_a_denied_edit_leaves_the_file_byte_identical(acpx: Acpx, setup: Setup) 
     assert told["role"] == "tool" and told["metadata"]["tool_call_id"] == "c2", told
     assert told["toolResult"]["success"] is False
     assert told["toolResult"]["error"]["code"] == "declined", told
+
+
+
+# --------------------------------------------------------------------------- sessions
+
+
+def acpx_json(acpx: Acpx, setup: Setup, *args: str) -> list[dict[str, Any]]:
+    """acpx, with agentls named `agentls` in its config and a 1 s idle TTL
+    for the process that owns the session (and the agent it started)."""
+    proc = subprocess.run(
+        acpx.argv("--format", "json", "--ttl", "1", "--timeout", "120", *args),
+        cwd=setup.workspace, env=acpx_env(setup), stdin=subprocess.DEVNULL,
+        capture_output=True, timeout=TIMEOUT)
+    out = proc.stdout.decode()
+    with (setup.home.parent / "acpx-traffic.jsonl").open("a") as log:
+        log.write(f"# acpx {' '.join(args)} -> {proc.returncode}\n{out}")
+    assert proc.returncode == 0, (args, proc.stderr.decode(errors="replace")[-3000:])
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def wait_idle(acpx: Acpx, setup: Setup, name: str) -> None:
+    """Until acpx's session owner for `name` has exited after its idle TTL,
+    taking the agent with it (killed if it overstays)."""
+    deadline = time.monotonic() + 60
+    pid = None
+    while time.monotonic() < deadline:
+        [status] = acpx_json(acpx, setup, "agentls", "status", "-s", name)
+        if status["status"] != "alive":
+            return
+        pid = status.get("pid")
+        time.sleep(0.5)
+    if isinstance(pid, int):
+        os.kill(pid, signal.SIGTERM)
+    raise AssertionError(f"acpx's session owner {pid} did not exit after its idle TTL")
+
+
+def test_a_named_session_goes_on_after_a_restart_through_session_load(
+        acpx: Acpx, setup: Setup) -> None:
+    (setup.home / ".acpx").mkdir()
+    (setup.home / ".acpx" / "config.json").write_text(json.dumps({"agents": {"agentls": {
+        "argv": [sys.executable, "-m", "agentls", "acp"]}}}))
+    # each agent process replays the script from its start: both answers are this one
+    setup.responses([{"text": "First answer."}])
+
+    [created] = acpx_json(acpx, setup, "agentls", "sessions", "new", "--name", "work")
+    session_id = created["acpxSessionId"]  # agentls's session id (from session/new)
+    try:
+        acpx_json(acpx, setup, "agentls", "-s", "work", "remember the word kiwi")
+        wait_idle(acpx, setup, "work")  # the agent is gone: the next prompt starts another
+
+        second = acpx_json(acpx, setup, "agentls", "-s", "work", "which word?")
+        [load] = [m for m in second if m.get("method") == "session/load"]
+        assert load["params"]["sessionId"] == session_id
+        # (acpx does not print the updates that replay the conversation during
+        # session/load; tests/acp checks them with the SDK's client)
+        assert any(m.get("result", {}).get("stopReason") == "end_turn" for m in second)
+        # the new agent process continued the stored conversation
+        calls = model_calls(setup.record)
+        assert len(calls) == 2
+        sent = [m.get("content") for m in calls[1]["messages"]]
+        assert "remember the word kiwi" in sent and "First answer." in sent, sent
+
+        [listed] = acpx_json(acpx, setup, "agentls", "sessions", "list")
+        [mine] = [s for s in listed["sessions"] if s["sessionId"] == session_id]
+        assert mine["cwd"] == str(setup.workspace), listed
+        assert mine["title"] == "remember the word kiwi" and mine["updatedAt"], listed
+    finally:
+        wait_idle(acpx, setup, "work")
+        acpx_json(acpx, setup, "agentls", "sessions", "close", "work")
