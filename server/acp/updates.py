@@ -99,7 +99,8 @@ def message_calls(message: Message, root: str | None) -> list[ToolCallStart | To
         starts: list[ToolCallStart | ToolCallProgress] = []
         for raw in message.tool_calls:
             name = str(raw.get("tool") or raw.get("name") or "tool")
-            arguments = raw.get("arguments") if isinstance(raw.get("arguments"), dict) else {}
+            given = raw.get("arguments")
+            arguments: dict[str, Any] = given if isinstance(given, dict) else {}
             starts.append(start_tool_call(
                 str(raw.get("id") or ""), _call_title(name, arguments), kind=tool_kind(name),
                 status="pending", raw_input=arguments,
