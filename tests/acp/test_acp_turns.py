@@ -93,6 +93,9 @@ async def test_a_turn_reads_edits_and_runs_through_the_client(tmp_path: Path,
     assert client.writes == [(str(workspace / "a.py"), "x = 2\n")]
     assert str(workspace / "a.py") in client.reads
     assert (workspace / "a.py").read_text() == "x = 2\n"
+    # how full the context window is, after the turn
+    [usage] = client.of("usage_update", sid)
+    assert usage.size == 32768 and usage.used > 0  # the scripted provider's window
     # the model saw the file's text and the command's output
     sent = recorded(record)
     assert "x = 1" in str(sent[1]) and "42" in str(sent[3])
