@@ -40,6 +40,7 @@ __all__ = [
     "message_calls",
     "need_update",
     "notice",
+    "output_update",
     "permission_options",
     "question_call",
     "question_done",
@@ -137,6 +138,11 @@ def diff_update(call_id: str, changes: Iterable[tuple[str, str | None, str]]
     """The files an edit writes, as diff content (path, old text, new text)."""
     return update_tool_call(call_id, status="in_progress", content=[
         tool_diff_content(path, new, old) for path, old, new in changes])
+
+
+def output_update(call_id: str, text: str) -> ToolCallProgress:
+    """A running tool's output so far."""
+    return update_tool_call(call_id, status="in_progress", content=[text_content(text)])
 
 
 def permission_options(request: ApprovalRequest) -> list[PermissionOption]:

@@ -7,6 +7,7 @@ question keep the file byte-identical; a protected path never offers
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 
 import pytest
@@ -203,3 +204,36 @@ async def test_load_replays_and_list_shows_the_session(tmp_path: Path, workspace
         assert [u.status for u in second.of("tool_call_update", sid)] == ["completed"]
         with pytest.raises(Exception, match="no such session"):
             await conn.load_session(cwd=str(workspace), session_id="nope", mcp_servers=[])
+
+
+async def test_a_commands_output_streams_while_it_runs(tmp_path: Path, workspace: Path) -> None:
+    go = tmp_path / "go"
+    script = ("import os, sys, time\n"
+              "print('first line', flush=True)\n"
+              "deadline = time.time() + 30\n"
+              f"while not os.path.exists({str(go)!r}) and time.time() < deadline:\n"
+              "    time.sleep(0.05)\n"
+              "print('second line', flush=True)\n")
+    settings, _ = scripted_settings(tmp_path, [
+        {"tool_calls": [{"name": "run_command",
+                         "arguments": {"argv": [sys.executable, "-c", script]},
+                         "id": "r1"}]},
+        {"text": "ran"},
+    ])
+    client = RecordingClient(answer=allow_once)
+
+    def live() -> list[str]:
+        return [c.content.text for u in client.of("tool_call_update")
+                if u.tool_call_id == "r1" and u.status == "in_progress" for c in u.content]
+
+    async with acp_agent(client, tmp_path, agent_env(tmp_path, settings)) as (conn, _, log):
+        await started(conn)
+        sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
+        turn = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=text("run it")))
+        # the first line is shown while the command still waits for `go`
+        await client.wait_for(lambda: any("first line" in t for t in live()))
+        assert not any("second line" in t for t in live())
+        go.write_text("")
+        result = await asyncio.wait_for(turn, TIMEOUT)
+        assert result.stop_reason == "end_turn", log.read_text()
+    assert "first line\nsecond line" in live()[-1]
