@@ -262,12 +262,33 @@ class AgentlsAcpAgent:
                 return PromptResponse(stop_reason="cancelled")
             observer = AcpTurnObserver(self.link, str(workspace.root))
             result = await orchestrator.run_turn(session, message, observer=observer)
+            await self._send_usage(session_id, orchestrator, result)
             await observer.drain()
         finally:
             self.turns.pop(session_id, None)
             self.link.current_calls.pop(session_id, None)
         await self._send_commands(session_id, workspace)
         return _response(result)
+
+    async def _send_usage(self, sid: str, orchestrator: Any, result: Any) -> None:
+        """`usage_update`: how full the model's context window is after the
+        turn (the last model call's tokens), when the window is known."""
+        from acp.schema import UsageUpdate
+
+        last = next((m.metadata["usage"] for m in reversed(result.messages)
+                     if m.role == "assistant" and isinstance((m.metadata or {}).get("usage"),
+                                                             dict)), None)
+        if last is None:
+            return
+        try:
+            model = orchestrator.model or getattr(orchestrator.provider, "default_model", "")
+            window = await orchestrator.context.window(orchestrator.provider, model or "")
+        except Exception:  # the window is a nicety; the turn's answer is not
+            log.debug("No context window for usage_update", exc_info=True)
+            return
+        used = int(last.get("input_tokens") or 0) + int(last.get("output_tokens") or 0)
+        await self.link.update(sid, UsageUpdate(session_update="usage_update", used=used,
+                                                size=int(window)))
 
     async def _own_command(self, workspace: AcpWorkspace, session: Session, name: str,
                            rest: str) -> PromptResponse:

@@ -17,7 +17,8 @@
   `agent_message_chunk` / `agent_thought_chunk`, the model's tool calls as
   `tool_call` (pending), their prepared need as a `tool_call_update` (kind,
   title, locations), their results as `tool_call_update` (completed or
-  failed, with the result text). updates.py builds the payloads.
+  failed, with the result text), a running command's output as it arrives
+  (`tool_call_update` in_progress). updates.py builds the payloads.
 """
 
 from __future__ import annotations
@@ -133,6 +134,7 @@ class AcpTurnObserver(TurnObserver):
         self.link = link
         self.root = workspace_root
         self.streamed: set[int] = set()
+        self.outputs: dict[str, str] = {}  # tool call id -> its output so far
 
     async def on_delta(self, session_id: str, index: int, delta: str, kind: str) -> None:
         if not delta:
@@ -159,6 +161,16 @@ class AcpTurnObserver(TurnObserver):
         self.link.current_calls[session_id] = call_id
         await self.link.update(session_id, updates.need_update(call_id, tool_name, need,
                                                               self.root))
+
+    async def on_tool_output(self, session_id: str, call_id: str, text: str) -> None:
+        """A running command's output, shown live on its tool call (ACP
+        content replaces the call's content: the whole output so far, its
+        tail when long)."""
+        if not call_id:
+            return
+        shown = (self.outputs.get(call_id, "") + text)[-updates.RESULT_MAX_CHARS:]
+        self.outputs[call_id] = shown
+        await self.link.update(session_id, updates.output_update(call_id, shown))
 
     async def drain(self) -> None:
         """Every update of this turn is on the wire (the SDK sends in order

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from acp.interfaces import Agent
 
 __all__ = ["run", "serve"]
 
@@ -31,7 +35,9 @@ async def serve(out_fd: int) -> None:
     reader, writer = await open_streams(out_fd)
     transport = GuardedTransport(reader, writer)
     agent = AgentlsAcpAgent(transport)
-    conn = AgentSideConnection(agent, transport, listening=False)
+    # The SDK routes the methods the agent has; the ones it lacks (modes,
+    # fork, the unstable ones) answer "method not found".
+    conn = AgentSideConnection(cast("Agent", agent), transport, listening=False)
     try:
         await conn.listen()
     except Exception:

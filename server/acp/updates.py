@@ -40,6 +40,7 @@ __all__ = [
     "message_calls",
     "need_update",
     "notice",
+    "output_update",
     "permission_options",
     "question_call",
     "question_done",
@@ -99,7 +100,8 @@ def message_calls(message: Message, root: str | None) -> list[ToolCallStart | To
         starts: list[ToolCallStart | ToolCallProgress] = []
         for raw in message.tool_calls:
             name = str(raw.get("tool") or raw.get("name") or "tool")
-            arguments = raw.get("arguments") if isinstance(raw.get("arguments"), dict) else {}
+            given = raw.get("arguments")
+            arguments: dict[str, Any] = given if isinstance(given, dict) else {}
             starts.append(start_tool_call(
                 str(raw.get("id") or ""), _call_title(name, arguments), kind=tool_kind(name),
                 status="pending", raw_input=arguments,
@@ -136,6 +138,11 @@ def diff_update(call_id: str, changes: Iterable[tuple[str, str | None, str]]
     """The files an edit writes, as diff content (path, old text, new text)."""
     return update_tool_call(call_id, status="in_progress", content=[
         tool_diff_content(path, new, old) for path, old, new in changes])
+
+
+def output_update(call_id: str, text: str) -> ToolCallProgress:
+    """A running tool's output so far."""
+    return update_tool_call(call_id, status="in_progress", content=[text_content(text)])
 
 
 def permission_options(request: ApprovalRequest) -> list[PermissionOption]:

@@ -32,3 +32,8 @@ class TurnObserver:
         before the approval gate clears it; the ACP front shows it as the
         tool call's kind, locations and content."""
         return None
+
+    async def on_tool_output(self, session_id: str, call_id: str, text: str) -> None:
+        """A piece of a running tool's output (a command's stdout or
+        stderr, decoded), as it arrives (ToolContext.output)."""
+        return None

@@ -143,7 +143,11 @@ async def _clear_tool_call(turn: ToolCalls, call: ToolCall, *, approved: bool = 
     editor = context.editor
     if clearance.confirm_in_editor and editor is not None:
         editor = ConfirmingEditor(editor)
-    context = replace(context, need=need, editor=editor)
+
+    async def output(text: str) -> None:
+        await turn.observer.on_tool_output(turn.sid, call.id or "", text)
+
+    context = replace(context, need=need, editor=editor, output=output)
     if turn.checkpoints is not None:  # file edits store the files first
         context = turn.checkpoints.wrap(context)
     return await core.tools.execute(call, context), True

@@ -90,13 +90,14 @@ class RecordingClient:
     async def write_text_file(self, content: str, path: str, session_id: str,
                               **kwargs: Any) -> WriteTextFileResponse:
         self.writes.append((path, content))
-        Path(path).write_text(content, encoding="utf-8")
+        await asyncio.to_thread(Path(path).write_text, content, encoding="utf-8")
         return WriteTextFileResponse()
 
     async def read_text_file(self, path: str, session_id: str, limit: int | None = None,
                              line: int | None = None, **kwargs: Any) -> ReadTextFileResponse:
         self.reads.append(path)
-        return ReadTextFileResponse(content=Path(path).read_text(encoding="utf-8"))
+        text = await asyncio.to_thread(Path(path).read_text, encoding="utf-8")
+        return ReadTextFileResponse(content=text)
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         return {}
@@ -124,9 +125,14 @@ class RecordingClient:
 
     async def wait_for(self, check: Callable[[], bool], timeout: float = TIMEOUT) -> None:
         async def loop() -> None:
+            # woken by every message from the agent; polls too, for checks on
+            # the disk (a file an MCP server writes)
             while not check():
                 self.changed.clear()
-                await self.changed.wait()
+                try:
+                    await asyncio.wait_for(self.changed.wait(), 0.1)
+                except TimeoutError:
+                    pass
 
         await asyncio.wait_for(loop(), timeout)
 
@@ -168,7 +174,7 @@ async def acp_agent(client: RecordingClient, tmp_path: Path, env: dict[str, str]
     """`agentls acp` running with `client` as its editor: (connection,
     process, stderr log). The process is gone when this exits."""
     log = tmp_path / "agent-stderr.log"
-    with open(log, "wb") as stderr:
+    with open(log, "wb") as stderr:  # noqa: ASYNC230 (opened once, before the agent starts)
         async with spawn_agent_process(
                 client, sys.executable, "-m", "agentls", "acp", env=env,
                 cwd=str(cwd or tmp_path),
