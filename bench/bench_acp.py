@@ -9,8 +9,9 @@
    Each prompt runs in a fresh session (ACP session/new + session/prompt;
    LSP agentls/chat without a sessionId); prompts alternate between the
    K-chunk answer and a 1-chunk one. Reported per chunk: the client-side
-   interval between successive updates (ACP agent_message_chunk, LSP
-   agentls/messageDelta: one notification per chunk on both fronts), and
+   wall clock from the first update to the last over their number (ACP
+   agent_message_chunk, LSP agentls/messageDelta: one notification per chunk
+   on both fronts; the largest gaps too, as updates arrive in bursts), and
    the agent's marginal CPU, (CPU of a K-chunk turn - CPU of a 1-chunk
    turn) / (K - 1), which leaves out the turn's fixed costs.
 
@@ -112,6 +113,7 @@ class Turns:
 
     def __init__(self) -> None:
         self.intervals: list[float] = []
+        self.spans: list[float] = []  # per K-chunk turn: (last - first update) / (n - 1)
         self.cpu_long: list[float] = []
         self.cpu_short: list[float] = []
         self.seen: list[int] = []
@@ -119,6 +121,7 @@ class Turns:
     def add(self, times: list[float], cpu: float, long: bool) -> None:
         if long:
             self.intervals += [b - a for a, b in itertools.pairwise(times)]
+            self.spans.append((times[-1] - times[0]) / (len(times) - 1))
             self.cpu_long.append(cpu)
             self.seen.append(len(times))
         else:
@@ -231,12 +234,14 @@ async def main(rounds: int, chunks: int, prompts: int) -> None:
     print(f"streaming, {prompts} turns of {chunks} chunks (+ {prompts} of 1) per front")
     for name, turns in (("ACP agent_message_chunk", acp), ("LSP agentls/messageDelta", lsp)):
         intervals = sorted(turns.intervals)
-        p90 = intervals[int(len(intervals) * 0.9)]
-        print(f"  {name:<25} updates/turn {med(turns.seen):5.0f};"
-              f" interval median {med(intervals) * US:6.1f} us, p90 {p90 * US:6.1f} us;"
-              f" agent CPU per chunk {turns.marginal_cpu(chunks) * US:6.1f} us"
-              f" (turn {med(turns.cpu_long) * MS:6.1f} ms vs 1-chunk turn"
-              f" {med(turns.cpu_short) * MS:5.1f} ms)")
+        p99 = intervals[int(len(intervals) * 0.99)]
+        print(f"  {name}: {med(turns.seen):.0f} updates per turn")
+        print(f"    wall clock per update (first to last / n-1)  {med(turns.spans) * US:6.1f} us"
+              f"   (gap p99 {p99 * US:6.0f} us: updates arrive in bursts)")
+        print(f"    agent CPU per update (marginal)              "
+              f"{turns.marginal_cpu(chunks) * US:6.1f} us   (turn"
+              f" {med(turns.cpu_long) * MS:.0f} ms, 1-chunk turn"
+              f" {med(turns.cpu_short) * MS:.0f} ms)")
 
 
 if __name__ == "__main__":
