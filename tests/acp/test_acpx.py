@@ -51,6 +51,14 @@ class Run:
     def requests(self, method: str) -> list[dict[str, Any]]:
         return [m for m in self.messages if m.get("method") == method and "id" in m]
 
+    def one(self, found: list[dict[str, Any]], what: str) -> dict[str, Any]:
+        """The one item of `found`; else a failure that shows the run."""
+        if len(found) != 1:
+            shown = "\n".join(json.dumps(m)[:300] for m in self.messages)
+            raise AssertionError(f"{len(found)} x {what} (acpx exit {self.code}); traffic:\n"
+                                 f"{shown}\nstderr: {self.stderr[-2000:]}")
+        return found[0]
+
     def answer(self, request: dict[str, Any]) -> dict[str, Any]:
         """The response to `request`. Both sides number their requests from
         0 and acpx does not print the direction, so an id can be pending
@@ -151,7 +159,8 @@ def model_calls(record: Path) -> list[dict[str, Any]]:
 
 
 def edit_call(run: Run) -> str:
-    [edit] = [u for u in run.updates("tool_call") if "edit_file" in json.dumps(u)]
+    edit = run.one([u for u in run.updates("tool_call") if "edit_file" in json.dumps(u)],
+                   "edit_file tool_call")
     call_id: str = edit["toolCallId"]
     return call_id
 
@@ -160,9 +169,9 @@ def check_common(run: Run, setup: Setup) -> tuple[dict[str, Any], dict[str, Any]
     """What both runs share: the handshake, the two tool calls announced,
     one permission question on the edit's call. Returns the question and
     its answer."""
-    [init] = run.requests("initialize")
+    init = run.one(run.requests("initialize"), "initialize")
     assert run.answer(init)["result"]["protocolVersion"] == 1
-    [new] = run.requests("session/new")
+    new = run.one(run.requests("session/new"), "session/new")
     assert new["params"]["cwd"] == str(setup.workspace)
     session_id = run.answer(new)["result"]["sessionId"]
 
@@ -181,7 +190,7 @@ def check_common(run: Run, setup: Setup) -> tuple[dict[str, Any], dict[str, Any]
     located = [loc["path"] for u in edit_updates for loc in u.get("locations") or []]
     assert str(setup.workspace / "notes.txt") in located, edit_updates
 
-    [question] = run.requests("session/request_permission")
+    question = run.one(run.requests("session/request_permission"), "session/request_permission")
     params = question["params"]
     assert params["sessionId"] == session_id
     assert params["toolCall"]["toolCallId"] == edit_id
@@ -193,7 +202,7 @@ def check_common(run: Run, setup: Setup) -> tuple[dict[str, Any], dict[str, Any]
         i for i, m in enumerate(run.messages)
         if m.get("method") == "session/update" and m["params"]["update"] in done)
 
-    [prompt] = run.requests("session/prompt")
+    prompt = run.one(run.requests("session/prompt"), "session/prompt")
     assert run.answer(prompt)["result"]["stopReason"] == "end_turn"
     assert "I changed line two." in "".join(
         u["content"]["text"] for u in run.updates("agent_message_chunk"))
@@ -213,7 +222,7 @@ def test_an_approved_edit_reaches_the_file_through_the_client(acpx: Acpx, setup:
     expected = NOTES.replace("line two", "line 2")
     assert (setup.workspace / "notes.txt").read_bytes() == expected.encode()
     # the write went through the client (its buffers and undo see it), not to disk
-    [write] = run.requests("fs/write_text_file")
+    write = run.one(run.requests("fs/write_text_file"), "fs/write_text_file")
     assert write["params"]["path"] == str(setup.workspace / "notes.txt")
     assert write["params"]["content"] == expected
     assert "error" not in run.answer(write)
