@@ -6,7 +6,8 @@ providers read their keys from the user's settings), `session/new`,
 `session/load` (replays the stored conversation), `session/list`,
 `session/prompt` (one Orchestrator turn; updates through
 channels.AcpTurnObserver), `session/cancel`, `session/set_config_option`
-(the model). Sessions live in the language server's SQLite store, with
+(the model), and the protocol's unstable `session/resume` (load without
+the replay) and `session/close`. Sessions live in the language server's SQLite store, with
 `cwd` in their metadata. Errors are JSON-RPC errors that say what to change.
 """
 
@@ -24,6 +25,7 @@ from acp.helpers import update_agent_message_text, update_available_commands
 from acp.schema import (
     AgentCapabilities,
     AuthenticateResponse,
+    CloseSessionResponse,
     EmbeddedResourceContentBlock,
     Implementation,
     InitializeResponse,
@@ -34,11 +36,14 @@ from acp.schema import (
     PromptCapabilities,
     PromptResponse,
     ResourceContentBlock,
+    ResumeSessionResponse,
     SessionCapabilities,
+    SessionCloseCapabilities,
     SessionConfigOptionSelect,
     SessionConfigSelectOption,
     SessionInfo,
     SessionListCapabilities,
+    SessionResumeCapabilities,
     SetSessionConfigOptionResponse,
     TextContentBlock,
     Usage,
@@ -98,7 +103,9 @@ class AgentlsAcpAgent:
                 prompt_capabilities=PromptCapabilities(image=False, audio=False,
                                                        embedded_context=True),
                 mcp_capabilities=McpCapabilities(http=True, sse=False),
-                session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
+                session_capabilities=SessionCapabilities(
+                    list=SessionListCapabilities(), resume=SessionResumeCapabilities(),
+                    close=SessionCloseCapabilities()),
             ),
             auth_methods=[],
             agent_info=Implementation(name="agentls", title="agentls", version=__version__),
@@ -141,6 +148,32 @@ class AgentlsAcpAgent:
             await self.link.update(session_id, update)
         self._after_answer(session_id, workspace)
         return LoadSessionResponse(config_options=self._config(workspace))
+
+    async def resume_session(self, session_id: str, cwd: str,
+                             mcp_servers: list[Any] | None = None,
+                             **kwargs: Any) -> ResumeSessionResponse:
+        """Like session/load, without replaying the conversation."""
+        workspace = self.workspace(cwd)
+        workspace.set_client_servers(_client_servers(mcp_servers))
+        await self._load(session_id)
+        self._attach(session_id, workspace)
+        self._after_answer(session_id, workspace)
+        return ResumeSessionResponse(config_options=self._config(workspace))
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
+        """The client is done with the session: its turn is cancelled and
+        its "Allow for session" answers end. The stored session stays."""
+        workspace = self._session(session_id)
+        await self.cancel(session_id)
+        task = self.turns.get(session_id)
+        if task is not None:
+            await asyncio.wait([task], timeout=SHUTDOWN_WAIT_SECONDS)
+        workspace.channels.gate.forget(session_id)
+        if workspace.orchestrator is not None:
+            await workspace.orchestrator.end_sessions("closed", [session_id])
+        self.sessions.pop(session_id, None)
+        self.commands_sent.pop(session_id, None)
+        return CloseSessionResponse()
 
     async def list_sessions(self, cwd: str | None = None, cursor: str | None = None,
                             **kwargs: Any) -> ListSessionsResponse:

@@ -37,7 +37,10 @@ async def serve(out_fd: int) -> None:
     agent = AgentlsAcpAgent(transport)
     # The SDK routes the methods the agent has; the ones it lacks (modes,
     # fork, the unstable ones) answer "method not found".
-    conn = AgentSideConnection(cast("Agent", agent), transport, listening=False)
+    # Unstable routes on: session/resume and session/close (the only
+    # unstable methods the agent has).
+    conn = AgentSideConnection(cast("Agent", agent), transport, listening=False,
+                               use_unstable_protocol=True)
     try:
         await conn.listen()
     except Exception:
