@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from acp.schema import EnvVariable, McpServerStdio, TextContentBlock
@@ -121,3 +122,40 @@ async def test_a_missing_key_names_the_setting(tmp_path: Path,
         with pytest.raises(Exception, match="apiKeyEnv") as raised:
             await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("hi")), TIMEOUT)
         assert "AGENTLS_TEST_MISSING_KEY" in str(raised.value)
+
+
+async def test_deletes_and_renames_happen_on_disk_after_the_gate(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "old.py").write_text("a = 1\n")
+    (workspace / "gone.py").write_text("b = 2\n")
+    (workspace / "kept.py").write_text("c = 3\n")
+    settings, _ = scripted_settings(tmp_path, [
+        {"tool_calls": [{"name": "rename_file", "arguments": {"path": "old.py",
+                                                               "new_path": "new.py"},
+                         "id": "m1"}]},
+        {"tool_calls": [{"name": "delete_file", "arguments": {"path": "gone.py"}, "id": "d1"}]},
+        {"tool_calls": [{"name": "delete_file", "arguments": {"path": "kept.py"}, "id": "d2"}]},
+        {"text": "tidied"},
+    ])
+    answers = iter(["allow", "allow", "deny"])
+
+    def answer(options: list[Any]) -> str | None:
+        wanted = next(answers)
+        return next(o.option_id for o in options
+                    if (o.kind == "allow_once") == (wanted == "allow")
+                    and o.kind in ("allow_once", "reject_once"))
+
+    client = RecordingClient(answer=answer)
+    async with acp_agent(client, tmp_path, agent_env(tmp_path, settings)) as (conn, _, log):
+        await started(conn)
+        sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
+        result = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("tidy")),
+                                        TIMEOUT)
+        assert result.stop_reason == "end_turn", log.read_text()
+    assert [a.tool_call_id for a in client.asked] == ["m1", "d1", "d2"]
+    kinds = {u.tool_call_id: u.kind for u in client.of("tool_call", sid)}
+    assert kinds == {"m1": "move", "d1": "delete", "d2": "delete"}
+    assert sorted(p.name for p in workspace.iterdir()) == ["kept.py", "new.py"]
+    assert (workspace / "new.py").read_text() == "a = 1\n"
+    assert client.writes == []  # ACP has no delete or rename: the disk
