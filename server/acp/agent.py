@@ -194,12 +194,28 @@ class AgentlsAcpAgent:
         return SetSessionConfigOptionResponse(config_options=self._config(workspace))
 
     def _config(self, workspace: AcpWorkspace) -> list[Any]:
+        """The session's settings the client may change: the model (the
+        current one, and those the provider listed once asked)."""
         model = workspace.settings.model or ""
-        shown = model or "(the provider's default)"
+        choices = [(model, model or "(the provider's default)")]
+        choices += [(i, n) for i, n in workspace.models or [] if i != model]
         return [SessionConfigOptionSelect(
             id="model", name="Model", category="model", type="select", current_value=model,
             description=f"The model of provider {workspace.settings.provider}",
-            options=[SessionConfigSelectOption(value=model, name=shown)])]
+            options=[SessionConfigSelectOption(value=i, name=n) for i, n in choices])]
+
+    async def _send_models(self, sid: str, workspace: AcpWorkspace) -> None:
+        """The provider's models as a config_option_update, once known."""
+        from acp.schema import ConfigOptionUpdate
+
+        if workspace.models is None:
+            try:
+                await workspace.list_models()
+            except Exception as exc:  # no list: the current model stays the one choice
+                log.info("The provider did not list its models: %s", exc)
+                return
+        await self.link.update(sid, ConfigOptionUpdate(session_update="config_option_update",
+                                                       config_options=self._config(workspace)))
 
     def _attach(self, sid: str, workspace: AcpWorkspace) -> None:
         self.sessions[sid] = workspace
@@ -218,6 +234,7 @@ class AgentlsAcpAgent:
                 await answered
             await self._send_commands(sid, workspace)
             workspace.start()
+            await self._send_models(sid, workspace)
 
         task = asyncio.ensure_future(later())
         self._tasks.add(task)

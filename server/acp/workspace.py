@@ -86,6 +86,7 @@ class AcpWorkspace:
         self.host = host
         self.client_servers: dict[str, dict[str, Any]] = {}
         self.model: str | None = None  # chosen in the client
+        self.models: list[tuple[str, str]] | None = None  # (id, name) the provider lists
         self.active_session: str | None = None  # the session whose turn runs or ran last
         self._loaded: LoadedSettings | None = None
         self._provider: Provider | None = None
@@ -137,6 +138,7 @@ class AcpWorkspace:
 
     def reload(self) -> None:
         self._loaded = None
+        self.models = None
         self._agent = None
         old, self._provider = self._provider, None
         if old is not None:
@@ -148,7 +150,9 @@ class AcpWorkspace:
         """The model chosen in the client (session/set_config_option), as
         the highest-precedence setting."""
         self.model = model
+        models = self.models  # the same provider: its list stays
         self.reload()
+        self.models = models
 
     # -- the agent ------------------------------------------------------------------
     def _channels(self) -> EditorChannels:
@@ -188,6 +192,13 @@ class AcpWorkspace:
             self._agent = build_agent(self.settings, self.host.registry, self.channels,
                                       workspace_folders=[self.root], provider=self._provider)
         return self._agent
+
+    async def list_models(self, within: float = 10.0) -> list[tuple[str, str]]:
+        """(id, name) of the models the provider offers, asked once."""
+        if self.models is None:
+            found = await asyncio.wait_for(self.agent().provider.list_models(), within)
+            self.models = [(m.id, m.display_name or m.id) for m in found][:200]
+        return self.models
 
     def get_orchestrator(self) -> Orchestrator:
         agent = self.agent()

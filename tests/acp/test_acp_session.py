@@ -96,6 +96,11 @@ async def test_the_model_is_a_config_option(tmp_path: Path) -> None:
         [option] = new.config_options
         assert (option.id, option.category, option.current_value) == (
             "model", "model", "first-model")
+        # the provider's models follow the answer, as a config_option_update
+        await client.wait_for(lambda: bool(client.of("config_option_update")))
+        [listed] = client.of("config_option_update")[0].config_options
+        assert listed.current_value == "first-model"
+        assert [o.value for o in listed.options][:1] == ["first-model"]
         changed = await conn.set_config_option(config_id="model", session_id=new.session_id,
                                                value="second-model")
         assert changed.config_options[0].current_value == "second-model"
