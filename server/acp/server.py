@@ -23,6 +23,10 @@ def run() -> int:
         asyncio.run(serve(out_fd))
     except KeyboardInterrupt:
         return 130
+    except (OSError, ValueError) as exc:  # stdin or stdout is no pipe, socket or terminal
+        log.error("agentls acp needs stdin and stdout connected to the ACP client (pipes): %s",
+                  exc)
+        return 2
     return 0
 
 

@@ -164,3 +164,30 @@ async def test_deletes_and_renames_happen_on_disk_after_the_gate(tmp_path: Path)
     assert sorted(p.name for p in workspace.iterdir()) == ["kept.py", "new.py"]
     assert (workspace / "new.py").read_text() == "a = 1\n"
     assert client.writes == []  # ACP has no delete or rename: the disk
+
+
+async def test_allow_always_is_remembered_for_the_session(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "a.py").write_text("a = 1\n")
+    settings, _ = scripted_settings(tmp_path, [
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "a.py",
+                                                              "content": "a = 2\n"},
+                         "id": "e1"}]},
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "a.py",
+                                                              "content": "a = 3\n"},
+                         "id": "e2"}]},
+        {"text": "done"},
+    ])
+
+    def always(options: list[Any]) -> str | None:
+        return next(o.option_id for o in options if o.kind == "allow_always")
+
+    client = RecordingClient(answer=always)
+    async with acp_agent(client, tmp_path, agent_env(tmp_path, settings)) as (conn, _, log):
+        await started(conn)
+        sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
+        result = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("go")), TIMEOUT)
+        assert result.stop_reason == "end_turn", log.read_text()
+    assert [a.tool_call_id for a in client.asked] == ["e1"]  # "Allow for session"
+    assert (workspace / "a.py").read_text() == "a = 3\n"
