@@ -26,7 +26,6 @@ from acp.schema import (
     AgentCapabilities,
     AuthenticateResponse,
     CloseSessionResponse,
-    EmbeddedResourceContentBlock,
     Implementation,
     InitializeResponse,
     ListSessionsResponse,
@@ -35,7 +34,6 @@ from acp.schema import (
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
-    ResourceContentBlock,
     ResumeSessionResponse,
     SessionCapabilities,
     SessionCloseCapabilities,
@@ -45,7 +43,6 @@ from acp.schema import (
     SessionListCapabilities,
     SessionResumeCapabilities,
     SetSessionConfigOptionResponse,
-    TextContentBlock,
     Usage,
 )
 
@@ -53,6 +50,7 @@ from agentls import __version__
 
 from . import commands, updates
 from .channels import AcpTurnObserver, ClientLink
+from .prompt import client_servers, prompt_text, user_message
 from .workspace import AcpHost, AcpWorkspace
 
 if TYPE_CHECKING:
@@ -131,7 +129,7 @@ class AgentlsAcpAgent:
     async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None,
                           **kwargs: Any) -> NewSessionResponse:
         workspace = self.workspace(cwd)
-        workspace.set_client_servers(_client_servers(mcp_servers))
+        workspace.set_client_servers(client_servers(mcp_servers))
         sid = uuid.uuid4().hex
         await self._store(self.host.store().create_session, sid, metadata={"cwd": cwd})
         self._attach(sid, workspace)
@@ -141,7 +139,7 @@ class AgentlsAcpAgent:
     async def load_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
                            **kwargs: Any) -> LoadSessionResponse:
         workspace = self.workspace(cwd)
-        workspace.set_client_servers(_client_servers(mcp_servers))
+        workspace.set_client_servers(client_servers(mcp_servers))
         session = await self._load(session_id)
         self._attach(session_id, workspace)
         for update in updates.replay(session.messages, str(workspace.root)):
@@ -154,7 +152,7 @@ class AgentlsAcpAgent:
                              **kwargs: Any) -> ResumeSessionResponse:
         """Like session/load, without replaying the conversation."""
         workspace = self.workspace(cwd)
-        workspace.set_client_servers(_client_servers(mcp_servers))
+        workspace.set_client_servers(client_servers(mcp_servers))
         await self._load(session_id)
         self._attach(session_id, workspace)
         self._after_answer(session_id, workspace)
@@ -286,7 +284,7 @@ class AgentlsAcpAgent:
         if session_id in self.turns:
             raise _invalid(f"Session {session_id} already has a prompt running; wait for its "
                            "answer or cancel it (session/cancel).")
-        text, attachments = _prompt_text(prompt)
+        text, attachments = prompt_text(prompt)
         too_large = prompt_too_large(text + "".join(attachments),
                                      workspace.settings.session.max_prompt_chars)
         if too_large is not None:
@@ -306,7 +304,7 @@ class AgentlsAcpAgent:
                 orchestrator = workspace.get_orchestrator()
             except AgentlsError as exc:
                 raise RequestError(-32603, f"agentls: {exc}") from None
-            message = await _user_message(workspace, orchestrator.agent.enrichers, text,
+            message = await user_message(workspace, orchestrator.agent.enrichers, text,
                                           attachments)
             if session_id in self.cancel_early:
                 return PromptResponse(stop_reason="cancelled")
@@ -416,68 +414,3 @@ def _answers_session(message: dict[str, Any], sid: str) -> bool:
     if "id" not in message or not isinstance(result, dict):
         return False
     return result.get("sessionId") == sid or "sessionId" not in result
-
-
-def _prompt_text(blocks: list[Any]) -> tuple[str, list[str]]:
-    """The typed text, with file links as `@file:` mentions (read through
-    the secret-file rule), and the embedded resources as attachments."""
-    texts: list[str] = []
-    attachments: list[str] = []
-    for block in blocks:
-        if isinstance(block, TextContentBlock):
-            texts.append(block.text)
-        elif isinstance(block, ResourceContentBlock):
-            uri = block.uri
-            texts.append(f'@file:"{uri.removeprefix("file://")}"' if uri.startswith("file://")
-                         else uri)
-        elif isinstance(block, EmbeddedResourceContentBlock):
-            resource = block.resource
-            body = getattr(resource, "text", None)
-            if isinstance(body, str):
-                attachments.append(f'<resource uri="{resource.uri}">\n{body}\n</resource>')
-    return " ".join(t for t in texts if t), attachments
-
-
-async def _user_message(workspace: AcpWorkspace, enrichers: Any, text: str,
-                        attachments: list[str]) -> Any:
-    from agentls.core.prompt_enrichment import PromptDraft, PromptSources
-    from agentls.core.session_types import Message
-
-    channels = workspace.channels
-    sources = PromptSources(workspace_folders=(str(workspace.root),),
-                            documents=channels.documents)
-
-    def enrich() -> PromptDraft:
-        draft = PromptDraft(text)
-        for enricher in enrichers:
-            try:
-                draft = enricher.enrich_prompt(draft, sources)
-            except Exception:
-                log.exception("Prompt enricher %s failed; skipped",
-                              getattr(enricher, "name", enricher))
-        return draft
-
-    draft = await asyncio.to_thread(enrich) if enrichers else PromptDraft(text)
-    blocks = [*draft.attachments, *attachments]
-    if not blocks and draft.text == text:
-        return Message("user", text)
-    return Message("user", "\n\n".join([draft.text, *blocks]),
-                   {**draft.metadata, "prompt": text})
-
-
-def _client_servers(servers: list[Any] | None) -> dict[str, dict[str, Any]]:
-    """The client's MCP servers in the settings' `mcpServers` shape."""
-    found: dict[str, dict[str, Any]] = {}
-    for server in servers or []:
-        name = getattr(server, "name", "")
-        if not name:
-            continue
-        if getattr(server, "command", None):
-            found[name] = {"command": server.command, "args": list(server.args),
-                           "env": {e.name: e.value for e in server.env}}
-        elif getattr(server, "url", None) and getattr(server, "type", "") == "http":
-            found[name] = {"url": server.url,
-                           "headers": {h.name: h.value for h in server.headers}}
-        else:
-            log.warning("MCP server %s: only stdio and http servers are supported", name)
-    return found

@@ -191,3 +191,33 @@ async def test_allow_always_is_remembered_for_the_session(tmp_path: Path) -> Non
         assert result.stop_reason == "end_turn", log.read_text()
     assert [a.tool_call_id for a in client.asked] == ["e1"]  # "Allow for session"
     assert (workspace / "a.py").read_text() == "a = 3\n"
+
+
+async def test_resource_links_are_mentions_and_secrets_stay_out(tmp_path: Path) -> None:
+    from acp.schema import (
+        EmbeddedResourceContentBlock,
+        ResourceContentBlock,
+        TextResourceContents,
+    )
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "a b.py").write_text("MARKER_TEXT = 1\n")
+    (workspace / ".env").write_text("TOKEN=do-not-send\n")
+    settings, record = scripted_settings(tmp_path, [{"text": "ok"}])
+    client = RecordingClient()
+    async with acp_agent(client, tmp_path, agent_env(tmp_path, settings)) as (conn, _, log):
+        await started(conn)
+        sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
+        result = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[
+            TextContentBlock(type="text", text="look at"),
+            ResourceContentBlock(type="resource_link", uri=(workspace / "a b.py").as_uri(),
+                                 name="a b.py"),
+            ResourceContentBlock(type="resource_link", uri=(workspace / ".env").as_uri(),
+                                 name=".env"),
+            EmbeddedResourceContentBlock(type="resource", resource=TextResourceContents(
+                uri="file:///elsewhere/notes.txt", text="EMBEDDED_TEXT"))]), TIMEOUT)
+        assert result.stop_reason == "end_turn", log.read_text()
+    sent = str(recorded(record)[0]["messages"][-1])
+    assert "MARKER_TEXT" in sent and "EMBEDDED_TEXT" in sent
+    assert "do-not-send" not in sent and "may hold secrets" in sent
