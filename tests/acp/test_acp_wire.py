@@ -218,3 +218,36 @@ async def test_bad_cwd_resume_and_close(tmp_path: Path) -> None:
         assert (await agent.answer(8))["result"]["stopReason"] == "end_turn"
     finally:
         assert await agent.close() == 0
+
+
+NOISY_SITECUSTOMIZE = '''
+import os, sys, threading, time
+
+def _noise():
+    # once the agent has claimed stdout (agentls.acp.agent is imported after that)
+    while "agentls.acp.agent" not in sys.modules:
+        time.sleep(0.01)
+    for _ in range(40):
+        print("NOISE from print()", flush=True)
+        os.write(1, b"RAW NOISE on fd 1\\n")
+        time.sleep(0.02)
+
+threading.Thread(target=_noise, daemon=True).start()
+'''
+
+
+async def test_stray_writes_to_stdout_never_reach_the_client(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(NOISY_SITECUSTOMIZE)
+    env = agent_env(tmp_path, PYTHONPATH=str(site))
+    agent = await RawAgent.start(tmp_path, env)
+    try:
+        for ident in range(1, 30):
+            await agent.send(request(ident, "session/list", {}))
+            assert "sessions" in (await agent.answer(ident))["result"]
+            await asyncio.sleep(0.05)
+    finally:
+        assert await agent.close() == 0
+    # every line was JSON-RPC (RawAgent.receive asserts it); the noise went to stderr
+    assert b"NOISE" in (tmp_path / "agent-stderr.log").read_bytes()
