@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from acp.schema import TextContentBlock
@@ -237,3 +238,34 @@ async def test_a_commands_output_streams_while_it_runs(tmp_path: Path, workspace
         result = await asyncio.wait_for(turn, TIMEOUT)
         assert result.stop_reason == "end_turn", log.read_text()
     assert "first line\nsecond line" in live()[-1]
+
+
+async def test_cancel_while_a_question_waits(tmp_path: Path, workspace: Path) -> None:
+    """A client that never answers the question: session/cancel still ends
+    the turn (cancelled), nothing is written."""
+    settings, _ = scripted_settings(tmp_path, [
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "a.py",
+                                                              "content": "late\n"},
+                         "id": "q1"}]},
+        {"text": "after"},
+    ])
+    never = asyncio.Event()
+
+    class Silent(RecordingClient):
+        async def request_permission(self, options: Any, session_id: str, tool_call: Any,
+                                     **kwargs: Any) -> Any:
+            self.asked.append(tool_call.tool_call_id)  # type: ignore[arg-type]
+            self._changed()
+            await never.wait()  # the user walked away
+
+    client = Silent()
+    async with acp_agent(client, tmp_path, agent_env(tmp_path, settings)) as (conn, _, log):
+        await started(conn)
+        sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
+        turn = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=text("go")))
+        await client.wait_for(lambda: bool(client.asked))
+        await conn.cancel(session_id=sid)
+        result = await asyncio.wait_for(turn, TIMEOUT)
+        assert result.stop_reason == "cancelled", log.read_text()
+    assert (workspace / "a.py").read_text() == "x = 1\n"
+    assert client.writes == []
