@@ -311,12 +311,27 @@ class AgentlsAcpAgent:
             observer = AcpTurnObserver(self.link, str(workspace.root))
             result = await orchestrator.run_turn(session, message, observer=observer)
             await self._send_usage(session_id, orchestrator, result)
+            if not session.messages:  # the first prompt names the session
+                await self._send_title(session_id, message)
             await observer.drain()
         finally:
             self.turns.pop(session_id, None)
             self.link.current_calls.pop(session_id, None)
         await self._send_commands(session_id, workspace)
         return _response(result)
+
+    async def _send_title(self, sid: str, message: Any) -> None:
+        from datetime import UTC, datetime
+
+        from acp.schema import SessionInfoUpdate
+
+        from agentls.core.session_rows import title_from
+
+        title = title_from(message)
+        if title:
+            now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+            await self.link.update(sid, SessionInfoUpdate(
+                session_update="session_info_update", title=title, updated_at=now))
 
     async def _send_usage(self, sid: str, orchestrator: Any, result: Any) -> None:
         """`usage_update`: how full the model's context window is after the

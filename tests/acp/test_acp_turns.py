@@ -95,6 +95,8 @@ async def test_a_turn_reads_edits_and_runs_through_the_client(tmp_path: Path,
     assert client.writes == [(str(workspace / "a.py"), "x = 2\n")]
     assert str(workspace / "a.py") in client.reads
     assert (workspace / "a.py").read_text() == "x = 2\n"
+    # the first prompt names the session
+    assert [u.title for u in client.of("session_info_update", sid)] == ["fix a.py"]
     # how full the context window is, after the turn
     [usage] = client.of("usage_update", sid)
     assert usage.size == 32768 and usage.used > 0  # the scripted provider's window
