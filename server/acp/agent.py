@@ -361,6 +361,14 @@ class AgentlsAcpAgent:
             text = await commands.run_command(workspace, session, name, rest)
         except (ValueError, AgentlsError) as exc:
             text = f"/{name}: {exc}"
+        except asyncio.CancelledError:
+            # session/cancel during /compact (the orchestrator cancels this
+            # task): still an answer, as for a turn.
+            task = asyncio.current_task()
+            if task is None or session.session_id not in self.cancel_early:
+                raise
+            task.uncancel()
+            return PromptResponse(stop_reason="cancelled")
         await self.link.update(session.session_id, update_agent_message_text(text))
         return PromptResponse(stop_reason="end_turn")
 

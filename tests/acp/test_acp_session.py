@@ -221,3 +221,29 @@ async def test_resource_links_are_mentions_and_secrets_stay_out(tmp_path: Path) 
     sent = str(recorded(record)[0]["messages"][-1])
     assert "MARKER_TEXT" in sent and "EMBEDDED_TEXT" in sent
     assert "do-not-send" not in sent and "may hold secrets" in sent
+
+
+async def test_compact_runs_and_can_be_cancelled(tmp_path: Path) -> None:
+    settings, _ = scripted_settings(tmp_path, [
+        {"text": "first answer"},
+        {"text": "second answer"},
+        {"text": "A summary of the talk."},  # the compaction's model call
+        {"text": "third answer"},
+        {"stall": True},  # the second compaction waits for the cancel
+    ])
+    client = RecordingClient()
+    async with acp_agent(client, tmp_path, agent_env(tmp_path, settings)) as (conn, _, log):
+        await started(conn)
+        sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+        for prompt in ("one", "two"):
+            await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text(prompt)), TIMEOUT)
+        done = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("/compact")),
+                                      TIMEOUT)
+        assert done.stop_reason == "end_turn", log.read_text()
+        assert "A summary of the talk." in client.text(sid)
+        await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("three")), TIMEOUT)
+        turn = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=text("/compact")))
+        record_lines = tmp_path / "script.jsonl"
+        await client.wait_for(lambda: len(record_lines.read_text().splitlines()) == 5)
+        await conn.cancel(session_id=sid)
+        assert (await asyncio.wait_for(turn, TIMEOUT)).stop_reason == "cancelled"
