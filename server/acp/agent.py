@@ -6,7 +6,8 @@ providers read their keys from the user's settings), `session/new`,
 `session/load` (replays the stored conversation), `session/list`,
 `session/prompt` (one Orchestrator turn; updates through
 channels.AcpTurnObserver), `session/cancel`, `session/set_config_option`
-(the model). Sessions live in the language server's SQLite store, with
+(the model), and the protocol's unstable `session/resume` (load without
+the replay) and `session/close`. Sessions live in the language server's SQLite store, with
 `cwd` in their metadata. Errors are JSON-RPC errors that say what to change.
 """
 
@@ -24,7 +25,7 @@ from acp.helpers import update_agent_message_text, update_available_commands
 from acp.schema import (
     AgentCapabilities,
     AuthenticateResponse,
-    EmbeddedResourceContentBlock,
+    CloseSessionResponse,
     Implementation,
     InitializeResponse,
     ListSessionsResponse,
@@ -33,14 +34,15 @@ from acp.schema import (
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
-    ResourceContentBlock,
+    ResumeSessionResponse,
     SessionCapabilities,
+    SessionCloseCapabilities,
     SessionConfigOptionSelect,
     SessionConfigSelectOption,
     SessionInfo,
     SessionListCapabilities,
+    SessionResumeCapabilities,
     SetSessionConfigOptionResponse,
-    TextContentBlock,
     Usage,
 )
 
@@ -48,6 +50,7 @@ from agentls import __version__
 
 from . import commands, updates
 from .channels import AcpTurnObserver, ClientLink
+from .prompt import client_servers, prompt_text, user_message
 from .workspace import AcpHost, AcpWorkspace
 
 if TYPE_CHECKING:
@@ -98,7 +101,9 @@ class AgentlsAcpAgent:
                 prompt_capabilities=PromptCapabilities(image=False, audio=False,
                                                        embedded_context=True),
                 mcp_capabilities=McpCapabilities(http=True, sse=False),
-                session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
+                session_capabilities=SessionCapabilities(
+                    list=SessionListCapabilities(), resume=SessionResumeCapabilities(),
+                    close=SessionCloseCapabilities()),
             ),
             auth_methods=[],
             agent_info=Implementation(name="agentls", title="agentls", version=__version__),
@@ -124,7 +129,7 @@ class AgentlsAcpAgent:
     async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None,
                           **kwargs: Any) -> NewSessionResponse:
         workspace = self.workspace(cwd)
-        workspace.set_client_servers(_client_servers(mcp_servers))
+        workspace.set_client_servers(client_servers(mcp_servers))
         sid = uuid.uuid4().hex
         await self._store(self.host.store().create_session, sid, metadata={"cwd": cwd})
         self._attach(sid, workspace)
@@ -134,13 +139,39 @@ class AgentlsAcpAgent:
     async def load_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
                            **kwargs: Any) -> LoadSessionResponse:
         workspace = self.workspace(cwd)
-        workspace.set_client_servers(_client_servers(mcp_servers))
+        workspace.set_client_servers(client_servers(mcp_servers))
         session = await self._load(session_id)
         self._attach(session_id, workspace)
         for update in updates.replay(session.messages, str(workspace.root)):
             await self.link.update(session_id, update)
         self._after_answer(session_id, workspace)
         return LoadSessionResponse(config_options=self._config(workspace))
+
+    async def resume_session(self, session_id: str, cwd: str,
+                             mcp_servers: list[Any] | None = None,
+                             **kwargs: Any) -> ResumeSessionResponse:
+        """Like session/load, without replaying the conversation."""
+        workspace = self.workspace(cwd)
+        workspace.set_client_servers(client_servers(mcp_servers))
+        await self._load(session_id)
+        self._attach(session_id, workspace)
+        self._after_answer(session_id, workspace)
+        return ResumeSessionResponse(config_options=self._config(workspace))
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
+        """The client is done with the session: its turn is cancelled and
+        its "Allow for session" answers end. The stored session stays."""
+        workspace = self._session(session_id)
+        await self.cancel(session_id)
+        task = self.turns.get(session_id)
+        if task is not None:
+            await asyncio.wait([task], timeout=SHUTDOWN_WAIT_SECONDS)
+        workspace.channels.gate.forget(session_id)
+        if workspace.orchestrator is not None:
+            await workspace.orchestrator.end_sessions("closed", [session_id])
+        self.sessions.pop(session_id, None)
+        self.commands_sent.pop(session_id, None)
+        return CloseSessionResponse()
 
     async def list_sessions(self, cwd: str | None = None, cursor: str | None = None,
                             **kwargs: Any) -> ListSessionsResponse:
@@ -161,12 +192,28 @@ class AgentlsAcpAgent:
         return SetSessionConfigOptionResponse(config_options=self._config(workspace))
 
     def _config(self, workspace: AcpWorkspace) -> list[Any]:
+        """The session's settings the client may change: the model (the
+        current one, and those the provider listed once asked)."""
         model = workspace.settings.model or ""
-        shown = model or "(the provider's default)"
+        choices = [(model, model or "(the provider's default)")]
+        choices += [(i, n) for i, n in workspace.models or [] if i != model]
         return [SessionConfigOptionSelect(
             id="model", name="Model", category="model", type="select", current_value=model,
             description=f"The model of provider {workspace.settings.provider}",
-            options=[SessionConfigSelectOption(value=model, name=shown)])]
+            options=[SessionConfigSelectOption(value=i, name=n) for i, n in choices])]
+
+    async def _send_models(self, sid: str, workspace: AcpWorkspace) -> None:
+        """The provider's models as a config_option_update, once known."""
+        from acp.schema import ConfigOptionUpdate
+
+        if workspace.models is None:
+            try:
+                await workspace.list_models()
+            except Exception as exc:  # no list: the current model stays the one choice
+                log.info("The provider did not list its models: %s", exc)
+                return
+        await self.link.update(sid, ConfigOptionUpdate(session_update="config_option_update",
+                                                       config_options=self._config(workspace)))
 
     def _attach(self, sid: str, workspace: AcpWorkspace) -> None:
         self.sessions[sid] = workspace
@@ -185,6 +232,7 @@ class AgentlsAcpAgent:
                 await answered
             await self._send_commands(sid, workspace)
             workspace.start()
+            await self._send_models(sid, workspace)
 
         task = asyncio.ensure_future(later())
         self._tasks.add(task)
@@ -236,7 +284,7 @@ class AgentlsAcpAgent:
         if session_id in self.turns:
             raise _invalid(f"Session {session_id} already has a prompt running; wait for its "
                            "answer or cancel it (session/cancel).")
-        text, attachments = _prompt_text(prompt)
+        text, attachments = prompt_text(prompt)
         too_large = prompt_too_large(text + "".join(attachments),
                                      workspace.settings.session.max_prompt_chars)
         if too_large is not None:
@@ -256,19 +304,34 @@ class AgentlsAcpAgent:
                 orchestrator = workspace.get_orchestrator()
             except AgentlsError as exc:
                 raise RequestError(-32603, f"agentls: {exc}") from None
-            message = await _user_message(workspace, orchestrator.agent.enrichers, text,
+            message = await user_message(workspace, orchestrator.agent.enrichers, text,
                                           attachments)
             if session_id in self.cancel_early:
                 return PromptResponse(stop_reason="cancelled")
             observer = AcpTurnObserver(self.link, str(workspace.root))
             result = await orchestrator.run_turn(session, message, observer=observer)
             await self._send_usage(session_id, orchestrator, result)
+            if not session.messages:  # the first prompt names the session
+                await self._send_title(session_id, message)
             await observer.drain()
         finally:
             self.turns.pop(session_id, None)
             self.link.current_calls.pop(session_id, None)
         await self._send_commands(session_id, workspace)
         return _response(result)
+
+    async def _send_title(self, sid: str, message: Any) -> None:
+        from datetime import UTC, datetime
+
+        from acp.schema import SessionInfoUpdate
+
+        from agentls.core.session_rows import title_from
+
+        title = title_from(message)
+        if title:
+            now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+            await self.link.update(sid, SessionInfoUpdate(
+                session_update="session_info_update", title=title, updated_at=now))
 
     async def _send_usage(self, sid: str, orchestrator: Any, result: Any) -> None:
         """`usage_update`: how full the model's context window is after the
@@ -298,6 +361,14 @@ class AgentlsAcpAgent:
             text = await commands.run_command(workspace, session, name, rest)
         except (ValueError, AgentlsError) as exc:
             text = f"/{name}: {exc}"
+        except asyncio.CancelledError:
+            # session/cancel during /compact (the orchestrator cancels this
+            # task): still an answer, as for a turn.
+            task = asyncio.current_task()
+            if task is None or session.session_id not in self.cancel_early:
+                raise
+            task.uncancel()
+            return PromptResponse(stop_reason="cancelled")
         await self.link.update(session.session_id, update_agent_message_text(text))
         return PromptResponse(stop_reason="end_turn")
 
@@ -366,68 +437,3 @@ def _answers_session(message: dict[str, Any], sid: str) -> bool:
     if "id" not in message or not isinstance(result, dict):
         return False
     return result.get("sessionId") == sid or "sessionId" not in result
-
-
-def _prompt_text(blocks: list[Any]) -> tuple[str, list[str]]:
-    """The typed text, with file links as `@file:` mentions (read through
-    the secret-file rule), and the embedded resources as attachments."""
-    texts: list[str] = []
-    attachments: list[str] = []
-    for block in blocks:
-        if isinstance(block, TextContentBlock):
-            texts.append(block.text)
-        elif isinstance(block, ResourceContentBlock):
-            uri = block.uri
-            texts.append(f'@file:"{uri.removeprefix("file://")}"' if uri.startswith("file://")
-                         else uri)
-        elif isinstance(block, EmbeddedResourceContentBlock):
-            resource = block.resource
-            body = getattr(resource, "text", None)
-            if isinstance(body, str):
-                attachments.append(f'<resource uri="{resource.uri}">\n{body}\n</resource>')
-    return " ".join(t for t in texts if t), attachments
-
-
-async def _user_message(workspace: AcpWorkspace, enrichers: Any, text: str,
-                        attachments: list[str]) -> Any:
-    from agentls.core.prompt_enrichment import PromptDraft, PromptSources
-    from agentls.core.session_types import Message
-
-    channels = workspace.channels
-    sources = PromptSources(workspace_folders=(str(workspace.root),),
-                            documents=channels.documents)
-
-    def enrich() -> PromptDraft:
-        draft = PromptDraft(text)
-        for enricher in enrichers:
-            try:
-                draft = enricher.enrich_prompt(draft, sources)
-            except Exception:
-                log.exception("Prompt enricher %s failed; skipped",
-                              getattr(enricher, "name", enricher))
-        return draft
-
-    draft = await asyncio.to_thread(enrich) if enrichers else PromptDraft(text)
-    blocks = [*draft.attachments, *attachments]
-    if not blocks and draft.text == text:
-        return Message("user", text)
-    return Message("user", "\n\n".join([draft.text, *blocks]),
-                   {**draft.metadata, "prompt": text})
-
-
-def _client_servers(servers: list[Any] | None) -> dict[str, dict[str, Any]]:
-    """The client's MCP servers in the settings' `mcpServers` shape."""
-    found: dict[str, dict[str, Any]] = {}
-    for server in servers or []:
-        name = getattr(server, "name", "")
-        if not name:
-            continue
-        if getattr(server, "command", None):
-            found[name] = {"command": server.command, "args": list(server.args),
-                           "env": {e.name: e.value for e in server.env}}
-        elif getattr(server, "url", None) and getattr(server, "type", "") == "http":
-            found[name] = {"url": server.url,
-                           "headers": {h.name: h.value for h in server.headers}}
-        else:
-            log.warning("MCP server %s: only stdio and http servers are supported", name)
-    return found

@@ -23,6 +23,10 @@ def run() -> int:
         asyncio.run(serve(out_fd))
     except KeyboardInterrupt:
         return 130
+    except (OSError, ValueError) as exc:  # stdin or stdout is no pipe, socket or terminal
+        log.error("agentls acp needs stdin and stdout connected to the ACP client (pipes): %s",
+                  exc)
+        return 2
     return 0
 
 
@@ -37,7 +41,10 @@ async def serve(out_fd: int) -> None:
     agent = AgentlsAcpAgent(transport)
     # The SDK routes the methods the agent has; the ones it lacks (modes,
     # fork, the unstable ones) answer "method not found".
-    conn = AgentSideConnection(cast("Agent", agent), transport, listening=False)
+    # Unstable routes on: session/resume and session/close (the only
+    # unstable methods the agent has).
+    conn = AgentSideConnection(cast("Agent", agent), transport, listening=False,
+                               use_unstable_protocol=True)
     try:
         await conn.listen()
     except Exception:

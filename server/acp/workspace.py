@@ -41,23 +41,16 @@ FEATURE_STOP_SECONDS = 15.0
 
 class AcpHost:
     """What every workspace of the process shares: the environment, the
-    plugin registry, the session store (the language server's SQLite
-    database), the user's trust store and the client link."""
+    session store (the language server's SQLite database), the user's trust
+    store and the client link. Not the plugin registry: its plugins are
+    instances with state (the MCP feature owns one workspace's servers), so
+    each workspace has its own."""
 
     def __init__(self, link: ClientLink, environ: Mapping[str, str] | None = None) -> None:
         self.link = link
         self.environ: Mapping[str, str] = environ if environ is not None else os.environ
-        self._registry: PluginRegistry | None = None
         self._store: SessionStore | None = None
         self._trust: TrustStore | None = None
-
-    @property
-    def registry(self) -> PluginRegistry:
-        if self._registry is None:
-            from agentls.core.registry import PluginRegistry
-
-            self._registry = PluginRegistry.discover()
-        return self._registry
 
     def store(self) -> SessionStore:
         if self._store is None:
@@ -86,6 +79,7 @@ class AcpWorkspace:
         self.host = host
         self.client_servers: dict[str, dict[str, Any]] = {}
         self.model: str | None = None  # chosen in the client
+        self.models: list[tuple[str, str]] | None = None  # (id, name) the provider lists
         self.active_session: str | None = None  # the session whose turn runs or ran last
         self._loaded: LoadedSettings | None = None
         self._provider: Provider | None = None
@@ -94,7 +88,16 @@ class AcpWorkspace:
         self._features: dict[int, Any] = {}
         self._started = False
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._registry: PluginRegistry | None = None
         self.channels = self._channels()
+
+    @property
+    def registry(self) -> PluginRegistry:
+        if self._registry is None:
+            from agentls.core.registry import PluginRegistry
+
+            self._registry = PluginRegistry.discover()
+        return self._registry
 
     # -- settings -----------------------------------------------------------------
     @property
@@ -110,7 +113,7 @@ class AcpWorkspace:
     def _load(self) -> LoadedSettings:
         from agentls.core.settings import load_settings
 
-        names = self.host.registry.names("provider")
+        names = self.registry.names("provider")
 
         def load(init: Mapping[str, Any] | None) -> LoadedSettings:
             return load_settings(init_options=init, environ=self.host.environ,
@@ -137,6 +140,7 @@ class AcpWorkspace:
 
     def reload(self) -> None:
         self._loaded = None
+        self.models = None
         self._agent = None
         old, self._provider = self._provider, None
         if old is not None:
@@ -148,7 +152,9 @@ class AcpWorkspace:
         """The model chosen in the client (session/set_config_option), as
         the highest-precedence setting."""
         self.model = model
+        models = self.models  # the same provider: its list stays
         self.reload()
+        self.models = models
 
     # -- the agent ------------------------------------------------------------------
     def _channels(self) -> EditorChannels:
@@ -184,10 +190,17 @@ class AcpWorkspace:
             from agentls.app import build_agent, build_provider
 
             if self._provider is None:
-                self._provider = build_provider(self.settings, self.host.registry)
-            self._agent = build_agent(self.settings, self.host.registry, self.channels,
+                self._provider = build_provider(self.settings, self.registry)
+            self._agent = build_agent(self.settings, self.registry, self.channels,
                                       workspace_folders=[self.root], provider=self._provider)
         return self._agent
+
+    async def list_models(self, within: float = 10.0) -> list[tuple[str, str]]:
+        """(id, name) of the models the provider offers, asked once."""
+        if self.models is None:
+            found = await asyncio.wait_for(self.agent().provider.list_models(), within)
+            self.models = [(m.id, m.display_name or m.id) for m in found][:200]
+        return self.models
 
     def get_orchestrator(self) -> Orchestrator:
         agent = self.agent()
@@ -205,7 +218,7 @@ class AcpWorkspace:
         from agentls.app import enabled_plugins, plugin_config
 
         config = plugin_config(self.settings, [self.root])
-        return enabled_plugins("feature", self.settings, self.host.registry, config)
+        return enabled_plugins("feature", self.settings, self.registry, config)
 
     def feature_config(self) -> dict[str, Any]:
         from agentls.app import plugin_config

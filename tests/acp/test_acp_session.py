@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from acp.schema import EnvVariable, McpServerStdio, TextContentBlock
@@ -95,6 +96,11 @@ async def test_the_model_is_a_config_option(tmp_path: Path) -> None:
         [option] = new.config_options
         assert (option.id, option.category, option.current_value) == (
             "model", "model", "first-model")
+        # the provider's models follow the answer, as a config_option_update
+        await client.wait_for(lambda: bool(client.of("config_option_update")))
+        [listed] = client.of("config_option_update")[0].config_options
+        assert listed.current_value == "first-model"
+        assert [o.value for o in listed.options][:1] == ["first-model"]
         changed = await conn.set_config_option(config_id="model", session_id=new.session_id,
                                                value="second-model")
         assert changed.config_options[0].current_value == "second-model"
@@ -121,3 +127,123 @@ async def test_a_missing_key_names_the_setting(tmp_path: Path,
         with pytest.raises(Exception, match="apiKeyEnv") as raised:
             await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("hi")), TIMEOUT)
         assert "AGENTLS_TEST_MISSING_KEY" in str(raised.value)
+
+
+async def test_deletes_and_renames_happen_on_disk_after_the_gate(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "old.py").write_text("a = 1\n")
+    (workspace / "gone.py").write_text("b = 2\n")
+    (workspace / "kept.py").write_text("c = 3\n")
+    settings, _ = scripted_settings(tmp_path, [
+        {"tool_calls": [{"name": "rename_file", "arguments": {"path": "old.py",
+                                                               "new_path": "new.py"},
+                         "id": "m1"}]},
+        {"tool_calls": [{"name": "delete_file", "arguments": {"path": "gone.py"}, "id": "d1"}]},
+        {"tool_calls": [{"name": "delete_file", "arguments": {"path": "kept.py"}, "id": "d2"}]},
+        {"text": "tidied"},
+    ])
+    answers = iter(["allow", "allow", "deny"])
+
+    def answer(options: list[Any]) -> str | None:
+        wanted = next(answers)
+        return next(o.option_id for o in options
+                    if (o.kind == "allow_once") == (wanted == "allow")
+                    and o.kind in ("allow_once", "reject_once"))
+
+    client = RecordingClient(answer=answer)
+    async with acp_agent(client, tmp_path, agent_env(tmp_path, settings)) as (conn, _, log):
+        await started(conn)
+        sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
+        result = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("tidy")),
+                                        TIMEOUT)
+        assert result.stop_reason == "end_turn", log.read_text()
+    assert [a.tool_call_id for a in client.asked] == ["m1", "d1", "d2"]
+    kinds = {u.tool_call_id: u.kind for u in client.of("tool_call", sid)}
+    assert kinds == {"m1": "move", "d1": "delete", "d2": "delete"}
+    assert sorted(p.name for p in workspace.iterdir()) == ["kept.py", "new.py"]
+    assert (workspace / "new.py").read_text() == "a = 1\n"
+    assert client.writes == []  # ACP has no delete or rename: the disk
+
+
+async def test_allow_always_is_remembered_for_the_session(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "a.py").write_text("a = 1\n")
+    settings, _ = scripted_settings(tmp_path, [
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "a.py",
+                                                              "content": "a = 2\n"},
+                         "id": "e1"}]},
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "a.py",
+                                                              "content": "a = 3\n"},
+                         "id": "e2"}]},
+        {"text": "done"},
+    ])
+
+    def always(options: list[Any]) -> str | None:
+        return next(o.option_id for o in options if o.kind == "allow_always")
+
+    client = RecordingClient(answer=always)
+    async with acp_agent(client, tmp_path, agent_env(tmp_path, settings)) as (conn, _, log):
+        await started(conn)
+        sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
+        result = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("go")), TIMEOUT)
+        assert result.stop_reason == "end_turn", log.read_text()
+    assert [a.tool_call_id for a in client.asked] == ["e1"]  # "Allow for session"
+    assert (workspace / "a.py").read_text() == "a = 3\n"
+
+
+async def test_resource_links_are_mentions_and_secrets_stay_out(tmp_path: Path) -> None:
+    from acp.schema import (
+        EmbeddedResourceContentBlock,
+        ResourceContentBlock,
+        TextResourceContents,
+    )
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "a b.py").write_text("MARKER_TEXT = 1\n")
+    (workspace / ".env").write_text("TOKEN=do-not-send\n")
+    settings, record = scripted_settings(tmp_path, [{"text": "ok"}])
+    client = RecordingClient()
+    async with acp_agent(client, tmp_path, agent_env(tmp_path, settings)) as (conn, _, log):
+        await started(conn)
+        sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
+        result = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[
+            TextContentBlock(type="text", text="look at"),
+            ResourceContentBlock(type="resource_link", uri=(workspace / "a b.py").as_uri(),
+                                 name="a b.py"),
+            ResourceContentBlock(type="resource_link", uri=(workspace / ".env").as_uri(),
+                                 name=".env"),
+            EmbeddedResourceContentBlock(type="resource", resource=TextResourceContents(
+                uri="file:///elsewhere/notes.txt", text="EMBEDDED_TEXT"))]), TIMEOUT)
+        assert result.stop_reason == "end_turn", log.read_text()
+    sent = str(recorded(record)[0]["messages"][-1])
+    assert "MARKER_TEXT" in sent and "EMBEDDED_TEXT" in sent
+    assert "do-not-send" not in sent and "may hold secrets" in sent
+
+
+async def test_compact_runs_and_can_be_cancelled(tmp_path: Path) -> None:
+    settings, _ = scripted_settings(tmp_path, [
+        {"text": "first answer"},
+        {"text": "second answer"},
+        {"text": "A summary of the talk."},  # the compaction's model call
+        {"text": "third answer"},
+        {"stall": True},  # the second compaction waits for the cancel
+    ])
+    client = RecordingClient()
+    async with acp_agent(client, tmp_path, agent_env(tmp_path, settings)) as (conn, _, log):
+        await started(conn)
+        sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+        for prompt in ("one", "two"):
+            await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text(prompt)), TIMEOUT)
+        done = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("/compact")),
+                                      TIMEOUT)
+        assert done.stop_reason == "end_turn", log.read_text()
+        assert "A summary of the talk." in client.text(sid)
+        await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("three")), TIMEOUT)
+        turn = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=text("/compact")))
+        record_lines = tmp_path / "script.jsonl"
+        await client.wait_for(lambda: len(record_lines.read_text().splitlines()) == 5)
+        await conn.cancel(session_id=sid)
+        assert (await asyncio.wait_for(turn, TIMEOUT)).stop_reason == "cancelled"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from acp.schema import TextContentBlock
@@ -94,6 +95,8 @@ async def test_a_turn_reads_edits_and_runs_through_the_client(tmp_path: Path,
     assert client.writes == [(str(workspace / "a.py"), "x = 2\n")]
     assert str(workspace / "a.py") in client.reads
     assert (workspace / "a.py").read_text() == "x = 2\n"
+    # the first prompt names the session
+    assert [u.title for u in client.of("session_info_update", sid)] == ["fix a.py"]
     # how full the context window is, after the turn
     [usage] = client.of("usage_update", sid)
     assert usage.size == 32768 and usage.used > 0  # the scripted provider's window
@@ -237,3 +240,34 @@ async def test_a_commands_output_streams_while_it_runs(tmp_path: Path, workspace
         result = await asyncio.wait_for(turn, TIMEOUT)
         assert result.stop_reason == "end_turn", log.read_text()
     assert "first line\nsecond line" in live()[-1]
+
+
+async def test_cancel_while_a_question_waits(tmp_path: Path, workspace: Path) -> None:
+    """A client that never answers the question: session/cancel still ends
+    the turn (cancelled), nothing is written."""
+    settings, _ = scripted_settings(tmp_path, [
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "a.py",
+                                                              "content": "late\n"},
+                         "id": "q1"}]},
+        {"text": "after"},
+    ])
+    never = asyncio.Event()
+
+    class Silent(RecordingClient):
+        async def request_permission(self, options: Any, session_id: str, tool_call: Any,
+                                     **kwargs: Any) -> Any:
+            self.asked.append(tool_call.tool_call_id)  # type: ignore[arg-type]
+            self._changed()
+            await never.wait()  # the user walked away
+
+    client = Silent()
+    async with acp_agent(client, tmp_path, agent_env(tmp_path, settings)) as (conn, _, log):
+        await started(conn)
+        sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
+        turn = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=text("go")))
+        await client.wait_for(lambda: bool(client.asked))
+        await conn.cancel(session_id=sid)
+        result = await asyncio.wait_for(turn, TIMEOUT)
+        assert result.stop_reason == "cancelled", log.read_text()
+    assert (workspace / "a.py").read_text() == "x = 1\n"
+    assert client.writes == []

@@ -182,3 +182,72 @@ async def test_the_language_server_start_does_not_import_the_acp_sdk(tmp_path: P
                 if line.startswith("import time:")]
     assert "agentls.lsp.server" in imported  # the measurement saw the server start
     assert [m for m in imported if m == "acp" or m.startswith("acp.")] == []
+
+
+async def test_bad_cwd_resume_and_close(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    settings, _ = scripted_settings(tmp_path, [{"text": "one"}, {"text": "two"}])
+    env = agent_env(tmp_path, settings)
+    agent = await RawAgent.start(tmp_path, env)
+    try:
+        await agent.send(request(1, "initialize", {"protocolVersion": 1}))
+        caps = (await agent.answer(1))["result"]["agentCapabilities"]["sessionCapabilities"]
+        assert {"list", "resume", "close"} <= set(caps)
+        await agent.send(request(2, "session/new", {"cwd": "relative/dir", "mcpServers": []}))
+        assert "absolute" in (await agent.answer(2))["error"]["message"]
+        await agent.send(request(3, "session/new", {"cwd": str(workspace), "mcpServers": []}))
+        sid = (await agent.answer(3))["result"]["sessionId"]
+        await agent.send(request(4, "session/prompt", {
+            "sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}))
+        assert (await agent.answer(4))["result"]["stopReason"] == "end_turn"
+        await agent.send(request(5, "session/close", {"sessionId": sid}))
+        assert (await agent.answer(5))["result"] == {}
+        await agent.send(request(6, "session/prompt", {
+            "sessionId": sid, "prompt": [{"type": "text", "text": "closed?"}]}))
+        assert (await agent.answer(6))["error"]["code"] == -32602
+        replays = len(agent.messages)
+        await agent.send(request(7, "session/resume", {"sessionId": sid, "cwd": str(workspace),
+                                                       "mcpServers": []}))
+        assert "configOptions" in (await agent.answer(7))["result"]
+        # resumed without a replay of the conversation
+        assert not [m for m in agent.messages[replays:] if m.get("method") == "session/update"
+                    and m["params"]["update"]["sessionUpdate"] == "user_message_chunk"]
+        await agent.send(request(8, "session/prompt", {
+            "sessionId": sid, "prompt": [{"type": "text", "text": "again"}]}))
+        assert (await agent.answer(8))["result"]["stopReason"] == "end_turn"
+    finally:
+        assert await agent.close() == 0
+
+
+NOISY_SITECUSTOMIZE = '''
+import os, sys, threading, time
+
+def _noise():
+    # once the agent has claimed stdout (agentls.acp.agent is imported after that)
+    while "agentls.acp.agent" not in sys.modules:
+        time.sleep(0.01)
+    for _ in range(40):
+        print("NOISE from print()", flush=True)
+        os.write(1, b"RAW NOISE on fd 1\\n")
+        time.sleep(0.02)
+
+threading.Thread(target=_noise, daemon=True).start()
+'''
+
+
+async def test_stray_writes_to_stdout_never_reach_the_client(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(NOISY_SITECUSTOMIZE)
+    env = agent_env(tmp_path, PYTHONPATH=str(site))
+    agent = await RawAgent.start(tmp_path, env)
+    try:
+        for ident in range(1, 30):
+            await agent.send(request(ident, "session/list", {}))
+            assert "sessions" in (await agent.answer(ident))["result"]
+            await asyncio.sleep(0.05)
+    finally:
+        assert await agent.close() == 0
+    # every line was JSON-RPC (RawAgent.receive asserts it); the noise went to stderr
+    assert b"NOISE" in (tmp_path / "agent-stderr.log").read_bytes()
