@@ -17,4 +17,11 @@ with this front's EditorChannels (workspace.py), the core's approval gate
 asks through `session/request_permission` (channels.py), files are read
 and written through the client's `fs/*` methods when it offers them
 (files.py), and agent.py maps each ACP request onto the core.
+
+`run_command` does not use the client's `terminal/*`: a client terminal runs
+with the editor's whole environment, while run_command gives its child an
+allow-list environment (features/tools/command_env.py: no API keys, tokens
+or agent sockets) and reaps its process group. Commands run as in the
+language server; their output streams to the client as the tool call's
+content while they run (ToolContext.output).
 """

@@ -105,7 +105,12 @@ async def test_a_turn_reads_edits_and_runs_through_the_client(tmp_path: Path,
     assert "x = 1" in str(sent[1]) and "42" in str(sent[3])
 
 
-@pytest.mark.parametrize("answer", [reject, cancelled], ids=["reject", "cancelled"])
+def unoffered(options: object) -> str | None:
+    return "allow_everything_forever"  # an option id the agent never offered
+
+
+@pytest.mark.parametrize("answer", [reject, cancelled, unoffered],
+                         ids=["reject", "cancelled", "unknown-option"])
 async def test_deny_keeps_the_file_byte_identical(tmp_path: Path, workspace: Path,
                                                   answer: object) -> None:
     original = b"x = 1\r\n# caf\xc3\xa9\n"
