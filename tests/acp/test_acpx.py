@@ -333,3 +333,39 @@ def test_a_named_session_goes_on_after_the_agent_restarted(
         wait_idle(acpx, setup, "work")
         acpx_json(acpx, setup, "agentls", "sessions", "close", "work")
 
+
+
+def test_acpx_cancel_stops_the_turn_mid_stream(acpx: Acpx, setup: Setup) -> None:
+    name_agent(setup)
+    setup.responses([{"chunks": ["partial "], "stall": True}])  # streams, then waits
+    acpx_json(acpx, setup, "agentls", "sessions", "new", "--name", "stop")
+    out = setup.home.parent / "prompt.jsonl"
+    try:
+        with out.open("wb") as sink:
+            prompt = subprocess.Popen(
+                acpx.argv("--format", "json", "--ttl", "1", "--timeout", "120", "agentls",
+                          "-s", "stop", "go"),
+                cwd=setup.workspace, env=acpx_env(setup), stdin=subprocess.DEVNULL,
+                stdout=sink, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 60
+            while b"agent_message_chunk" not in out.read_bytes():  # mid-stream now
+                assert prompt.poll() is None, out.read_text()
+                assert time.monotonic() < deadline, out.read_text()
+                time.sleep(0.1)
+            acpx_json(acpx, setup, "agentls", "cancel", "-s", "stop")
+            prompt.wait(timeout=60)
+        finally:
+            if prompt.poll() is None:
+                prompt.kill()
+        messages = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+        cancel = [m for m in messages if m.get("method") == "session/cancel"]
+        assert cancel, messages
+        [asked] = [m for m in messages if m.get("method") == "session/prompt"]
+        answers = [m for m in messages if m.get("id") == asked["id"] and "result" in m
+                   and "stopReason" in m["result"]]
+        assert [a["result"]["stopReason"] for a in answers] == ["cancelled"], messages
+        assert messages.index(cancel[0]) < messages.index(answers[0])
+    finally:
+        wait_idle(acpx, setup, "stop")
+        acpx_json(acpx, setup, "agentls", "sessions", "close", "stop")
