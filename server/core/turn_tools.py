@@ -148,6 +148,7 @@ async def _clear_tool_call(turn: ToolCalls, call: ToolCall, *, approved: bool = 
         return failed(call, refused.message, refused.code), False
     question = replace(question, need=need)
     answer = decide(core.hooks.approval_policies, question)
+    await turn.observer.on_tool_need(turn.sid, call.id or "", call.tool, need)
 
     async def announce(request: ApprovalRequest) -> None:
         await turn.emit(events.APPROVAL_REQUIRED,
@@ -170,7 +171,11 @@ async def _clear_tool_call(turn: ToolCalls, call: ToolCall, *, approved: bool = 
     editor = context.editor
     if clearance.confirm_in_editor and editor is not None:
         editor = ConfirmingEditor(editor)
-    context = replace(context, need=need, editor=editor)
+
+    async def output(text: str) -> None:
+        await turn.observer.on_tool_output(turn.sid, call.id or "", text)
+
+    context = replace(context, need=need, editor=editor, output=output)
     if turn.checkpoints is not None:  # file edits store the files first
         context = turn.checkpoints.wrap(context)
     return await core.tools.execute(call, context), True
