@@ -64,6 +64,7 @@ log = logging.getLogger("agentls.acp.agent")
 
 LIST_PAGE = 100
 SHUTDOWN_WAIT_SECONDS = 8.0
+MODELS_IN_ANSWER_SECONDS = 2.0  # how long session/new waits for the provider's model list
 
 
 def _invalid(message: str) -> RequestError:
@@ -133,6 +134,7 @@ class AgentlsAcpAgent:
         sid = uuid.uuid4().hex
         await self._store(self.host.store().create_session, sid, metadata={"cwd": cwd})
         self._attach(sid, workspace)
+        await self._models_briefly(workspace)
         self._after_answer(sid, workspace)
         return NewSessionResponse(session_id=sid, config_options=self._config(workspace))
 
@@ -195,12 +197,26 @@ class AgentlsAcpAgent:
         """The session's settings the client may change: the model (the
         current one, and those the provider listed once asked)."""
         model = workspace.settings.model or ""
-        choices = [(model, model or "(the provider's default)")]
-        choices += [(i, n) for i, n in workspace.models or [] if i != model]
+        listed = dict(workspace.models or [])
+        choices = [(model, listed.get(model) or model or "(the provider's default)")]
+        choices += [(i, n) for i, n in listed.items() if i != model]
         return [SessionConfigOptionSelect(
             id="model", name="Model", category="model", type="select", current_value=model,
             description=f"The model of provider {workspace.settings.provider}",
             options=[SessionConfigSelectOption(value=i, name=n) for i, n in choices])]
+
+    async def _models_briefly(self, workspace: AcpWorkspace) -> None:
+        """The provider's models in the session/new answer when they come
+        quickly (the embedded catalog, a local server): clients such as
+        acpx check `--model X` against that answer's options. A slow or
+        failing provider is not waited for; its list follows as a
+        config_option_update."""
+        if workspace.models is not None:
+            return
+        try:
+            await workspace.list_models(within=MODELS_IN_ANSWER_SECONDS)
+        except Exception as exc:  # the update after the answer tries again
+            log.info("The provider's models are not in the session/new answer: %s", exc)
 
     async def _send_models(self, sid: str, workspace: AcpWorkspace) -> None:
         """The provider's models as a config_option_update, once known."""

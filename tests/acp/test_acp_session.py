@@ -96,6 +96,10 @@ async def test_the_model_is_a_config_option(tmp_path: Path) -> None:
         [option] = new.config_options
         assert (option.id, option.category, option.current_value) == (
             "model", "model", "first-model")
+        # the provider answers quickly: its models are in the answer itself
+        # (acpx checks `--model X` against them)
+        assert [(o.value, o.name) for o in option.options] == [
+            ("first-model", "Scripted model")], option.options
         # the provider's models follow the answer, as a config_option_update
         await client.wait_for(lambda: bool(client.of("config_option_update")))
         [listed] = client.of("config_option_update")[0].config_options
