@@ -47,6 +47,7 @@ from acp.schema import (
 )
 
 from agentls import __version__
+from agentls.core.turn_endings import ended_with_explanation
 
 from . import commands, updates
 from .channels import AcpTurnObserver, ClientLink
@@ -426,6 +427,10 @@ def _response(result: Any) -> PromptResponse:
         code = str(error.get("code") or "")
         if code == "max_iterations":
             return PromptResponse(stop_reason="max_turn_requests", usage=tokens)
+        if ended_with_explanation(result.messages):
+            # The client showed agentls's explanation (repeated or malformed
+            # calls, an empty reply) as the answer: the turn ended, no error.
+            return PromptResponse(stop_reason="end_turn", usage=tokens)
         raise RequestError(-32603, f"agentls: {error.get('message') or 'the turn failed'}",
                            {"code": code or "failed"})
     return PromptResponse(stop_reason="end_turn", usage=tokens)

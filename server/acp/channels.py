@@ -60,6 +60,9 @@ class ClientLink:
     current_calls: dict[str, str] = field(default_factory=dict)
     # The session the user last prompted (notices and trust questions go there).
     last_session: str | None = None
+    # session id -> agentls's explanation just sent as the answer (a notice
+    # with the same text would only repeat it)
+    explained: dict[str, str] = field(default_factory=dict)
 
     async def update(self, session_id: str, update: Any) -> None:
         """One `session/update`; a client that is gone is logged, not raised."""
@@ -122,6 +125,8 @@ class AcpDisplayChannel:
         if sid is None:
             log.log(logging.WARNING if level != "info" else logging.INFO, "%s", message)
             return
+        if self.link.explained.pop(sid, None) == message:
+            return  # the client already shows it as the turn's answer
         await self.link.update(sid, updates.notice(message, level))
 
 
@@ -148,6 +153,8 @@ class AcpTurnObserver(TurnObserver):
         if message.role == "assistant" and index not in self.streamed:
             for update in updates.assistant_text(message):
                 await self.link.update(session_id, update)
+            if (message.metadata or {}).get("source") == "agentls":
+                self.link.explained[session_id] = message.content
         for update in updates.message_calls(message, self.root):
             await self.link.update(session_id, update)
         if message.role == "tool" and message.tool_call_id is not None:

@@ -23,6 +23,7 @@ from .session_types import Message
 __all__ = [
     "TurnStop",
     "empty_reply_text",
+    "ended_with_explanation",
     "explanation",
     "malformed_again_text",
     "malformed_call_note",
@@ -111,3 +112,12 @@ def malformed_messages(text: str, reason: str, model: str, *, note: bool) -> lis
 def malformed_again_text(reason: str, messages: Sequence[Message]) -> str:
     return (f"I stopped: the model wrote a tool call that could not be read, twice in a row "
             f"({reason}). {tool_summary(messages)} {_ADVICE}")
+
+
+def ended_with_explanation(messages: Sequence[Message]) -> bool:
+    """The turn's last message is agentls's own explanation (an empty reply,
+    repeated or malformed calls, the iteration limit): the user has read
+    what happened and what to do."""
+    last = messages[-1] if messages else None
+    return last is not None and last.role == "assistant" and (
+        (last.metadata or {}).get("source") == "agentls")

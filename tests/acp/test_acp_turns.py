@@ -276,3 +276,18 @@ async def test_cancel_while_a_question_waits(tmp_path: Path, workspace: Path) ->
         assert result.stop_reason == "cancelled", log.read_text()
     assert (workspace / "a.py").read_text() == "x = 1\n"
     assert client.writes == []
+
+
+async def test_an_explained_end_is_a_turn_not_an_error(tmp_path: Path, workspace: Path) -> None:
+    # The model answers nothing: agentls's explanation is the answer the
+    # client shows, and the prompt ends end_turn (not a JSON-RPC error).
+    settings, _ = scripted_settings(tmp_path, [{"text": ""}])
+    client = RecordingClient()
+    async with acp_agent(client, tmp_path, agent_env(tmp_path, settings)) as (conn, _, log):
+        await started(conn)
+        sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
+        result = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("go")),
+                                        TIMEOUT)
+        assert result.stop_reason == "end_turn", log.read_text()
+        shown = client.text(sid)
+        assert shown.count("The model ended its reply without an answer") == 1, shown
