@@ -267,6 +267,28 @@ MULTI_LINE_CASES = [
         "    return 1\n    return 0",
     ),
     (
+        "indentation written again in an opened block's body is dropped",
+        "def f(text):\n    for c in text:\n        if c == ' ':\n            █\n",
+        "    out += '-'\n        else:\n            out += c",
+        "out += '-'\n        else:\n            out += c",
+    ),
+    (
+        # Seen on HumanEval/9: a single-line fill went on with a line the
+        # suffix has after its else branch.
+        "stops at a line the suffix has a few lines further down",
+        "def maxes(numbers):\n    result = []\n    for n in numbers:\n        if not result:\n"
+        "            █\n        else:\n            running_max = max(running_max, n)\n\n"
+        "        result.append(running_max)\n    return result\n",
+        "running_max = n\n\n        result.append(running_max)\n    return result",
+        "running_max = n",
+    ),
+    (
+        "a short line further down the suffix is no repeat",
+        "def f(x):\n    █\n    if x:\n        pass\n    else:\n        pass\n",
+        "if not x:\n        x = 1\n    else:\n        x = 2",
+        "if not x:\n        x = 1\n    else:\n        x = 2",
+    ),
+    (
         "end-of-fill token written out as text",
         "def double(x):\n    █\n",
         "y = x * 2\n    return y<|endoftext|>\n# unrelated\nprint(1)",

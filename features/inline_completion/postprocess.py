@@ -49,6 +49,8 @@ _END_TOKENS = re.compile(
     "|<\uff5cend\u2581of\u2581sentence\uff5c>"
 )
 _SUFFIX_SCAN_LINES = 60  # how far after the cursor the code that follows is looked for
+_SUFFIX_REPEAT_LINES = 6  # a completion line equal to one of these suffix lines ends it
+_MIN_REPEAT_CHARS = 14  # ... if at least this long (`return False` recurs legitimately)
 
 
 def postprocess(
@@ -168,14 +170,18 @@ def trim_first_indent(text: str, ctx: CursorContext) -> str:
     """On a line blank up to the cursor, a fill that starts with more
     indentation (the model wrote the line's indentation again: "    while x:"
     after the cursor at column 4) cannot go deeper than the line before,
-    unless that line opens a block: the excess is dropped, the later lines
-    are left as written."""
+    nor deeper than the cursor when that line opens a block and the cursor
+    is already in its body: the excess is dropped, the later lines are left
+    as written."""
     if ctx.line_prefix.strip() or text[:1] not in (" ", "\t"):
         return text
     previous = next((line for line in reversed(ctx.prefix.split("\n")[:-1][-50:])
                      if line.strip()), None)
-    if previous is None or previous.rstrip().endswith(_BLOCK_OPENERS):
+    if previous is None:
         return text
+    if previous.rstrip().endswith(_BLOCK_OPENERS):
+        # The cursor already stands deeper than the opener: that is the body.
+        return text.lstrip(" \t") if _width(ctx.line_prefix) > _width(previous) else text
     if _width(ctx.line_prefix + text) <= _width(previous):
         return text
     indent = previous[: len(previous) - len(previous.lstrip(" \t"))]
@@ -246,16 +252,22 @@ def cut_at_block_end(text: str, ctx: CursorContext) -> str:
 
 def cut_suffix_repeat(text: str, ctx: CursorContext) -> str:
     """Stop before the completion reaches the code after the cursor: the
-    first line equal to the next non-blank line of the suffix."""
-    following = ctx.suffix.split("\n", 12)[1:12]
-    target = next((line.rstrip() for line in following if line.strip()), None)
-    if target is None:
+    first line equal to the next non-blank line of the suffix, or to one of
+    the few after it (a model that skips a branch and writes the function's
+    `return` again); short lines (`else:`, `return 0`) and lines the code
+    before the cursor also has count only as the next line."""
+    following = [line.rstrip() for line in ctx.suffix.split("\n", 40)[1:40] if line.strip()]
+    if not following:
         return text
+    target, later = following[0], set(following[1:_SUFFIX_REPEAT_LINES])
+    later -= {line.rstrip() for line in ctx.prefix[-4000:].split("\n")}
     lines = text.split("\n")
     if (ctx.line_prefix + lines[0]).rstrip() == target and not ctx.line_suffix.strip():
         return ""
     for index in range(1, len(lines)):
-        if lines[index].strip() and lines[index].rstrip() == target:
+        line = lines[index].rstrip()
+        if line.strip() and (line == target
+                             or (len(line.strip()) >= _MIN_REPEAT_CHARS and line in later)):
             return "\n".join(lines[:index])
     return text
 
