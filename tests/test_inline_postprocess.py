@@ -289,6 +289,14 @@ MULTI_LINE_CASES = [
         "if not x:\n        x = 1\n    else:\n        x = 2",
     ),
     (
+        # Seen on HumanEval/77 against llama-server: the first line again.
+        "the first line repeated at the cursor's indentation is a loop",
+        "def iscube(a):\n    █\n",
+        "return round(abs(a) ** (1 / 3)) ** 3 == abs(a)\n"
+        "    return round(abs(a) ** (1 / 3)) ** 3 == abs(a)",
+        "return round(abs(a) ** (1 / 3)) ** 3 == abs(a)",
+    ),
+    (
         "end-of-fill token written out as text",
         "def double(x):\n    █\n",
         "y = x * 2\n    return y<|endoftext|>\n# unrelated\nprint(1)",

@@ -74,7 +74,7 @@ def postprocess(
             text = text[: text.rstrip("\n").rfind("\n")]
         text = cut_at_block_end(text, ctx)
         text = cut_suffix_repeat(text, ctx)
-        text = cut_repeated_lines(text)
+        text = cut_repeated_lines(text, ctx.line_prefix)
         text = cut_unbalanced(text, ctx)
     text = text.rstrip()
     if not text.strip():
@@ -272,14 +272,17 @@ def cut_suffix_repeat(text: str, ctx: CursorContext) -> str:
     return text
 
 
-def cut_repeated_lines(text: str) -> str:
+def cut_repeated_lines(text: str, line_prefix: str = "") -> str:
     """Stop where the model starts to loop: a line equal to the one before
     (indentation included: `return False` closing two blocks is no loop),
-    or a run of 2-4 lines repeating the run before it."""
+    or a run of 2-4 lines repeating the run before it. The first line is
+    compared as the editor shows it, after `line_prefix` (the cursor's line
+    before the cursor)."""
     lines = text.split("\n")
+    shown = [line_prefix + lines[0], *lines[1:]]
     for index in range(1, len(lines)):
         content = lines[index].rstrip()
-        if len(content.strip()) >= 4 and content == lines[index - 1].rstrip():
+        if len(content.strip()) >= 4 and content == shown[index - 1].rstrip():
             return "\n".join(lines[:index])
         for period in (2, 3, 4):
             if index < period or index + period > len(lines):
