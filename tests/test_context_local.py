@@ -86,7 +86,7 @@ def test_the_budget_counts_with_the_gguf_s_own_tokenizer() -> None:
     from llama_cpp import Llama
 
     from agentls.core.context import ContextManager
-    from agentls.providers.local import smollm2_path
+    from agentls.providers.local import locate_model_file
 
     provider = make_provider()
     counter = ContextManager().counter(provider, provider.default_model)
@@ -94,7 +94,8 @@ def test_the_budget_counts_with_the_gguf_s_own_tokenizer() -> None:
     assert counter.load_now() and counter.exact  # type: ignore[attr-defined]
     assert counter.name.startswith("gguf:")
     text = "def helper(value):\n    return value * 2  # 日本語 <|im_end|>\n"
-    vocab = Llama(model_path=str(smollm2_path()), vocab_only=True, verbose=False)
+    vocab = Llama(model_path=str(locate_model_file(provider.default_model)), vocab_only=True,
+                  verbose=False)
     assert counter.count(text) == len(vocab.tokenize(text.encode(), add_bos=False,
                                                      special=False))
     assert provider.token_counter("no-such-model") is None
