@@ -24,6 +24,7 @@ import importlib.metadata
 import json
 import os
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,16 @@ from agentls.core.errors import ModelError
 __all__ = ["PackagedFile", "PackagedPart", "locate_parts", "packaged_path", "verify_file"]
 
 _BLOCK = 1 << 20
+# One join or check at a time per model file in this process: the provider
+# may ask for a model's file from two threads at once (its metadata and its
+# child's start), and joining 1.1 GB twice would only cost time.
+_LOCKS: dict[str, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def _lock_for(name: str) -> threading.Lock:
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(name, threading.Lock())
 
 
 @dataclass(frozen=True)
@@ -169,6 +180,12 @@ def packaged_path(model_id: str, packaged: PackagedFile, parts: list[Path],
                   cache_dir: Path) -> Path:
     """The verified GGUF of a packaged model whose `parts` were located:
     the one part itself, or the parts joined once into the cache."""
+    with _lock_for(str(cache_dir / "models" / packaged.file_name)):
+        return _packaged_path(model_id, packaged, parts, cache_dir)
+
+
+def _packaged_path(model_id: str, packaged: PackagedFile, parts: list[Path],
+                   cache_dir: Path) -> Path:
     if len(parts) == 1:
         verify_file(model_id, packaged, parts[0], cache_dir)
         return parts[0]

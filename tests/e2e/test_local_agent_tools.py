@@ -23,6 +23,8 @@ if local.runtime_error() is not None or local.installed_parts(local.DEFAULT_CHAT
     pytest.skip(f"the local runtime or the default chat model ({local.DEFAULT_CHAT_MODEL}) is "
                 f"not installed: {local.INSTALL_COMMAND}", allow_module_level=True)
 
+pytestmark = pytest.mark.slow  # one real 1.1 GB model on the CPU (still run in CI)
+
 SECRET = "PERIWINKLE"
 
 
