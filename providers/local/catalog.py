@@ -124,7 +124,7 @@ CATALOG: dict[str, CatalogModel] = {
         files=PACKAGED[QWEN_05B],
         n_ctx=4096,
         context_window=32768,
-        use="inline completion (FIM tokens; the fast one); chat works but calls tools poorly",
+        use="inline completion (FIM tokens; the fast one); its tool calls came out malformed",
     ),
     QWEN_15B: CatalogModel(
         id=QWEN_15B,
