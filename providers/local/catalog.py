@@ -21,6 +21,7 @@ command every "not installed" error quotes.
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,7 +51,7 @@ GEMMA3_FILE = "gemma-3-270m-q4_k_m.gguf"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-def _chunks(prefix: str, count: int, name: str) -> tuple[PackagedPart, ...]:
+def _chunks(prefix: str, count: int, name: Callable[[int], str]) -> tuple[PackagedPart, ...]:
     module = prefix.replace("-", "_")
     return tuple(PackagedPart(f"{prefix}{i}", f"{module}{i}/data/{name(i)}")
                  for i in range(1, count + 1))
