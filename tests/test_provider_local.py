@@ -393,12 +393,14 @@ async def test_cancellation_stops_generation(provider: LocalProvider) -> None:
             if seen == 3:
                 assert provider.cancel_request("long-one")
     assert provider.active_requests == 0
-    # Still the same healthy child, and not busy finishing 2000 tokens
-    # (~40 s): the next request is answered at once.
+    # Still the same healthy child, and not busy finishing 2000 tokens: the
+    # default chat model (Qwen2.5-Coder 1.5B since issue 21) decodes 3-8
+    # tokens/s on a 2-core machine, so finishing them would take 4-10 min;
+    # the next short answer comes well before that (here: 24 s at load 11).
     started = time.monotonic()
     response = await provider.complete(HELLO, options=CompletionOptions(max_tokens=4))
     assert response.content
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 120
     assert provider.child_pids()[QWEN_15B] == pid
 
 
