@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from .tasks import Task
 
@@ -45,7 +45,7 @@ class LspProcess:
 
     @classmethod
     async def start(cls, command: Sequence[str], env: Mapping[str, str] | None = None
-                    ) -> LspProcess:
+                    ) -> Self:
         proc = await asyncio.create_subprocess_exec(
             *command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL, env=dict(env) if env is not None else None,
