@@ -122,6 +122,25 @@ def test_a_call_the_server_could_not_parse_counts_as_invalid() -> None:
     assert (metrics["tool_calls"], metrics["valid_calls"], metrics["unparsed_calls"]) == (1, 0, 1)
 
 
+def test_malformed_calls_kept_as_text_and_agentls_own_ending() -> None:
+    bad = '<tool_call>\n{"name": "edit_file", "arguments": {"path": "a.py",\n</tool_call>'
+    messages = [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": bad, "metadata": {"malformed_tool_call": "bad JSON"}},
+        {"role": "system", "content": "That call could not be read", "metadata": {
+            "tool_error": True}},
+        {"role": "assistant", "content": bad, "metadata": {"malformed_tool_call": "bad JSON"}},
+        {"role": "assistant", "content": "agentls stopped the turn: ...",
+         "metadata": {"source": "agentls", "explanation": "invalid_response"}},
+    ]
+    result = {"status": "failed", "error": {"code": "invalid_response",
+                                            "message": "a tool call that could not be read"}}
+    metrics = turn_metrics(messages, result)
+    assert (metrics["model_calls"], metrics["tool_calls"], metrics["unparsed_calls"]) == (2, 2, 2)
+    assert metrics["valid_calls"] == 0 and metrics["text_calls"] == 0
+    assert metrics["answer"] == ""
+
+
 def test_text_calls_finds_json_calls_and_tags_but_not_other_json() -> None:
     assert text_calls('{"name": "read_file", "arguments": {"path": "x"}}') == 1
     assert text_calls('[{"name": "a", "parameters": {}}, {"name": "b", "arguments": {}}]') == 2

@@ -8,12 +8,17 @@ Tool calls are counted three ways:
   not found, an `old_string` not in the file);
 - *invalid*: parsed, but the tool does not exist or refused its arguments
   (error codes `unknown_tool`, `invalid_arguments`, `malformed*`,
-  `invalid_*`); or a call the server could not parse, which ended the turn
-  (`invalid_response` naming a tool call); or a call written as JSON in
+  `invalid_*`); or a call the server could not parse (an assistant message
+  with `metadata.malformed_tool_call`, kept as text for the model's retry;
+  without those, a turn that ended with `invalid_response` naming a tool
+  call counts one); or a call written as JSON in
   the answer's text (fenced or bare: an object with `name` and
   `arguments`, or a `<tool_call>` tag) that never ran;
 - *repeated*: valid calls identical (tool and arguments) to an earlier one
   of the same turn; counted in valid too.
+
+agentls's own closing message (`metadata.source` "agentls": why a turn
+ended early) is neither a model call nor the model's answer.
 """
 
 from __future__ import annotations
@@ -70,13 +75,19 @@ def turn_metrics(messages: Sequence[Mapping[str, Any]],
     """Counts of one turn (see the module's docstring) and its final answer."""
     calls: list[Mapping[str, Any]] = []
     seen: set[str] = set()
-    repeated = written = model_calls = 0
+    repeated = written = model_calls = malformed = 0
     answer = ""
     codes: dict[str, str] = {}  # tool_call_id -> error code
     unmatched_codes: list[str] = []
     for message in messages:
         role = message.get("role")
         metadata = message.get("metadata") or {}
+        if role == "assistant" and metadata.get("source") == "agentls":
+            continue
+        if role == "assistant" and metadata.get("malformed_tool_call"):
+            model_calls += 1
+            malformed += 1
+            continue
         if role == "assistant":
             model_calls += 1
             text = _text(message.get("content"))
@@ -101,8 +112,8 @@ def turn_metrics(messages: Sequence[Mapping[str, Any]],
     invalid_parsed = sum(_invalid(codes.get(str(c.get("id")), "")) for c in calls)
     invalid_parsed += sum(_invalid(code) for code in unmatched_codes)
     error = (result or {}).get("error") or {}
-    unparsed = int(error.get("code") == "invalid_response"
-                   and "tool call" in str(error.get("message", "")))
+    unparsed = malformed or int(error.get("code") == "invalid_response"
+                                and "tool call" in str(error.get("message", "")))
     usage = (result or {}).get("usage") or {}
     total = len(calls) + unparsed + written
     valid = len(calls) - invalid_parsed
