@@ -211,3 +211,14 @@ def test_an_edit_that_cannot_be_made_writes_nothing(tmp_path: Path) -> None:
             {"kind": "create", "uri": (tmp_path / "a.py").as_uri()}]}, tmp_path)
     assert (tmp_path / "a.py").read_text() == "one\n"
     assert not (tmp_path.parent / "escape.py").exists()
+
+
+def test_the_cli_names_a_bad_kind_or_task(capsys: pytest.CaptureFixture[str]) -> None:
+    from agentls.eval.cli import main
+
+    assert main(["--agent", "--kinds", "refactor"]) == 2
+    assert "with --agent use some of fix-test, implement" in capsys.readouterr().err
+    assert main(["--agent", "--only", "fix_mean,nope"]) == 2
+    assert "unknown agent task(s) nope" in capsys.readouterr().err
+    assert main(["--agent", "--only", "fix_mean", "--kinds", "rename"]) == 2
+    assert "no task matches" in capsys.readouterr().err
