@@ -146,10 +146,14 @@ class MentionsFeature:
         text, attachments = expand_mentions(draft.text, sources.workspace_folders, read)
         if not attachments:
             return replace(draft, text=text)
+        # The footer ("Attached: ...") names only files whose text went to the
+        # model: a withheld `.env` or a missing file is not "attached".
+        attached = [a["path"] for a in attachments if "content" in a]
+        metadata = {**draft.metadata, "mentions": attached} if attached else draft.metadata
         return replace(
             draft, text=text,
             attachments=(*draft.attachments, render_attachments(attachments)),
-            metadata={**draft.metadata, "mentions": [a["path"] for a in attachments]},
+            metadata=metadata,
         )
 
     def get_completions(self, config: dict[str, Any], text: str) -> list[dict[str, Any]]:

@@ -255,7 +255,8 @@ async def test_mentions_and_selection_are_attached_for_the_model(
         user = result["messages"][0]
         assert user["metadata"]["prompt"] == (
             "Compare with @file:notes.md and @file:../outside.txt")
-        assert user["metadata"]["mentions"] == ["notes.md", "../outside.txt"]
+        # The footer names only what was attached: the outside file was refused.
+        assert user["metadata"]["mentions"] == ["notes.md"]
     sent = recorded(record)[0]["messages"][-1]
     assert sent["role"] == "user"
     content = sent["content"]

@@ -133,6 +133,9 @@ def test_mentions_in_explained_code_and_templates_do_not_attach_secrets(
         prompt = explain_prompt(lsp, uri, code)
         assert "@file:.env" in prompt  # the code carries the mention
         first = chat(lsp, prompt)
+        # The chat's "Attached:" footer (metadata.mentions) names what the
+        # model got, never the withheld .env.
+        assert first["messages"][0]["metadata"]["mentions"] == ["src/app.py"]
 
         # A workspace template replacing "explain" mentions .git/config.
         templates = workspace / ".agentls" / "templates"
