@@ -110,6 +110,7 @@ def test_calls_are_valid_invalid_repeated_or_written_as_text() -> None:
     assert metrics["tool_calls"] == 6 and metrics["text_calls"] == 1
     assert metrics["valid_calls"] == 3 and metrics["invalid_calls"] == 3
     assert metrics["repeated_calls"] == 1
+    assert metrics["call_errors"] == ["unknown_tool", "invalid_arguments", "not_found"]
     assert metrics["total_tokens"] == 100
     assert metrics["answer"].startswith("Here:")
 

@@ -109,6 +109,7 @@ def turn_metrics(messages: Sequence[Mapping[str, Any]],
                 codes[call_id] = code
             else:
                 unmatched_codes.append(code)
+    failures = [code for code in [*codes.values(), *unmatched_codes] if code]
     invalid_parsed = sum(_invalid(codes.get(str(c.get("id")), "")) for c in calls)
     invalid_parsed += sum(_invalid(code) for code in unmatched_codes)
     error = (result or {}).get("error") or {}
@@ -126,6 +127,7 @@ def turn_metrics(messages: Sequence[Mapping[str, Any]],
         "text_calls": written,
         "repeated_calls": repeated,
         "tools": [str(c.get("tool")) for c in calls],
+        "call_errors": failures,  # the error codes of the calls that failed
         "input_tokens": int(usage.get("input_tokens") or 0),
         "output_tokens": int(usage.get("output_tokens") or 0),
         "total_tokens": int(usage.get("total_tokens") or 0),
