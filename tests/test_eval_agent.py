@@ -146,6 +146,7 @@ def test_text_calls_finds_json_calls_and_tags_but_not_other_json() -> None:
     assert text_calls('{"name": "read_file", "arguments": {"path": "x"}}') == 1
     assert text_calls('[{"name": "a", "parameters": {}}, {"name": "b", "arguments": {}}]') == 2
     assert text_calls("<tool_call>\n{broken\n") == 1
+    assert text_calls('{"name": "test_a.py", "arguments": {"path": "/tmp/x", "content": "de') == 1
     assert text_calls('The config is {"port": 8080, "name": "x"} and [1, 2].') == 0
     assert text_calls("def f(): return {}") == 0
 

@@ -32,6 +32,8 @@ __all__ = ["INVALID_CODES", "text_calls", "turn_metrics"]
 
 INVALID_CODES = frozenset({"unknown_tool", "invalid_arguments"})
 _JSON_START = re.compile(r"[{\[]")
+# a call's opening even where the JSON after it is broken or cut off
+_CALL_OPENING = re.compile(r'\{\s*"name"\s*:\s*"[^"]*"\s*,\s*"(?:arguments|parameters)"\s*:')
 
 
 def _invalid(code: str) -> bool:
@@ -54,8 +56,10 @@ def _looks_like_call(value: Any) -> bool:
 
 
 def text_calls(text: str) -> int:
-    """How many tool calls `text` writes out instead of making them."""
-    count = text.count("<tool_call>")
+    """How many tool calls `text` writes out instead of making them (whole
+    JSON call objects, or openings of calls whose JSON is broken, whichever
+    finds more; plus `<tool_call>` tags)."""
+    count = 0
     decoder = json.JSONDecoder()
     index = 0
     while match := _JSON_START.search(text, index):
@@ -67,7 +71,7 @@ def text_calls(text: str) -> int:
         if _looks_like_call(value):
             count += len(value) if isinstance(value, list) else 1
         index = end
-    return count
+    return max(count, len(_CALL_OPENING.findall(text))) + text.count("<tool_call>")
 
 
 def turn_metrics(messages: Sequence[Mapping[str, Any]],
