@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
+from agentls.core.injections import SYSTEM_REMINDER, is_leading_system
 from agentls.core.models import ModelError
 from agentls.core.provider import CompletionOptions, ToolSpec
 from agentls.core.session_types import Message
@@ -20,9 +21,6 @@ from .http_provider import apply_extra, text_of, tool_result_text
 
 __all__ = ["SYSTEM_REMINDER", "apply_options", "prompt_chars", "to_anthropic_messages",
            "to_anthropic_tools"]
-
-SYSTEM_REMINDER = "<system-reminder>\n{text}\n</system-reminder>"
-
 
 def to_anthropic_messages(
     messages: Iterable[Message], *, model: str = ""
@@ -34,7 +32,7 @@ def to_anthropic_messages(
     for message in messages:
         if message.role == "system":
             text = text_of(message.content)
-            if leading and (message.metadata or {}).get("source") != "hook":
+            if is_leading_system((message.metadata or {}).get("source"), leading):
                 if text.strip():
                     system.append(text)
                 continue

@@ -17,6 +17,7 @@ A response:
 
     {"text": "Hello", "chunks": ["Hel", "lo"], "reasoning": "...",
      "tool_calls": [{"name": "read_file", "arguments": {"path": "a.py"}, "id": "c1"}],
+                   # or "raw_arguments": "{path: a.py}" (sent as written, for bad JSON)
      "usage": {"input_tokens": 10, "output_tokens": 2},
      "finish_reason": "stop", "delay": 0.01, "stall": false,
      "error": {"code": "rate_limit", "message": "slow down"}}
@@ -223,7 +224,9 @@ class ScriptedProvider(BaseProvider):
                         index=index,
                         id=str(call.get("id") or f"call_{index}"),
                         name=str(call.get("name") or call.get("tool")),
-                        arguments=json.dumps(call.get("arguments", {})),
+                        # raw_arguments: the text as sent, valid JSON or not
+                        arguments=str(call["raw_arguments"]) if "raw_arguments" in call
+                        else json.dumps(call.get("arguments", {})),
                     )
                 ]
             )

@@ -34,8 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
         "`agentls pull MODEL` downloads a local model (hf:<owner>/<repo>[:<quant>]) with a "
         "progress bar; `agentls eval --help` measures inline completions on real code.",
     )
-    parser.add_argument("command", nargs="?", choices=["serve", "check", "trust", "pull"],
-                        default="serve", help="serve (default), check, trust or pull")
+    parser.add_argument("command", nargs="?", choices=["serve", "check", "trust", "pull", "acp"],
+                        default="serve", help="serve (default), check, trust, pull or acp (the "
+                        "agent over the Agent Client Protocol on stdio, for Zed, JetBrains, "
+                        "Emacs and the Neovim agent plugins)")
     parser.add_argument("models", nargs="*", metavar="MODEL",
                         help="`pull`: models to download: hf:<owner>/<repo>[:<quant or file>] "
                         "(also a packaged model id or a .gguf path, which need no download)")
@@ -89,6 +91,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "trust":
         _configure_logging(args.log_file, "WARNING")
         return run_trust(args.workspace or Path.cwd(), assume_yes=args.yes)
+    if args.command == "acp":  # stdout is ACP's: logs go to stderr or --log-file
+        _configure_logging(args.log_file, args.log_level)
+        from agentls.acp.server import run as run_acp
+
+        return run_acp()
     _configure_logging(args.log_file, args.log_level)
     return serve(tcp=args.tcp, host=args.host, port=args.port, socket_path=args.socket,
                  token_file=args.token_file)

@@ -394,14 +394,21 @@ async def test_cancellation_during_approval_gives_pending_calls_a_result() -> No
 
 
 async def test_max_iterations_stops_the_loop() -> None:
+    # Different arguments each time: identical calls end a turn sooner
+    # (test_agent_loop.py).
     orch, provider, _ = make(
-        [{"tool_calls": [{"name": "echo", "arguments": {"text": "again"}}]}] * 5,
+        [{"tool_calls": [{"name": "echo", "arguments": {"text": f"again {i}"}}]}
+         for i in range(5)],
         limits=TurnLimits(max_iterations=3),
     )
     result = await orch.run_turn(Session("s1"), "loop forever")
     assert result.status == "failed"
     assert result.error and result.error["code"] == "max_iterations"
     assert len(provider.requests) == 3
+    # The last message says so, for the user (never a blank end).
+    last = result.messages[-1]
+    assert last.role == "assistant" and last.metadata["explanation"] == "max_iterations"
+    assert "session.maxIterations = 3" in last.content and "echo x3" in last.content
 
 
 async def test_model_error_fails_turn_and_keeps_session_valid() -> None:

@@ -30,8 +30,10 @@ calls become workspace edits"; issue 5 item 4).
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import json
+import logging
 import os
 import shlex
 import signal
@@ -44,11 +46,13 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from agentls.core.process_group import kill_process_group
-from agentls.core.tool_context import ToolContext, ToolNeed
+from agentls.core.tool_context import Progress, ToolContext, ToolNeed
 
 from .command_env import command_environment
 from .single_tool import SingleTool, ToolRefused
 from .workspace import Workspace
+
+log = logging.getLogger("agentls.tools.command")
 
 __all__ = [
     "DEFAULT_TIMEOUT_SECONDS",
@@ -110,14 +114,28 @@ class _Capture:
         )
 
 
-async def _drain(stream: asyncio.StreamReader | None, capture: _Capture) -> None:
+async def _drain(stream: asyncio.StreamReader | None, capture: _Capture,
+                 output: Progress | None = None) -> None:
+    """Read one stream into `capture`; its first STREAM_CAP_BYTES also go
+    to `output` as they arrive (the front shows them live)."""
     if stream is None:
         return
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     while True:
         data = await stream.read(_READ_CHUNK)
         if not data:
             return
         capture.add(data)
+        if output is not None and capture.total - len(data) < STREAM_CAP_BYTES:
+            try:
+                text = decoder.decode(data)
+                if text:
+                    await output(text)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a watcher's failure must not stop the capture
+                log.debug("Tool output watcher failed", exc_info=True)
+                output = None
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> bool:
@@ -205,7 +223,7 @@ class RunCommandTool(SingleTool):
         passed = ((settings.get("runCommand") or {}).get("passEnv") or []
                   if isinstance(settings, dict) else [])
         env = command_environment(os.environ, passed)
-        output = await self._run(argv, str(cwd), env, timeout)
+        output = await self._run(argv, str(cwd), env, timeout, context.output)
         output["cwd"] = workspace.relative(cwd)
         output["timeout_seconds"] = timeout
         if capped:
@@ -221,19 +239,21 @@ class RunCommandTool(SingleTool):
         return result
 
     async def _run(
-        self, argv: list[str], cwd: str, env: dict[str, str], limit: float
+        self, argv: list[str], cwd: str, env: dict[str, str], limit: float,
+        output: Progress | None = None,
     ) -> dict[str, Any]:
         posix = os.name == "posix"
         fd, report_path = tempfile.mkstemp(prefix="agentls-run-", suffix=".json")
         os.close(fd)
         try:
-            return await self._supervised(argv, cwd, env, limit, report_path, posix)
+            return await self._supervised(argv, cwd, env, limit, report_path, posix, output)
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(report_path)
 
     async def _supervised(self, argv: list[str], cwd: str, env: dict[str, str], limit: float,
-                          report_path: str, posix: bool) -> dict[str, Any]:
+                          report_path: str, posix: bool, output: Progress | None = None
+                          ) -> dict[str, Any]:
         try:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-I", str(_REAPER), report_path, "--", *argv,
@@ -255,8 +275,8 @@ class RunCommandTool(SingleTool):
 
         started = time.monotonic()
         stdout, stderr = _Capture(STREAM_CAP_BYTES), _Capture(STREAM_CAP_BYTES)
-        readers = [asyncio.create_task(_drain(proc.stdout, stdout)),
-                   asyncio.create_task(_drain(proc.stderr, stderr))]
+        readers = [asyncio.create_task(_drain(proc.stdout, stdout, output)),
+                   asyncio.create_task(_drain(proc.stderr, stderr, output))]
         waiter = asyncio.create_task(proc.wait())
         leader = asyncio.create_task(_leader_exited(proc))
         timed_out = False

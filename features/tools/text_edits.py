@@ -15,6 +15,8 @@ from typing import Any
 from agentls.core.positions import code_units
 from agentls.core.tool_context import ToolRefused
 
+from .near_match import nearest_lines
+
 __all__ = [
     "PREVIEW_MAX_CHARS",
     "PREVIEW_MAX_LINES",
@@ -241,10 +243,14 @@ def apply_string_edits(text: str, edits: list[StringEdit], shown: str = "the fil
             old, new = old.replace("\n", "\r\n"), new.replace("\r\n", "\n").replace("\n", "\r\n")
             first = text.find(old)
         if first < 0:
+            near = nearest_lines(text, old, shown)
             raise ToolRefused(
-                f"{where}old_string was not found in {shown}. Nothing was changed. Read the "
-                "file again (read_file) and copy the exact text to replace, including "
-                "whitespace and indentation.", "not_found")
+                f"{where}old_string was not found in {shown}. Nothing was changed. "
+                + (f"{near}\nCopy the exact text to replace from these lines, including "
+                   "whitespace and indentation." if near else
+                   "Nothing in the file is like it: read the file again (read_file) and copy "
+                   "the exact text to replace, including whitespace and indentation."),
+                "not_found")
         if edit.replace_all:
             text = text.replace(old, new)
             continue

@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from agentls.core.injections import SYSTEM_REMINDER, is_leading_system
 from agentls.core.models import FinishReason, ModelError, StreamChunk, ToolCallDelta
 from agentls.core.provider import ToolSpec
 from agentls.core.session_types import Message, MessageRole
@@ -54,16 +55,24 @@ def to_local_messages(messages: Iterable[Message], tools: Sequence[ToolSpec] = (
 
     Tool calls become the JSON the model is asked to write, tool results
     become user messages naming the tool, the tool instructions join the
-    system message, and consecutive messages of one role are merged (Gemma's
-    template rejects two user turns in a row).
+    leading system message (later system messages stay in place as user
+    text, so the prompt's start does not change), and consecutive messages
+    of one role are merged (Gemma's template rejects two user turns in a
+    row).
     """
     names: dict[str, str] = {}
     out: list[tuple[MessageRole, str]] = []
     system: list[str] = []
+    leading = True
     for message in messages:
         if message.role == "system":
-            system.append(_text_of(message.content))
+            text = _text_of(message.content)
+            if is_leading_system((message.metadata or {}).get("source"), leading):
+                system.append(text)
+            elif text.strip():  # in place, as chat_template.template_messages does
+                out.append(("user", SYSTEM_REMINDER.format(text=text)))
             continue
+        leading = False
         if message.role == "tool":
             call_id = message.tool_call_id or ""
             result = message.tool_result or {}

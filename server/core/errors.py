@@ -15,6 +15,7 @@ from typing import Any, Literal
 __all__ = [
     "AgentlsError",
     "FinishReason",
+    "MalformedToolCall",
     "ModelError",
     "ModelErrorCode",
     "ProviderRequestCancelled",
@@ -62,6 +63,26 @@ class ModelError(AgentlsError):
 
 def _rebuild_model_error(message: str, model: str, code: str) -> ModelError:
     return ModelError(message, model=model, code=code)
+
+
+class MalformedToolCall(ModelError):
+    """The model tried to call a tool and wrote the call so that it cannot be
+    read (not JSON, no name, arguments not an object). `text` is what it
+    wrote. The turn answers it with a tool error and gives the model one
+    retry (core/turn.py) instead of failing at once."""
+
+    def __init__(self, message: str, *, text: str, model: str = "",
+                 reason: str = "") -> None:
+        super().__init__(message, model=model, code="invalid_response")
+        self.text = text
+        self.reason = reason or message
+
+    def __reduce__(self) -> Any:
+        return (_rebuild_malformed, (self.message, self.text, self.model, self.reason))
+
+
+def _rebuild_malformed(message: str, text: str, model: str, reason: str) -> MalformedToolCall:
+    return MalformedToolCall(message, text=text, model=model, reason=reason)
 
 
 class ProviderRequestCancelled(RuntimeError):

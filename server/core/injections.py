@@ -14,7 +14,21 @@ from dataclasses import dataclass
 
 from .models import AgentlsError
 
-__all__ = ["InjectionBudget", "InjectionLimits", "InjectionRefused", "estimate_tokens"]
+__all__ = ["SYSTEM_REMINDER", "InjectionBudget", "InjectionLimits", "InjectionRefused",
+           "estimate_tokens", "is_leading_system"]
+
+# How a system-role message that is not part of the leading system prompt
+# (a hook's injection, agentls's note after a malformed tool call) reaches a
+# model whose API or chat template keeps system text at the top: as user
+# text in place, so the prompt before it stays the same (the anthropic
+# provider, and the local provider's chat templates, both do this).
+SYSTEM_REMINDER = "<system-reminder>\n{text}\n</system-reminder>"
+
+
+def is_leading_system(source: str | None, leading: bool) -> bool:
+    """Whether a system message belongs to the top system prompt: it comes
+    before any other message and a hook did not inject it."""
+    return leading and source != "hook"
 
 
 def estimate_tokens(text: str) -> int:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .session_types import Message
+    from .tool_context import ToolNeed
 
 __all__ = ["TurnObserver"]
 
@@ -23,4 +24,16 @@ class TurnObserver:
         return None
 
     async def on_progress(self, session_id: str, text: str) -> None:
+        return None
+
+    async def on_tool_need(self, session_id: str, call_id: str, tool_name: str,
+                           need: ToolNeed) -> None:
+        """A tool call's prepared need (kind, paths, the diff), known
+        before the approval gate clears it; the ACP front shows it as the
+        tool call's kind, locations and content."""
+        return None
+
+    async def on_tool_output(self, session_id: str, call_id: str, text: str) -> None:
+        """A piece of a running tool's output (a command's stdout or
+        stderr, decoded), as it arrives (ToolContext.output)."""
         return None

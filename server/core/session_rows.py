@@ -6,7 +6,7 @@ session_store.py keeps the database; this is what it writes and returns."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,6 +33,8 @@ class SessionSummary:
     updated_at: datetime
     status: SessionStatus
     message_count: int
+    # The session's stored metadata (e.g. the ACP front's `cwd`).
+    metadata: dict[str, Any] = field(default_factory=dict)
 
     def to_wire(self) -> dict[str, Any]:
         """The `agentls/sessions` entry: sessionId, title, updatedAt, status."""

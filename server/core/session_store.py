@@ -339,7 +339,8 @@ class SessionStore:
         with self._transaction("listing sessions", write=False) as conn:
             rows = conn.execute(
                 "SELECT s.session_id, s.title, s.created_at, s.updated_at, s.status,"
-                " (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.session_id)"
+                " (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.session_id),"
+                " s.metadata"
                 " FROM sessions s ORDER BY s.updated_at DESC, s.session_id DESC LIMIT ?",
                 (-1 if limit is None else limit,),
             ).fetchall()
@@ -351,8 +352,9 @@ class SessionStore:
                 updated_at=self._parse_time(updated),
                 status=self._decode_status(sid, status, created),
                 message_count=count,
+                metadata=self._decode_metadata(sid, metadata),
             )
-            for sid, title, created, updated, status, count in rows
+            for sid, title, created, updated, status, count, metadata in rows
         ]
 
     def delete(self, session_id: str) -> bool:

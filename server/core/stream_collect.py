@@ -10,7 +10,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from .errors import FinishReason, ModelError
+from .errors import FinishReason, MalformedToolCall, ModelError
 
 if TYPE_CHECKING:
     from .models import ModelResponse, StreamChunk, ToolCall
@@ -61,20 +61,24 @@ class ToolCallAccumulator:
 def _parse_arguments(raw: str, tool: str, model: str) -> dict[str, Any]:
     if not raw.strip():
         return {}
+    # MalformedToolCall: the turn answers it with a tool error and one retry.
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise ModelError(
+        raise MalformedToolCall(
             f"The model sent invalid JSON arguments for tool {tool!r}: {exc.msg} "
             f"(at char {exc.pos}): {raw[:200]!r}",
             model=model,
-            code="invalid_response",
+            text=f"{tool}({raw})",
+            reason=f"The arguments of your {tool} call are not valid JSON ({exc.msg} at "
+            f"character {exc.pos}).",
         ) from exc
     if not isinstance(value, dict):
-        raise ModelError(
+        raise MalformedToolCall(
             f"The model sent arguments for tool {tool!r} that are not a JSON object: {raw[:200]!r}",
             model=model,
-            code="invalid_response",
+            text=f"{tool}({raw})",
+            reason=f"The arguments of your {tool} call are not a JSON object.",
         )
     return value
 

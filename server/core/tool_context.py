@@ -101,6 +101,9 @@ class ToolContext:
     snapshots: DocumentLookup | None = None  # versioned, for edits
     editor: EditApplier | None = None  # applies WorkspaceEdits in the editor
     progress: Progress | None = None  # a long call reports how far it got
+    # A running tool's output as it arrives (a command's stdout and stderr),
+    # for the front to show live; None: nobody watches.
+    output: Progress | None = None
     trigger_source: str = "core"
     need: ToolNeed | None = None  # what the call was cleared for
     # Caller-supplied keys (run_turn's context), passed to seed tools as is.

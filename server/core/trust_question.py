@@ -30,7 +30,7 @@ from .question_documents import (
     QuestionDocuments,
 )
 from .trust_display import visible
-from .workspace_trust import TrustDecision, TrustStore
+from .workspace_trust import TrustDecision, TrustStore, WorkspaceTrust
 
 __all__ = [
     "MESSAGE_MAX_CHARS",
@@ -39,11 +39,14 @@ __all__ = [
     "DocumentOpener",
     "TrustAsker",
     "TrustQuestion",
+    "settings_question",
 ]
 
 log = logging.getLogger("agentls.trust")
 
 QUESTION_TIMEOUT_SECONDS = 3600.0
+TRUST = "Trust"
+DONT_TRUST = "Don't trust"
 QUESTIONS_FOLDER = "trust-questions"
 
 
@@ -133,3 +136,20 @@ class TrustAsker:
         log.info("Workspace file %s %s (sha256 %s)", question.file, answer,
                  question.digest[:12])
         return answer
+
+
+def settings_question(trust: WorkspaceTrust) -> TrustQuestion:
+    """The `.agentls.toml` question: the keys that wait for trust, whole.
+    Asked by every front (lsp/trust.py, acp/workspace.py) through its gate."""
+    count = len(trust.keys)
+    return TrustQuestion(
+        file=trust.file, digest=trust.digest, kind="settings",
+        heading=f"{visible(trust.file)} wants to set keys that can send your data or run commands:",
+        body=[f"    {line}" for line in trust.lines],
+        footer=("They are ignored until you trust this file. A file that came with a "
+                "repository can point agentls at another server with your API key, run "
+                "programs, or download and load a model. Trust this content of the file?"),
+        summary=f"{count} key{'s' if count != 1 else ''}: "
+                + ", ".join(key for key, _ in trust.keys),
+        allow_label=TRUST, refuse_label=DONT_TRUST,
+        link_target=trust.link_target, outside=trust.outside)

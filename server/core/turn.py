@@ -28,12 +28,22 @@ from typing import TYPE_CHECKING, Any, Literal
 from . import events
 from .checkpoints import TurnCheckpoints
 from .context import ContextHost, ContextOverflow, RequestPlan
+from .errors import MalformedToolCall
 from .injections import InjectionBudget
 from .models import ModelError, ModelResponse, SessionStatus, ToolCall, Usage
 from .observer import TurnObserver
 from .provider import CompletionOptions, ToolCallAccumulator
+from .repeat_calls import RepeatedCalls
 from .session_types import Message, ProviderRequestCancelled, Session
 from .stream_guard import StreamGuard, StreamStop
+from .turn_endings import (
+    TurnStop,
+    empty_reply_text,
+    explanation,
+    malformed_again_text,
+    malformed_messages,
+    max_iterations_text,
+)
 from .turn_host import TurnHost
 from .turn_tools import ToolCalls, interrupted_message
 
@@ -107,6 +117,10 @@ class Turn(ToolCalls):
         self.checkpoints: TurnCheckpoints | None = None  # set once the prompt is stored
         self.turn_start = len(session.messages)  # index of this turn's prompt
         self.plan: RequestPlan | None = None  # what the last model call was sent
+        self.repeats = RepeatedCalls()  # identical tool calls (repeat_calls.py)
+        self.stop: TurnStop | None = None  # a tool call ended the turn (turn_tools.py)
+        self.need_kind: str | None = None
+        self.malformed = False  # the last reply was a tool call that could not be read
 
     # -- the loop ------------------------------------------------------------
     async def run(self, prompt: str | Message) -> TurnResult:
@@ -138,6 +152,15 @@ class Turn(ToolCalls):
             await self.flush_injections()
             try:
                 response = await self.call_model_retrying(iteration)
+            except MalformedToolCall as exc:
+                if not self.malformed:  # one retry, with a tool error it can correct
+                    self.malformed = True
+                    await self.answer_malformed(exc)
+                    continue
+                await self.answer_malformed(exc, note=False)
+                return await self.explain_end(
+                    "malformed_tool_call", malformed_again_text(exc.reason, self.messages),
+                    {"code": "invalid_response", "message": str(exc)})
             except ModelError as exc:
                 await self.emit(
                     events.PROVIDER_ERROR,
@@ -159,23 +182,60 @@ class Turn(ToolCalls):
                     "tool_calls": len(response.tool_calls),
                 },
             )
-            await self.persist(self.assistant_message(response))
+            self.malformed = False
+            message = self.assistant_message(response)
+            if not response.tool_calls and not response.content.strip():
+                # Never a blank answer: say what happened instead.
+                text = empty_reply_text(self.messages)
+                await self.persist(explanation("empty_reply", text, message.metadata))
+                await self.notify(text, "warning")
+                return await self.finish("failed", {"code": "empty_reply", "message": text})
+            await self.persist(message)
             if not response.tool_calls:
                 return await self.finish("completed", None)
             self.unanswered = list(response.tool_calls)
             while self.unanswered:
                 await self.run_tool(self.unanswered[0])
                 self.unanswered.pop(0)
+                if self.stop is not None:
+                    return await self.stop_after_tool(self.stop)
 
         limit = core.limits.max_iterations
-        return await self.finish(
-            "failed",
+        return await self.explain_end(
+            "max_iterations", max_iterations_text(limit, self.messages),
             {
                 "code": "max_iterations",
                 "message": f"Stopped after {limit} model calls (session.maxIterations = {limit}). "
                 "Ask the agent to continue, or raise the limit.",
             },
         )
+
+    async def explain_end(self, code: str, text: str, error: dict[str, str]) -> TurnResult:
+        """End the turn as failed with agentls's explanation as its last message."""
+        await self.persist(explanation(code, text))
+        return await self.finish("failed", error)
+
+    async def stop_after_tool(self, stop: TurnStop) -> TurnResult:
+        """A tool call ended the turn: the calls after it get a result saying
+        they did not run (the session stays valid for every provider)."""
+        for call in self.unanswered:
+            await self.persist(interrupted_message(
+                call, "Not run: the turn was stopped before this call.", "stopped",
+                "Error: not run, the turn was stopped before this call."))
+        self.unanswered = []
+        await self.notify(stop.message, "warning")
+        return await self.explain_end(stop.code, stop.message,
+                                      {"code": stop.code, "message": stop.message})
+
+    async def answer_malformed(self, exc: MalformedToolCall, *, note: bool = True) -> None:
+        """Keep what the model wrote (it sees its mistake) and, with `note`,
+        tell it why the call was not run, right after it."""
+        await self.switch_block(None, len(self.session.messages), "")
+        text, self.partial_text = self.partial_text + exc.text, ""
+        await self.emit(events.PROVIDER_ERROR, {"error": str(exc), "code": exc.code,
+                                                "retrying": note})
+        for message in malformed_messages(text, exc.reason, exc.model, note=note):
+            await self.persist(message)
 
     async def call_model_retrying(self, iteration: int) -> ModelResponse:
         """call_model; a provider context_length error compacts and retries once."""

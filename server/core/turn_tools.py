@@ -9,6 +9,10 @@
     -> the tool runs with a frozen ToolContext (files checkpointed first)
     -> tool:post hooks -> the result is stored.
 
+Before all that, a call identical to an earlier one of the turn (same tool,
+same arguments; repeat_calls.py) is not run: the second gets the first
+result back with a note, the third ends the turn (`stop`).
+
 Tools never see a verdict: a call that reaches `run_tool` was cleared. When
 the editor confirms edits itself (annotation mode) the gate's clearance says
 so and the tool gets a ConfirmingEditor.
@@ -26,11 +30,13 @@ from .checkpoints import TurnCheckpoints
 from .edits import ConfirmingEditor, editor_confirms
 from .models import ToolCall, ToolResult
 from .observer import TurnObserver
+from .repeat_calls import END_AT, RepeatedCalls
 from .session_statuses import SessionStatuses
 from .session_types import Message
 from .size_caps import cap_text, cap_tool_result
 from .tool_context import ToolContext, ToolNeed, ToolRefused
 from .tools import ToolExecution, failed
+from .turn_endings import TurnStop, repeated_call_text
 from .turn_hooks import TurnHooks
 
 __all__ = ["ToolCalls", "interrupted_message", "tool_message"]
@@ -44,6 +50,10 @@ class ToolCalls(TurnHooks):
     observer: TurnObserver
     context: dict[str, Any]
     checkpoints: TurnCheckpoints | None
+    messages: list[Message]  # this turn's final messages
+    repeats: RepeatedCalls  # this turn's calls, for identical ones
+    stop: TurnStop | None  # set when the turn must end after this call
+    need_kind: str | None  # the ToolNeed kind of the call being cleared
 
     async def run_tool(self, call: ToolCall) -> None:
         """Run one tool call and store its result."""
@@ -59,7 +69,23 @@ class ToolCalls(TurnHooks):
 
 async def _run_tool(turn: ToolCalls, call: ToolCall) -> None:
     core = turn.core
+    asked = call  # as the model wrote it: what identical calls are compared by
+    again = turn.repeats.count_again(call)
+    if again is not None:
+        if again.times >= END_AT:
+            turn.stop = TurnStop("repeated_tool_call",
+                                 repeated_call_text(call, again.times, turn.messages))
+            await turn.persist(interrupted_message(
+                call, f"Not run: the same call for the {again.times}th time; the turn was "
+                "stopped.", "repeated",
+                "Error: not run, this exact call was already made twice in this turn. The turn "
+                "was stopped."))
+        else:
+            await turn.persist(tool_message(call, again.result,
+                                            again.note(call, _request(turn.messages))))
+        return
     await turn.observer.on_progress(turn.sid, f"Running {call.tool}")
+    turn.need_kind = None
     pre = await turn.hook(
         events.TOOL_PRE,
         {"tool_name": call.tool, "tool_input": dict(call.arguments), "tool_call_id": call.id},
@@ -91,9 +117,10 @@ async def _run_tool(turn: ToolCalls, call: ToolCall) -> None:
     turn.statuses.add(turn.sid, tool_invocations=1, tool_successes=int(result.success),
                       tool_failures=int(not result.success))
     limit = core.limits.max_tool_result_chars
-    await turn.persist(tool_message(
-        call, result.model_copy(update=cap_tool_result(result.model_dump(), limit)),
-        cap_text(content, limit)))
+    capped = result.model_copy(update=cap_tool_result(result.model_dump(), limit))
+    content = cap_text(content, limit)
+    turn.repeats.record(asked, capped, content, turn.need_kind)
+    await turn.persist(tool_message(call, capped, content))
 
 
 async def _clear_tool_call(turn: ToolCalls, call: ToolCall, *, approved: bool = False
@@ -108,6 +135,7 @@ async def _clear_tool_call(turn: ToolCalls, call: ToolCall, *, approved: bool = 
     context = turn.tool_context()
     try:
         need = core.tools.need(call)
+        turn.need_kind = need.kind
         question = ApprovalQuestion(call.tool, dict(call.arguments), need, turn.sid)
         answer = decide(core.hooks.approval_policies, question)
         if answer.notice:
@@ -120,6 +148,7 @@ async def _clear_tool_call(turn: ToolCalls, call: ToolCall, *, approved: bool = 
         return failed(call, refused.message, refused.code), False
     question = replace(question, need=need)
     answer = decide(core.hooks.approval_policies, question)
+    await turn.observer.on_tool_need(turn.sid, call.id or "", call.tool, need)
 
     async def announce(request: ApprovalRequest) -> None:
         await turn.emit(events.APPROVAL_REQUIRED,
@@ -142,7 +171,11 @@ async def _clear_tool_call(turn: ToolCalls, call: ToolCall, *, approved: bool = 
     editor = context.editor
     if clearance.confirm_in_editor and editor is not None:
         editor = ConfirmingEditor(editor)
-    context = replace(context, need=need, editor=editor)
+
+    async def output(text: str) -> None:
+        await turn.observer.on_tool_output(turn.sid, call.id or "", text)
+
+    context = replace(context, need=need, editor=editor, output=output)
     if turn.checkpoints is not None:  # file edits store the files first
         context = turn.checkpoints.wrap(context)
     return await core.tools.execute(call, context), True
@@ -186,6 +219,18 @@ def interrupted_message(call: ToolCall, message: str, code: str, content: str) -
     """The synthetic failed result of a call that never finished."""
     return tool_message(call, ToolResult(success=False, error={"message": message, "code": code}),
                         content)
+
+
+def _request(messages: list[Message]) -> str:
+    """The user's request of this turn, as typed (before mentions were expanded)."""
+    for message in messages:
+        if message.role == "user":
+            typed = (message.metadata or {}).get("prompt")
+            content = typed if isinstance(typed, str) else message.content
+            if isinstance(content, list):  # content parts: keep the text ones
+                return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+            return str(content or "")
+    return ""
 
 
 def _now() -> str:

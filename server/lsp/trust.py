@@ -29,26 +29,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("agentls.lsp.trust")
 
-TRUST = "Trust"
-DONT_TRUST = "Don't trust"
-
-
 def trust_question(trust: WorkspaceTrust) -> TrustQuestion:
-    from agentls.core.trust_display import visible
-    from agentls.core.trust_question import TrustQuestion
+    from agentls.core.trust_question import settings_question
 
-    count = len(trust.keys)
-    return TrustQuestion(
-        file=trust.file, digest=trust.digest, kind="settings",
-        heading=f"{visible(trust.file)} wants to set keys that can send your data or run commands:",
-        body=[f"    {line}" for line in trust.lines],
-        footer=("They are ignored until you trust this file. A file that came with a "
-                "repository can point agentls at another server with your API key, run "
-                "programs, or download and load a model. Trust this content of the file?"),
-        summary=f"{count} key{'s' if count != 1 else ''}: "
-                + ", ".join(key for key, _ in trust.keys),
-        allow_label=TRUST, refuse_label=DONT_TRUST,
-        link_target=trust.link_target, outside=trust.outside)
+    return settings_question(trust)
 
 
 def question(trust: WorkspaceTrust) -> str:

@@ -188,13 +188,15 @@ def test_concurrent_turns_in_two_sessions_do_not_interleave(
 ) -> None:
     """Two sessions' turns run at once (twice). The scripted provider hands
     out replies in order to whichever turn asks first, so every reply calls
-    a tool and session.maxIterations = 3 ends each turn after three rounds:
+    a tool (each with other arguments: identical calls would end a turn
+    sooner) and session.maxIterations = 3 ends each turn after three rounds:
     the shape of each session is then fixed (user, then three assistant/tool
-    pairs), whichever session got which reply."""
+    pairs, then agentls's explanation), whichever session got which reply."""
     state = tmp_path / "state"
     rounds = 3
     responses = [{"chunks": [f"R{n} ", "looks ", "around."], "delay": 0.01,
-                  "tool_calls": [{"id": f"t{n}", "name": "list_files", "arguments": {}}]}
+                  "tool_calls": [{"id": f"t{n}", "name": "list_files",
+                                  "arguments": {"glob": f"*{n}"}}]}
                  for n in range(2 * 2 * rounds)]
     settings, _ = scripted_settings(tmp_path, "pair", responses)
     settings["session"] = {"maxIterations": rounds}
@@ -210,10 +212,14 @@ def test_concurrent_turns_in_two_sessions_do_not_interleave(
             assert all(r["error"]["code"] == "max_iterations" for r in results), results
         rows = db_rows(state)
         texts: list[str] = []
-        per_turn = 1 + 2 * rounds
+        per_turn = 2 + 2 * rounds
         for sid in created:
             stored = lsp.result("agentls/session", {"sessionId": sid})["messages"]
-            assert [m["role"] for m in stored] == (["user"] + ["assistant", "tool"] * rounds) * 2
+            assert [m["role"] for m in stored] == (
+                ["user"] + ["assistant", "tool"] * rounds + ["assistant"]) * 2
+            explanations = [m for m in stored
+                            if (m.get("metadata") or {}).get("source") == "agentls"]
+            assert [m["metadata"]["explanation"] for m in explanations] == ["max_iterations"] * 2
             assert [m["content"] for m in stored if m["role"] == "user"] == [
                 f"{sid} turn 0", f"{sid} turn 1"]
             for index, message in enumerate(stored):  # each result answers its own call
@@ -225,7 +231,8 @@ def test_concurrent_turns_in_two_sessions_do_not_interleave(
                          if p["sessionId"] == sid]
             assert [p["index"] for p in announced] == list(range(2 * per_turn))
             assert [p["message"]["content"] for p in announced] == [m["content"] for m in stored]
-            texts += [m["content"] for m in stored if m["role"] == "assistant"]
+            texts += [m["content"] for m in stored
+                      if m["role"] == "assistant" and m not in explanations]
         # Every scripted reply went to exactly one session, whole.
         assert sorted(texts) == sorted("".join(r["chunks"]) for r in responses)
 

@@ -64,3 +64,27 @@ def test_unique_text_past_the_output_cap_ends_at_the_cap(
     assert 400 <= len(answer["content"]) <= 520
     assert any("session.maxOutputTokens" in m for m in shown), shown
     assert fake_backend.wait_for_disconnect(fake_backend.requests_to(OPENAI.route)[0], 10)
+
+
+# A pair of JSON lines, 297 characters: what Qwen2.5-Coder-0.5B repeated 21
+# times until the token limit (issue 21); longer than the old 256-character
+# limit on the repeated unit.
+_LINES = ('{"name": "read_inventory.py", "arguments": {"path": "inventory.py", "mode": "r", '
+          '"lines": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], "why": "to list the methods"}}\n'
+          '{"name": "list_methods", "arguments": {"class": "Inventory", "file": "inventory.py", '
+          '"sorted": true, "why": "%s"}}\n')
+PAIR = _LINES % ("asked" + "." * (297 - len(_LINES % "asked")))
+
+
+def test_a_long_repeated_unit_is_stopped_too(
+    tmp_path: Path, workspace: Path, fake_backend: FakeBackend
+) -> None:
+    assert len(PAIR) == 297
+    fake_backend.script("POST", OPENAI.route, endless(lambda i: PAIR[i % 99 * 3:i % 99 * 3 + 3]))
+    seen, shown = run(tmp_path, workspace, fake_backend)
+    answer = seen["stored"][-1]
+    assert answer["metadata"]["stopped"]["reason"] == "degenerate"
+    assert answer["content"].startswith(PAIR)
+    assert len(answer["content"]) < 8 * len(PAIR)  # after a few repeats, not 21 or more
+    assert any("kept repeating" in m for m in shown), shown
+    assert fake_backend.wait_for_disconnect(fake_backend.requests_to(OPENAI.route)[0], 10)
