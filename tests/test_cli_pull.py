@@ -57,6 +57,11 @@ def test_pull_errors_name_the_model_and_exit_1(tmp_path: Path, gguf: Path) -> No
         nothing = pull(tmp_path, fake)
     assert missing.returncode == 1 and "no repository 'nobody/none-GGUF'" in missing.stdout
     assert nothing.returncode == 2 and "--recommended" in nothing.stdout
+    # With nothing named, it offers the packaged models too, with how to install them.
+    from agentls.providers.local import CATALOG, DEFAULT_CHAT_MODEL
+
+    assert f"  {DEFAULT_CHAT_MODEL}: " in nothing.stdout and "default for chat" in nothing.stdout
+    assert all(f"  {model}: " in nothing.stdout for model in CATALOG)
 
 
 def test_pull_recommended_picks_by_memory(tmp_path: Path, gguf: Path) -> None:
@@ -95,8 +100,7 @@ def test_check_says_whether_the_configured_model_is_downloaded(tmp_path: Path, g
         after = check()
     assert f"model hf:{REPO}: not downloaded yet; run `agentls pull hf:{REPO}`" in before
     assert f"model hf:{REPO}: downloaded (" in after
-    from agentls.providers.local import smollm2_path
+    from agentls.providers.local import DEFAULT_CHAT_MODEL, installed_parts
 
-    if smollm2_path() is not None:  # the packaged chat model: no native tool calling
-        assert "tools: smollm2-135m has no native tool calling" in after
-        assert "agentls pull --recommended" in after
+    if installed_parts(DEFAULT_CHAT_MODEL) is not None:  # the packaged Qwen2.5-Coder 1.5B
+        assert f"tools: {DEFAULT_CHAT_MODEL} calls tools natively (hermes format)" in after

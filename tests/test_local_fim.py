@@ -170,6 +170,20 @@ def test_packaged_gemma_metadata() -> None:
     assert facts.kv_cache_bytes(4096) == 2 * 18 * 4096 * 1 * 256 * 2
 
 
+@pytest.mark.parametrize("model", [catalog.QWEN_05B, catalog.QWEN_15B])
+def test_packaged_qwen_coder_metadata(model: str) -> None:
+    """The default models: Qwen2.5-Coder Instruct GGUFs that declare FIM
+    tokens (inline completion builds the FIM prompt from them) and carry a
+    chat template with the Hermes tool-call format (native tool calls)."""
+    if catalog.installed_parts(model) is None:
+        pytest.skip(f"{model} not installed: {catalog.CATALOG[model].install}")
+    facts = model_facts(catalog.locate_model_file(model))
+    assert facts.architecture == "qwen2" and facts.context_length == 32768
+    assert facts.fim is not None and facts.fim.family == "qwen2.5-coder"
+    assert facts.tool_format == "hermes"
+    assert facts.capabilities() == ["completion", "fim", "chat", "tools"]
+
+
 @needs_smollm2
 def test_packaged_smollm2_metadata() -> None:
     path = catalog.smollm2_path()

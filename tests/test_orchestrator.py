@@ -549,3 +549,14 @@ async def test_suppress_output_is_marked_on_stored_injections() -> None:
     assert injected.metadata and injected.metadata["suppress_output"] is True
     # the model still gets it
     assert provider.requests[1]["messages"][-1]["content"] == "verbose lint log"
+
+
+def test_a_status_update_before_the_status_was_loaded_starts_one() -> None:
+    # A turn cancelled before it loaded its session's status still finishes:
+    # the update starts a status instead of raising KeyError.
+    from agentls.core.session_statuses import SessionStatuses
+
+    statuses = SessionStatuses()
+    ended = statuses.update("never-loaded", status="cancelled")
+    assert ended.session_id == "never-loaded" and ended.status == "cancelled"
+    assert statuses.add("other", total_messages=2).total_messages == 2

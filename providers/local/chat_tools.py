@@ -21,6 +21,7 @@ from agentls.core.models import FinishReason, StreamChunk, Usage
 from agentls.core.provider import CompletionOptions, FimChunk, FimRequest, ToolSpec
 from agentls.core.session_types import Message
 
+from .catalog import DEFAULT_CHAT_MODEL
 from .chat_template import render_prompt, template_messages, template_tools
 from .gguf_meta import ModelFacts
 from .recommended import RECOMMENDED_CHAT
@@ -115,6 +116,7 @@ def grammar_notice(alias: str) -> str:
         f"{alias} has no native tool calling (its chat template has no tool-call format), "
         "so agentls constrains its replies with a JSON grammar instead: at most one tool call "
         "per reply, and a small model often answers in words when a tool was needed. For a "
-        f"local model that calls tools natively, run `agentls pull --recommended` and set "
-        f"`model` to {RECOMMENDED_CHAT}."
+        f"local model that calls tools natively, set `model` to {DEFAULT_CHAT_MODEL} (the "
+        "packaged default), or run `agentls pull --recommended` and set `model` to "
+        f"{RECOMMENDED_CHAT}."
     )

@@ -7,14 +7,15 @@ completion_model (a catalog id), completion_model_path, n_ctx, n_threads,
 completion_prefix_chars (inline completion context before the cursor, default 2000),
 chat_format (default: the GGUF's own template), startup_timeout (s),
 cache_dir. `model` (chat) and a request's model (inlineCompletion.model)
-take a catalog id ("gemma3-270m", "smollm2-135m"), a .gguf path or an
+take a catalog id ("qwen2.5-coder-1.5b" for chat and "qwen2.5-coder-0.5b"
+for completion by default; "gemma3-270m", "smollm2-135m"), a .gguf path or an
 `hf:<owner>/<repo>[:<quant or file>]` reference (hub.py, downloads.py).
 
 Limits, honestly:
-- Fill-in-the-middle only for GGUFs that declare FIM tokens (fim.py): the
-  packaged models do not, and llama-cpp-python's `suffix` on
-  /v1/completions is not FIM, so for them stream_fim() continues the prefix
-  and get_info() reports "completion", not "fim".
+- Fill-in-the-middle only for GGUFs that declare FIM tokens (fim.py; the
+  packaged Qwen2.5-Coder models do, Gemma and SmolLM2 do not), built here
+  from those tokens: llama-cpp-python's `suffix` on /v1/completions is not
+  FIM. get_info() reports "completion", not "fim" (it is per model).
 - Tool calls: in the GGUF's own format when its chat template has one
   (Hermes/Qwen, Mistral, Llama 3: tool_format.py, chat_tools.py), several
   per reply; else a JSON-schema grammar constrains the reply to one tool
@@ -58,6 +59,7 @@ from agentls.core.tokens import LazyCounter
 from .catalog import (
     CATALOG,
     DEFAULT_CHAT_MODEL,
+    DEFAULT_COMPLETION_MODEL,
     locate_model_file,
     runtime_error,
 )
@@ -407,7 +409,7 @@ class LocalProvider(BaseProvider):
                     display_name="Model",
                     field_type="choice",
                     choices=sorted(CATALOG),
-                    prompt="Chat model (completion uses gemma3-270m unless "
+                    prompt=f"Chat model (completion uses {DEFAULT_COMPLETION_MODEL} unless "
                     "providerOptions.completion_model says otherwise)",
                     required=False,
                     default=DEFAULT_CHAT_MODEL,

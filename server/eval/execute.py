@@ -28,7 +28,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DEFAULT_TIME_LIMIT", "ExecResult", "run_program"]
+__all__ = ["DEFAULT_TIME_LIMIT", "ExecResult", "run_check", "run_program"]
 
 DEFAULT_TIME_LIMIT = 10.0
 MEMORY_LIMIT_BYTES = 1 << 30
@@ -57,26 +57,42 @@ def _limits(seconds: float) -> None:  # pragma: no cover - runs in the child
 
 def run_program(source: str, *, time_limit: float = DEFAULT_TIME_LIMIT) -> ExecResult:
     """Run `source` as a script; passed when it exits 0 within the limit."""
-    env = {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8",
-           "PYTHONHASHSEED": "0"}
-    posix = os.name == "posix"
     with tempfile.TemporaryDirectory(prefix="agentls-exec-") as folder:
         script = Path(folder) / "program.py"
         script.write_text(source, encoding="utf-8")
-        process = subprocess.Popen(
-            [sys.executable, "-I", str(script)], cwd=folder, env=env,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=posix,
-            preexec_fn=(lambda: _limits(time_limit)) if posix else None)
-        try:
-            output, _ = process.communicate(timeout=time_limit)
-        except subprocess.TimeoutExpired:
-            _kill(process, posix)
-            output, _ = process.communicate()
-            return ExecResult(False, "timeout", None, _tail(output))
-        passed = process.returncode == 0
-        return ExecResult(passed, "passed" if passed else "failed", process.returncode,
-                          _tail(output))
+        return _run(script, Path(folder), time_limit)
+
+
+def run_check(source: str, folder: Path, *, time_limit: float = DEFAULT_TIME_LIMIT
+              ) -> ExecResult:
+    """Run `source` with `folder` as the current directory and first on
+    sys.path (an agent task's check on its workspace), under the same limits.
+    The script itself is written outside `folder` and removed afterwards."""
+    prelude = f"import sys\nsys.path.insert(0, {str(folder)!r})\n"
+    with tempfile.TemporaryDirectory(prefix="agentls-check-") as scratch:
+        script = Path(scratch) / "check.py"
+        script.write_text(prelude + source, encoding="utf-8")
+        return _run(script, folder, time_limit)
+
+
+def _run(script: Path, cwd: Path, time_limit: float) -> ExecResult:
+    env = {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8",
+           "PYTHONHASHSEED": "0"}
+    posix = os.name == "posix"
+    process = subprocess.Popen(
+        [sys.executable, "-I", "-B", str(script)], cwd=cwd, env=env,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        start_new_session=posix,
+        preexec_fn=(lambda: _limits(time_limit)) if posix else None)
+    try:
+        output, _ = process.communicate(timeout=time_limit)
+    except subprocess.TimeoutExpired:
+        _kill(process, posix)
+        output, _ = process.communicate()
+        return ExecResult(False, "timeout", None, _tail(output))
+    passed = process.returncode == 0
+    return ExecResult(passed, "passed" if passed else "failed", process.returncode,
+                      _tail(output))
 
 
 def _kill(process: subprocess.Popen[bytes], posix: bool) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from .runner import Outcome
 
-__all__ = ["edit_similarity", "score", "summary", "table"]
+__all__ = ["edit_similarity", "percentile", "score", "summary", "table"]
 
 
 def _normal(text: str) -> str:
@@ -51,7 +51,7 @@ def score(outcome: Outcome) -> dict[str, Any]:
     }
 
 
-def _percentile(values: Sequence[float], q: float) -> float:
+def percentile(values: Sequence[float], q: float) -> float:
     if not values:
         return 0.0
     ordered = sorted(values)
@@ -75,8 +75,8 @@ def summary(scored: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "first_line_exact": round(sum(r["first_line_exact"] for r in rows) / count, 3),
             "empty_rate": round(sum(r["empty"] for r in rows) / count, 3),
             "errors": sum(1 for r in rows if r["error"]),
-            "latency_p50_ms": round(_percentile(latencies, 0.5), 1),
-            "latency_p95_ms": round(_percentile(latencies, 0.95), 1),
+            "latency_p50_ms": round(percentile(latencies, 0.5), 1),
+            "latency_p95_ms": round(percentile(latencies, 0.95), 1),
             "prompt_chars_mean": round(statistics.fmean(r["prompt_chars"] for r in rows)),
             "tokens_sent_mean": round(statistics.fmean(tokens)),
             "tokens_estimated": any(not r["input_tokens"] for r in rows),

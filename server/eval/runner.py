@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from .tasks import Task
 
@@ -45,7 +45,7 @@ class LspProcess:
 
     @classmethod
     async def start(cls, command: Sequence[str], env: Mapping[str, str] | None = None
-                    ) -> LspProcess:
+                    ) -> Self:
         proc = await asyncio.create_subprocess_exec(
             *command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL, env=dict(env) if env is not None else None,
@@ -60,12 +60,17 @@ class LspProcess:
 
     async def request(self, method: str, params: Any,
                       timeout: float = REQUEST_TIMEOUT) -> Any:  # noqa: ASYNC109
+        _, future = await self.send_request(method, params)
+        return await asyncio.wait_for(future, timeout)
+
+    async def send_request(self, method: str, params: Any) -> tuple[int, asyncio.Future[Any]]:
+        """Send a request; its id (for $/cancelRequest) and its answer to come."""
         self._next += 1
         msg_id = self._next
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting[msg_id] = future
         await self._send({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
-        return await asyncio.wait_for(future, timeout)
+        return msg_id, future
 
     async def notify(self, method: str, params: Any) -> None:
         await self._send({"jsonrpc": "2.0", "method": method, "params": params})
@@ -101,14 +106,23 @@ class LspProcess:
                     future.set_result(message.get("result"))
             return
         method = message["method"]
+        params = message.get("params") or {}
         if method == "window/showMessage":
-            self.messages.append(str(message.get("params", {}).get("message", "")))
-        if "id" in message:  # a request from the server: answer as a plain editor
-            result: Any = None
-            if method == "workspace/configuration":
-                items = message.get("params", {}).get("items") or []
-                result = [None] * len(items)
+            self.messages.append(str(params.get("message", "")))
+        if "id" in message:  # a request from the server
+            result = await self.answer(method, params)
             await self._send({"jsonrpc": "2.0", "id": message["id"], "result": result})
+        else:
+            self.notified(method, params)
+
+    async def answer(self, method: str, params: Any) -> Any:
+        """The answer to a request from the server: a plain editor's."""
+        if method == "workspace/configuration":
+            return [None] * len(params.get("items") or [])
+        return None
+
+    def notified(self, method: str, params: Any) -> None:
+        """A notification from the server (subclasses keep what they need)."""
 
     async def close(self) -> None:
         try:

@@ -19,7 +19,11 @@ local = pytest.importorskip("agentls.providers.local")
 
 SKIP = None
 if local.runtime_error() is not None or local.gemma3_chunk_paths() is None:
-    SKIP = f"the local model runtime or Gemma is not installed: {local.INSTALL_COMMAND}"
+    SKIP = (f"the local model runtime or Gemma (a dev fixture) is not installed: "
+            f"{local.INSTALL_COMMAND}")
+elif not all(local.installed_parts(m) for m in (local.DEFAULT_CHAT_MODEL,
+                                                  local.DEFAULT_COMPLETION_MODEL)):
+    SKIP = f"the default local models are not installed: {local.INSTALL_COMMAND}"
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(SKIP is not None, reason=SKIP or "")]
 
 DOC = "def add(a, b):\n    \n"
@@ -96,14 +100,15 @@ def test_inline_completion_model_switch(tmp_path: Path, gemma: Path) -> None:
                           capabilities=PROGRESS_CLIENT) as lsp:
         editor = Editor(lsp, workspace)
         editor.complete()
-        first = editor.models()[local.GEMMA3]
+        first = editor.models()[local.DEFAULT_COMPLETION_MODEL]
         editor.settings({**base, "inlineCompletion": {"debounceMs": 0, "model": str(broken)}})
         editor.complete()  # answered by the running model meanwhile, no error
         shown = wait_until(lambda: editor.errors_naming("cut-short"), "the failure, named", 120)
         editor.complete()
         editor.complete()
         still = editor.models()
-        assert still[local.GEMMA3]["pid"] == first["pid"] and still[local.GEMMA3]["starts"] == 1
+        serving = still[local.DEFAULT_COMPLETION_MODEL]
+        assert serving["pid"] == first["pid"] and serving["starts"] == 1
         assert "cut-short" not in still
         assert len([v for v in editor.progress("Loading cut-short") if v["kind"] == "begin"]) == 1
         assert len(editor.errors_naming("cut-short")) == 1  # told once
@@ -116,7 +121,8 @@ def test_inline_completion_model_switch(tmp_path: Path, gemma: Path) -> None:
         after = editor.models()
         wait_until(lambda: not alive(first["pid"]), "the previous child stopped", 30)
     assert "cut-short" in shown[0] and "truncated or corrupt" in shown[0]
-    assert "gemma3-270m keeps serving completion" in shown[0]
+    # The default completion model (Qwen2.5-Coder 0.5B since issue 21; was Gemma).
+    assert f"{local.DEFAULT_COMPLETION_MODEL} keeps serving completion" in shown[0]
     assert "inlineCompletion.model" in shown[0]
     assert set(after) == {"my-model"} and after["my-model"]["gguf"] == str(good)
 

