@@ -53,6 +53,10 @@ log = logging.getLogger("agentls.features.inline_completion")
 # Room for the chat system prompt and message framing when a provider
 # counts tokens.
 _PROMPT_OVERHEAD_TOKENS = 128
+# A completion wants the likeliest text, the same every time it is asked:
+# servers sample at their default otherwise (llama.cpp's 0.8 made the same
+# hole pass, then fail, minutes apart). Tabby sends 0.1.
+INLINE_TEMPERATURE = 0.1
 
 
 _NOTHING = InlineAnswer()
@@ -183,6 +187,7 @@ class InlineCompletionFeature:
         options = CompletionOptions(
             model=settings.model,
             max_tokens=settings.max_tokens,
+            temperature=INLINE_TEMPERATURE,
             stop=prompt.stop,
             request_id=f"inline-{next(self._ids)}",
         )

@@ -82,6 +82,8 @@ def test_a_server_whose_suffix_fim_passes_the_probe_gets_it_for_any_model_name(
     assert sent[0].json["model"] == "my-coder:latest"
     assert sent[0].json["prompt"].endswith("    return ")
     assert sent[0].json["suffix"] == "\n\nprint(area(2))\n"
+    # a low temperature: the likeliest fill, not the server's default sampling
+    assert sent[0].json["temperature"] == 0.1
     plan = status["fim"]["models"]["my-coder:latest"]
     assert plan["form"] == "suffix" and "probe" in plan["why"]
     assert status["fim"]["probes"] == 1
