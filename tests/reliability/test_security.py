@@ -485,8 +485,11 @@ def test_prompt_injection_cannot_change_the_approval_policy(
 
 
 def test_injection_size_limits_hold_end_to_end(tmp_path: Path, workspace: Path) -> None:
-    responses = [*[{"tool_calls": [{"id": f"l{n}", "name": "list_files", "arguments": {}}]}
-                   for n in range(4)], {"text": "done"}]
+    # Four different calls (identical ones would be answered from the first
+    # result, then end the turn: core/repeat_calls.py), each a hook trigger.
+    listings = [{}, {"path": "src"}, {"glob": "*.py"}, {"glob": "*.md"}]
+    responses = [*[{"tool_calls": [{"id": f"l{n}", "name": "list_files", "arguments": args}]}
+                   for n, args in enumerate(listings)], {"text": "done"}]
     settings, record = scripted_settings(tmp_path, "limits", responses)
     settings["session"] = {"injectionSizeLimit": 64 * 1024, "injectionBudgetPerTurn": 2000}
     env = plugin_env(tmp_path / "plugins", AGENTLS_TEST_EVIL="flood,budget")
