@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from agentls.core.edit_paths import unsafe_edit_path
 from agentls.core.edits import (
     DocumentSnapshot,
     EditOutcome,
@@ -92,21 +93,15 @@ class AcpFiles:
 
     # -- EditApplier ------------------------------------------------------------------
     def check(self, request: EditRequest) -> EditOutcome | None:
-        for raw in _edit_paths(request.edit):
-            real = Path(os.path.realpath(raw))
-            if self.folders and not any(real == f or f in real.parents for f in self.folders):
-                return _refused("unsafe", f"{raw} now leads outside the workspace. Nothing was "
-                                "written.")
-        for raw in _text_paths(request.edit):
-            try:
-                info = os.lstat(raw)
-            except OSError:
-                continue
-            if os.path.isfile(raw) and not os.path.islink(raw) and info.st_nlink > 1:
-                return _refused("unsafe", f"{raw} has {info.st_nlink} hard links; another one "
-                                "may be outside the workspace, so agentls will not change it. "
-                                "Nothing was written.")
-        return None
+        found = unsafe_edit_path(request.edit, self.folders, _path)
+        if found is None:
+            return None
+        if not found.hard_links:
+            return _refused("unsafe", f"{found.path} now leads outside the workspace. Nothing "
+                            "was written.")
+        return _refused("unsafe", f"{found.path} has {found.hard_links} hard links; another "
+                        "one may be outside the workspace, so agentls will not change it. "
+                        "Nothing was written.")
 
     async def apply(self, request: EditRequest) -> EditOutcome:
         refused = self.check(request)
@@ -194,19 +189,6 @@ def _changes(edit: dict[str, Any]) -> list[dict[str, Any]]:
 def _path(uri: str) -> str:
     parts = urlsplit(uri)
     return unquote(parts.path) if parts.scheme == "file" else uri
-
-
-def _edit_paths(edit: dict[str, Any]) -> list[str]:
-    found: list[str] = []
-    for change in _changes(edit):
-        if "textDocument" in change:
-            found.append(_path(change["textDocument"]["uri"]))
-        found += [_path(change[k]) for k in ("uri", "oldUri", "newUri") if k in change]
-    return found
-
-
-def _text_paths(edit: dict[str, Any]) -> list[str]:
-    return [_path(c["textDocument"]["uri"]) for c in _changes(edit) if "textDocument" in c]
 
 
 def _old_text(path: str) -> str | None:

@@ -37,6 +37,7 @@ from urllib.parse import unquote
 from lsprotocol import types
 
 from agentls.core.approval import ALLOW_ONCE, ALLOW_SESSION, DENY, EDIT_OPTIONS, ApprovalGate
+from agentls.core.edit_paths import unsafe_edit_path
 from agentls.core.edits import EditOutcome, EditRequest
 
 from .channels import LspApprovalChannel, send_request
@@ -223,27 +224,23 @@ class LspEditApplier:
         """A refusal when a path of the edit now leads outside the workspace
         folders (a parent swapped for a symlink), or when a file whose text
         would change has other hard links (one may be outside)."""
-        folders = [_real(Path(f)) for f in _workspace_folders(self.ls)]
+        from pygls.uris import to_fs_path
+
+        folders = _workspace_folders(self.ls)
         if not folders:
             return None  # the policy already refused file changes without a folder
-        for raw in _edit_paths(request.edit):
-            real = _real(Path(raw))
-            if not any(real == f or f in real.parents for f in folders):
-                log.warning("Refused %s: %s now leads to %s", request.label, raw, real)
-                return _outcome("unsafe", f"{_shown_path(self.ls, raw)} now leads outside the "
-                                "workspace (a folder on its way was replaced by a link). "
-                                "Nothing was written.")
-        for raw in _text_edited_paths(request.edit):
-            try:
-                info = os.lstat(raw)
-            except OSError:
-                continue
-            if os.path.isfile(raw) and not os.path.islink(raw) and info.st_nlink > 1:
-                return _outcome("unsafe", f"{_shown_path(self.ls, raw)} has {info.st_nlink} hard "
-                                "links; another one may be outside the workspace, so agentls "
-                                "will not change it. Nothing was written. Tell the user, who "
-                                "can edit it by hand.")
-        return None
+        found = unsafe_edit_path(request.edit, folders, to_fs_path)
+        if found is None:
+            return None
+        shown = _shown_path(self.ls, found.path)
+        if not found.hard_links:
+            log.warning("Refused %s: %s now leads to %s", request.label, found.path,
+                        os.path.realpath(found.path))
+            return _outcome("unsafe", f"{shown} now leads outside the workspace (a folder on its "
+                            "way was replaced by a link). Nothing was written.")
+        return _outcome("unsafe", f"{shown} has {found.hard_links} hard links; another one may "
+                        "be outside the workspace, so agentls will not change it. Nothing was "
+                        "written. Tell the user, who can edit it by hand.")
 
     # -- the edit ------------------------------------------------------------------------
     def _missing_operations(self, edit: dict[str, Any]) -> str:
@@ -364,12 +361,6 @@ def _shown(ls: Any, uri: str) -> str:
     return str(path)
 
 
-def _real(path: Path) -> Path:
-    """Where the operating system will write: every symlink on the way
-    resolved (a missing tail kept as given)."""
-    return Path(os.path.realpath(path))
-
-
 def _workspace_folders(ls: Any) -> list[Path]:
     return [Path(f) for f in getattr(getattr(ls, "state", None), "workspace_folders", None) or []]
 
@@ -393,31 +384,3 @@ def _agent_texts(edit: dict[str, Any]) -> dict[str, list[str]]:
         found.setdefault(unquote(uri), []).extend(
             str(e.get("newText", "")) for e in text_edits if isinstance(e, dict))
     return found
-
-
-def _text_edited_paths(edit: dict[str, Any]) -> list[str]:
-    """Paths whose text the edit changes (TextDocumentEdits and the
-    `changes` form), not files it only creates, deletes or renames."""
-    from pygls.uris import to_fs_path
-
-    uris = [change["textDocument"]["uri"] for change in edit.get("documentChanges") or []
-            if isinstance(change, dict) and "textDocument" in change]
-    uris += list((edit.get("changes") or {}).keys())
-    paths = [to_fs_path(uri) for uri in uris]
-    return [p for p in paths if p]
-
-
-def _edit_paths(edit: dict[str, Any]) -> list[str]:
-    """Every path the edit touches: edited, created, deleted, renamed from
-    and to."""
-    from pygls.uris import to_fs_path
-
-    uris: list[str] = list((edit.get("changes") or {}).keys())
-    for change in edit.get("documentChanges") or []:
-        if not isinstance(change, dict):
-            continue
-        if "textDocument" in change:
-            uris.append(change["textDocument"]["uri"])
-        uris += [change[key] for key in ("uri", "oldUri", "newUri") if key in change]
-    paths = [to_fs_path(uri) for uri in uris]
-    return [p for p in paths if p]
