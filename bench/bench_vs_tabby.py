@@ -37,7 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from llama_server import CACHE, free_port, serve, wait_http
+from llama_server import CACHE, free_port, running, serve
 from tabby_shim import Shim
 
 from agentls.eval.execute import run_program
@@ -63,19 +63,8 @@ def llama_cpp_python(model: str, log: Path, threads: int) -> Iterator[str]:
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", model, "--model_alias",
            MODEL_ALIAS, "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096",
            "--n_threads", str(threads)]
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            wait_http(url + "/v1/models", proc)
-            yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    with running(cmd, "/v1/models", port, log) as url:
+        yield url
 
 
 @contextlib.contextmanager

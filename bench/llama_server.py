@@ -114,11 +114,19 @@ def serve(
         str(binary), "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
         "--ctx-size", str(ctx), "--threads", str(threads), "--parallel", "1", "--no-webui",
     ]
+    with running(cmd, "/health", port, log) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def running(cmd: list[str], health: str, port: int, log: Path | None) -> Iterator[str]:
+    """Run an engine's server command (listening on `port`, output to `log`)
+    until `health` answers; yields its base URL and stops it afterwards."""
     out = open(log, "ab") if log else subprocess.DEVNULL
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_http(url + "/health", proc)
+        wait_http(url + health, proc)
         yield url
     finally:
         proc.terminate()
