@@ -32,12 +32,18 @@ from acp.schema import (
     PermissionOption,
     ReadTextFileResponse,
     RequestPermissionResponse,
+    TextContentBlock,
     WriteTextFileResponse,
 )
 
 TIMEOUT = 60.0
 
 Answer = Callable[[list[PermissionOption]], "str | None"]
+
+
+def text(value: str) -> list[TextContentBlock]:
+    """A prompt of one text block."""
+    return [TextContentBlock(type="text", text=value)]
 
 
 def allow_once(options: list[PermissionOption]) -> str | None:

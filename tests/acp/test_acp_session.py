@@ -24,14 +24,11 @@ from tests.acp.harness import (
     recorded,
     scripted_settings,
     started,
+    text,
 )
 from tests.fakes.http_backend import FakeBackend, Reply
 
 pytestmark = pytest.mark.asyncio
-
-
-def text(value: str) -> list[TextContentBlock]:
-    return [TextContentBlock(type="text", text=value)]
 
 
 async def test_commands_checkpoints_and_restore(tmp_path: Path) -> None:

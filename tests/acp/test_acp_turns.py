@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from acp.schema import TextContentBlock
 
 from tests.acp.harness import (
     TIMEOUT,
@@ -25,13 +24,10 @@ from tests.acp.harness import (
     reject,
     scripted_settings,
     started,
+    text,
 )
 
 pytestmark = pytest.mark.asyncio
-
-
-def text(value: str) -> list[TextContentBlock]:
-    return [TextContentBlock(type="text", text=value)]
 
 
 @pytest.fixture
