@@ -250,15 +250,20 @@ def test_a_chat_model_that_cannot_call_tools_is_reported_not_answered_in_prose(
     agentls/models says it has no chat/tools, and an agent turn fails with a
     message that says so and names a chat model, instead of prose."""
     with LspProcess.start(state_dir=tmp_path / "state", workspace=workspace,
-                          settings={"provider": "local", "model": f"hf:{REPO}"},
-                          capabilities=PROGRESS_CLIENT, env=hub_env(tmp_path, hub)) as lsp:
+                          # One model call at most: if another model answered
+                          # the turn, the assert below says so, not a timeout.
+                          settings={"provider": "local", "model": f"hf:{REPO}",
+                                    "session": {"maxIterations": 1}},
+                          capabilities=PROGRESS_CLIENT, env=hub_env(tmp_path, hub),
+                          stderr_file=tmp_path / "server.log") as lsp:
         wait_until(lambda: ended(lsp, f"Downloading hf:{REPO}"), "the download's end", 120)
         listed = lsp.result("agentls/models", {}, timeout=120)["models"]
         turn = lsp.result("agentls/chat", {"prompt": "Use write_file to create notes.txt"},
                           timeout=120)
     (entry,) = [m for m in listed if m["id"] == f"hf:{REPO}"]
     assert "tools" not in entry["capabilities"] and "chat" not in entry["capabilities"]
-    assert turn["status"] == "failed" and turn["error"]["code"] == "bad_request", turn
+    assert turn["status"] == "failed" and turn["error"]["code"] == "bad_request", (
+        turn, (tmp_path / "server.log").read_text()[-3000:])
     assert "no chat template" in turn["error"]["message"]
     assert "hf:bartowski/" in turn["error"]["message"]  # a chat model to use instead
     assert not (workspace / "notes.txt").exists()

@@ -271,7 +271,17 @@ class LspProcess:
         except TimeoutError:
             state = "alive" if self.alive() else f"exited {self.proc.returncode}"
             raise ResponseTimeout(f"no answer to {what} within {timeout:g}s (server {state})"
-                                  ) from None
+                                  f"{self.recent_traffic()}") from None
+
+    def recent_traffic(self, count: int = 12) -> str:
+        """What the server said last (notifications and requests to the
+        client, shortened) and its stderr's last lines: a timeout's context."""
+        with self._lock:
+            said = [*self.notifications[-count:], *self.server_requests[-count:]]
+        lines = [json.dumps(m, default=str)[:300] for m in said]
+        if self.stderr_path is not None and self.stderr_path.is_file():
+            lines += self.stderr_path.read_text(errors="replace").splitlines()[-count:]
+        return "".join(f"\n  | {line}" for line in lines)
 
     def notify(self, method: str, params: Any = None) -> None:
         self.send({"jsonrpc": "2.0", "method": method, "params": params})
