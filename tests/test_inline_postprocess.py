@@ -297,6 +297,41 @@ MULTI_LINE_CASES = [
         "return round(abs(a) ** (1 / 3)) ** 3 == abs(a)",
     ),
     (
+        # Seen on HumanEval/161 against llama-server: the if's body at the
+        # if's own column as shown, so the model meant the cursor's column.
+        "an opener written with the cursor's indentation again, its body one level in",
+        "def solve(s):\n    for i in s:\n        s += i\n    █\n",
+        "    if flg == 0:\n        s = s[::-1]\n    return s",
+        "if flg == 0:\n        s = s[::-1]\n    return s",
+    ),
+    (
+        "a deeper opener whose body is deeper still is kept as written",
+        "def f(rows):\n    for row in rows:\n        total += row\n    █\n",
+        "    if row:\n            total += 1",
+        "    if row:\n            total += 1",
+    ),
+    (
+        # Seen on HumanEval/106 against llama-server: the hole's first branch
+        # ends with the line the suffix starts with; the fill goes on with
+        # the else branch, not with the suffix's next line.
+        "a line like the suffix's next one, then code of its own, is part of the hole",
+        "def f(n):\n    ret = []\n    for i in range(1, n + 1):\n        if i % 2 == 0:\n"
+        "            x = 1\n            █\n            ret += [x]\n    return ret\n",
+        "for j in range(1, i + 1):\n                x *= j\n            ret += [x]\n"
+        "        else:\n            x = 0\n            for j in range(1, i + 1):\n"
+        "                x += j\n            ret += [x]\n    return ret\n",
+        "for j in range(1, i + 1):\n                x *= j\n            ret += [x]\n"
+        "        else:\n            x = 0\n            for j in range(1, i + 1):\n"
+        "                x += j",
+    ),
+    (
+        "the suffix's next lines written again, in order, are cut",
+        "def f(n):\n    ret = []\n    for i in range(n):\n        █\n        ret += [x]\n"
+        "    return ret\n",
+        "x = i * 2\n        ret += [x]\n    return ret\n",
+        "x = i * 2",
+    ),
+    (
         "end-of-fill token written out as text",
         "def double(x):\n    █\n",
         "y = x * 2\n    return y<|endoftext|>\n# unrelated\nprint(1)",

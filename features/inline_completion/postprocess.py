@@ -175,6 +175,8 @@ def trim_first_indent(text: str, ctx: CursorContext) -> str:
     as written."""
     if ctx.line_prefix.strip() or text[:1] not in (" ", "\t"):
         return text
+    if _body_says_indented_twice(text, ctx):
+        return text.lstrip(" \t")
     previous = next((line for line in reversed(ctx.prefix.split("\n")[:-1][-50:])
                      if line.strip()), None)
     if previous is None:
@@ -189,6 +191,21 @@ def trim_first_indent(text: str, ctx: CursorContext) -> str:
     if indent.startswith(ctx.line_prefix):
         return indent[len(ctx.line_prefix) :] + body
     return body
+
+
+def _body_says_indented_twice(text: str, ctx: CursorContext) -> bool:
+    """A first line that opens a block (`    if flg == 0:` after the cursor at
+    column 4) whose body is not deeper than that line as shown, but deeper
+    than the line without its own indentation: the model wrote the
+    indentation the cursor already has."""
+    lines = text.split("\n")
+    if not lines[0].rstrip().endswith(_BLOCK_OPENERS):
+        return False
+    body = next((line for line in lines[1:] if line.strip()), None)
+    if body is None:
+        return False
+    shown = _width(ctx.line_prefix + lines[0])
+    return _width(ctx.line_prefix) < _width(body) <= shown
 
 
 def _width(line: str) -> int:
@@ -226,8 +243,9 @@ def cut_at_block_end(text: str, ctx: CursorContext) -> str:
     is in, down to the indentation of the code that follows (`_floor`); a
     line below that ends it (a closer there is kept, for cut_suffix_repeat
     to weigh against the suffix), unless it opens a block whose body is the
-    code that follows (`if n == 0:` before a deeper `return 0`): then it is
-    the completion's last line (never a new top-level definition)."""
+    code that follows (`if n == 0:` before a deeper `return 0`) or the
+    fill's own next lines (an `else:` branch the hole holds whole): then the
+    completion goes on inside that block (never a new top-level definition)."""
     lines = text.split("\n")
     if len(lines) == 1:
         return text
@@ -245,7 +263,10 @@ def cut_at_block_end(text: str, ctx: CursorContext) -> str:
             if width == floor - 1 and (content[0] in ")]}" or content in _BLOCK_CLOSERS):
                 return "\n".join(lines[: index + 1])
             if 0 < width < following and content.endswith(_BLOCK_OPENERS):
-                return "\n".join(lines[: index + 1])
+                # Its body is the code that follows, or lines of the fill's
+                # own before it (an `else:` branch the hole holds whole).
+                floor, following = width + 1, -1
+                continue
             return "\n".join(lines[:index])
     return text
 
@@ -262,14 +283,29 @@ def cut_suffix_repeat(text: str, ctx: CursorContext) -> str:
     target, later = following[0], set(following[1:_SUFFIX_REPEAT_LINES])
     later -= {line.rstrip() for line in ctx.prefix[-4000:].split("\n")}
     lines = text.split("\n")
-    if (ctx.line_prefix + lines[0]).rstrip() == target and not ctx.line_suffix.strip():
+    if ((ctx.line_prefix + lines[0]).rstrip() == target and not ctx.line_suffix.strip()
+            and not _goes_its_own_way(lines[1:], following[1:2])):
         return ""
     for index in range(1, len(lines)):
         line = lines[index].rstrip()
-        if line.strip() and (line == target
-                             or (len(line.strip()) >= _MIN_REPEAT_CHARS and line in later)):
+        if not line.strip():
+            continue
+        if line == target:
+            if _goes_its_own_way(lines[index + 1 :], following[1:2]):
+                continue  # the hole has a line like the suffix's (`ret += [x]` in both branches)
+            return "\n".join(lines[:index])
+        if len(line.strip()) >= _MIN_REPEAT_CHARS and line in later:
             return "\n".join(lines[:index])
     return text
+
+
+def _goes_its_own_way(rest: list[str], after_target: list[str]) -> bool:
+    """After a line equal to the suffix's next one, does the completion go
+    on with code that is not the suffix's (`else:` where the suffix has
+    `return ret`)? Then that line was part of the hole, not the model
+    running into the suffix."""
+    nxt = next((line.rstrip() for line in rest if line.strip()), None)
+    return nxt is not None and bool(after_target) and nxt != after_target[0]
 
 
 def cut_repeated_lines(text: str, line_prefix: str = "") -> str:
