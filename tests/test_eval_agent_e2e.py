@@ -50,6 +50,10 @@ def test_a_model_that_reads_and_edits_passes_through_the_cli(tmp_path: Path) -> 
     assert row["status"] == "completed"
     assert row["approvals"] == 1 and row["edits_applied"] == 1  # asked, allowed, written
     assert row["tools"] == ["read_file", "edit_file"]
+    # the turn, short, for --json readers: who said what, which calls
+    assert [m["role"] for m in row["transcript"]][:3] == ["user", "assistant", "tool"]
+    assert [c["tool"] for m in row["transcript"] for c in m.get("calls", [])] == [
+        "read_file", "edit_file"]
     assert (row["tool_calls"], row["valid_calls"], row["model_calls"]) == (2, 2, 3)
     assert row["total_tokens"] == 300 + 20 + 300 + 20 + 400 + 12  # the turn's usage
     assert report["totals"]["all"]["pass_rate"] == 1.0

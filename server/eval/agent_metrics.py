@@ -28,7 +28,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["INVALID_CODES", "text_calls", "turn_metrics"]
+__all__ = ["INVALID_CODES", "text_calls", "transcript", "turn_metrics"]
 
 INVALID_CODES = frozenset({"unknown_tool", "invalid_arguments"})
 _JSON_START = re.compile(r"[{\[]")
@@ -137,3 +137,29 @@ def turn_metrics(messages: Sequence[Mapping[str, Any]],
         "total_tokens": int(usage.get("total_tokens") or 0),
         "answer": answer,
     }
+
+
+def transcript(messages: Sequence[Mapping[str, Any]], *, chars: int = 400
+               ) -> list[dict[str, Any]]:
+    """The turn, short: each message's role, its text's first `chars`
+    characters, the calls it made and a tool result's error code (what
+    --json keeps, to see why a task failed)."""
+    rows: list[dict[str, Any]] = []
+    for message in messages:
+        metadata = message.get("metadata") or {}
+        row: dict[str, Any] = {"role": message.get("role"),
+                               "text": _text(message.get("content"))[:chars]}
+        if metadata.get("source") == "agentls":
+            row["source"] = "agentls"
+        if metadata.get("malformed_tool_call"):
+            row["malformed"] = True
+        calls = metadata.get("tool_calls") or []
+        if calls:
+            row["calls"] = [{"tool": c.get("tool"),
+                             "arguments": json.dumps(c.get("arguments"), default=str)[:chars]}
+                            for c in calls]
+        outcome = message.get("toolResult") or {}
+        if outcome and not outcome.get("success", True):
+            row["error"] = str((outcome.get("error") or {}).get("code", ""))
+        rows.append(row)
+    return rows

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .agent_metrics import turn_metrics
+from .agent_metrics import transcript, turn_metrics
 from .agent_suite import AgentTask, check_task, materialize
 from .execute import DEFAULT_TIME_LIMIT
 from .runner import LspProcess
@@ -157,7 +157,8 @@ async def run_agent_task(task: AgentTask, settings: Mapping[str, Any], *,
         notices=[m[:300] for m in editor.messages[-3:]],
         start_s=round(ready - started, 2), time_s=round(ended - ready, 2),
         approvals=len(editor.questions), edits_applied=editor.edits_applied,
-        edits_refused=len(editor.edits_refused), **metrics)
+        edits_refused=len(editor.edits_refused), **metrics,
+        transcript=transcript(messages))
     return row
 
 
