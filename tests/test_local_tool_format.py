@@ -231,6 +231,16 @@ def test_hermes_unclosed_call_at_the_end_and_string_arguments() -> None:
     assert calls_of(out) == [(0, "read_file", {"path": "x"})]
 
 
+def test_hermes_line_breaks_written_raw_inside_a_string_are_read() -> None:
+    """Small models (and llama.cpp's JSON grammar) put a file's lines into a
+    string without escaping the line breaks."""
+    parser = NativeToolCallParser("hermes", model="m")
+    out = run(parser, ['<tool_call>\n{"name": "write_file", "arguments": {"path": "a.py", '
+                       '"content": "def f():\n\treturn 1\n"}}\n</tool_call>'])
+    content = "def f():\n\treturn 1\n"
+    assert calls_of(out) == [(0, "write_file", {"path": "a.py", "content": content})]
+
+
 def test_hermes_malformed_call_is_a_clear_error() -> None:
     parser = NativeToolCallParser("hermes", model="tiny")
     with pytest.raises(ModelError) as caught:  # as soon as the call closes
@@ -382,9 +392,9 @@ def backend() -> Iterator[FakeBackend]:
         yield fake
 
 
-def make_provider(backend: FakeBackend, gguf: Path) -> LocalProvider:
+def make_provider(backend: FakeBackend, gguf: Path, **options: Any) -> LocalProvider:
     port = int(backend.url.rsplit(":", 1)[1])
-    return LocalProvider(ProviderConfig(name="local", model=str(gguf)),
+    return LocalProvider(ProviderConfig(name="local", model=str(gguf), options=options),
                          process_factory=fake_worker(port))
 
 
@@ -392,15 +402,45 @@ async def collect(stream: AsyncIterator[StreamChunk]) -> list[StreamChunk]:
     return [chunk async for chunk in stream]
 
 
+def _streamed(text: str) -> Any:
+    events = [sse(openai_chunk(text=text[i:i + 5])) for i in range(0, len(text), 5)]
+    return sse_reply([*events, sse(openai_chunk(text="", finish_reason="stop")), SSE_DONE])
+
+
+async def test_hermes_call_is_decoded_under_the_tools_grammar(
+    backend: FakeBackend, tmp_path: Path
+) -> None:
+    """The default: the model writes until `<tool_call>`; the call itself is
+    asked again with the tools' JSON schema (the child makes it a grammar)."""
+    gguf = write_gguf(tmp_path / "tiny-tools.gguf", _qwen_meta(HERMES))
+    backend.script("POST", "/v1/completions",
+                   _streamed('I will read it.\n<tool_call>\n{"name": "read_fil'),
+                   _streamed('{"name": "read_file", "arguments": {"path": "a.py"}}'))
+    provider = make_provider(backend, gguf)
+    try:
+        out = await collect(provider.stream(history(), TOOLS))
+    finally:
+        await provider.aclose()
+    assert text_of(out) == "I will read it.\n"
+    assert calls_of(out) == [(0, "read_file", {"path": "a.py"})]
+    assert [c.finish_reason for c in out if c.finish_reason] == ["tool_calls"]
+    free, call = (r.json for r in backend.requests_to("/v1/completions"))
+    assert "json_schema" not in free
+    assert call["prompt"] == free["prompt"] + "I will read it.\n<tool_call>\n"
+    assert call["stop"][0] == "</tool_call>" and call.get("suffix") is None
+    names = [alt["properties"]["name"]["const"] for alt in call["json_schema"]["oneOf"]]
+    assert names == [tool["name"] for tool in TOOLS]
+
+
 async def test_hermes_model_end_to_end(backend: FakeBackend, tmp_path: Path) -> None:
+    """Without the grammar (providerOptions.toolCallGrammar false), the
+    model's own calls, several per reply."""
     gguf = write_gguf(tmp_path / "tiny-tools.gguf", _qwen_meta(HERMES))
     reply = ('I will read it.\n<tool_call>\n{"name": "read_file", "arguments": {"path": "a.py"}}'
              '\n</tool_call>\n<tool_call>\n{"name": "read_file", "arguments": {"path": "b.py"}}'
              '\n</tool_call>')
-    events = [sse(openai_chunk(text=reply[i:i + 5])) for i in range(0, len(reply), 5)]
-    events += [sse(openai_chunk(text="", finish_reason="stop")), SSE_DONE]
-    backend.script("POST", "/v1/completions", sse_reply(events))
-    provider = make_provider(backend, gguf)
+    backend.script("POST", "/v1/completions", _streamed(reply))
+    provider = make_provider(backend, gguf, toolCallGrammar=False)
     try:
         out = await collect(provider.stream(history(), TOOLS))
         assert provider.child_pids()  # the stand-in child runs under the real supervision

@@ -383,6 +383,50 @@ async def test_tools_give_a_well_formed_reply(provider: LocalProvider) -> None:
 
 @real_model
 @pytest.mark.asyncio(loop_scope="module")
+async def test_the_real_child_decodes_under_a_json_schema(provider: LocalProvider) -> None:
+    """The child's middleware turns `json_schema` into llama.cpp's grammar:
+    a plain-text prompt still gets JSON with the one allowed value."""
+    request = FimRequest(
+        prefix="Once upon a time, in a land far away, there lived",
+        suffix="",
+        options=CompletionOptions(max_tokens=40, temperature=0.0, extra={"json_schema": {
+            "type": "object", "properties": {"colour": {"enum": ["periwinkle-7"]}},
+            "required": ["colour"]}}),
+    )
+    text = "".join(chunk.delta for chunk in await collect(provider.stream_fim(request)))
+    assert json.loads(text) == {"colour": "periwinkle-7"}, text
+
+
+LOOKUP = {
+    "name": "lookup_order",
+    "description": "Look up an order.",
+    "parameters": {"type": "object", "properties": {
+        "order_number": {"type": "integer"},
+        "region": {"type": "string", "enum": ["zone-7b"]}},
+        "required": ["order_number", "region"]},
+}
+
+
+@real_model
+@pytest.mark.asyncio(loop_scope="module")
+async def test_a_real_tool_call_has_the_arguments_its_schema_requires(
+    provider: LocalProvider,
+) -> None:
+    """The default chat model's call is decoded under the tools' grammar:
+    the required `region` (named nowhere in the prompt) is there, with the
+    only value the schema allows, and the number is an integer."""
+    messages = [Message(role="user", content="Use lookup_order to look up order 42.")]
+    options = CompletionOptions(max_tokens=128, temperature=0.0)
+    response = await provider.complete(messages, [LOOKUP, READ_FILE], options=options)
+    assert len(response.tool_calls) == 1, response
+    (call,) = response.tool_calls
+    assert call.tool == "lookup_order"
+    assert call.arguments["region"] == "zone-7b"
+    assert isinstance(call.arguments["order_number"], int)
+
+
+@real_model
+@pytest.mark.asyncio(loop_scope="module")
 async def test_cancellation_stops_generation(provider: LocalProvider) -> None:
     pid = provider.child_pids()[QWEN_15B]
     options = CompletionOptions(max_tokens=2000, temperature=0.8, request_id="long-one")

@@ -102,6 +102,8 @@ class ModelChoice:
         timeout = _option(options, "startup_timeout")
         self.startup_timeout = float(timeout) if timeout is not None else DEFAULT_STARTUP_TIMEOUT
         self.cache_dir = _path_option(options, "cache_dir")
+        # Tool calls decoded under the tools' grammar (constrained_calls.py).
+        self.tool_call_grammar = _option(options, "tool_call_grammar") is not False
         self.progress: ProgressSink = NullProgress()
         # hf: references this choice has started (or retried) a download for
         self.download_tried: set[str] = set()

@@ -66,6 +66,7 @@ from .catalog import (
 from .chat_tools import decode_grammar, decode_native, grammar_notice, native_request
 from .child_calls import ChildCalls
 from .choice import LAST_SERVED, ModelChoice, _int_option
+from .constrained_calls import CALL_TAGS, constrained_calls
 from .downloads import DOWNLOADS
 from .fim import build_fim_prompt
 from .gguf_meta import GgufError, ModelFacts, model_facts
@@ -283,7 +284,13 @@ class LocalProvider(BaseProvider):
         names = [tool["name"] for tool in tool_list]
         if tool_list and facts is not None and native:
             request = native_request(facts, spec.alias, messages, tool_list, inner)
-            raw = self.calls.stream(process, lambda client: client.stream_fim(request))
+
+            def send(req: FimRequest) -> AsyncIterator[FimChunk]:
+                return self.calls.stream(process, lambda client: client.stream_fim(req))
+
+            raw = (constrained_calls(request, send, tool_list, tool_format)
+                   if tool_format in CALL_TAGS and self.choice.tool_call_grammar
+                   else send(request))
             async for chunk in decode_native(raw, tool_format, model=spec.alias,
                                              tool_names=names):
                 yield chunk

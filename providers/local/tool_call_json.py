@@ -47,7 +47,9 @@ def calls_in(text: str) -> list[tuple[str, str]]:
     another (Llama separates parallel calls with `;`); a ```json fence
     around them is dropped."""
     text = _FENCE.sub("", text.strip())
-    decoder = json.JSONDecoder()
+    # strict=False: a line break or tab written raw inside a string (small
+    # models do; llama.cpp's JSON grammar allows it) is read as that character.
+    decoder = json.JSONDecoder(strict=False)
     calls: list[tuple[str, str]] = []
     index = 0
     while True:

@@ -23,6 +23,7 @@ import time
 from collections.abc import Sequence
 
 from .choice import _default_threads
+from .schema_grammar import SchemaGrammar
 
 _READY = "AGENTLS_LOCAL_READY"
 
@@ -70,6 +71,9 @@ def _serve(args: argparse.Namespace) -> int:
     )
     server_settings = settings.ServerSettings(host="127.0.0.1", port=0, interrupt_requests=False)
     app = app_module.create_app(server_settings=server_settings, model_settings=[model_settings])
+    # Raw-prompt completions constrained by a JSON schema (tool calls).
+    grammar = importlib.import_module("llama_cpp.llama_grammar")
+    app = SchemaGrammar(app, grammar.json_schema_to_gbnf)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
