@@ -120,7 +120,7 @@ class _ListingCache:
         return files
 
 
-_LISTINGS = _ListingCache()
+LISTINGS = _ListingCache()  # also named_files.py
 
 
 class MentionsFeature:
@@ -166,7 +166,7 @@ class MentionsFeature:
             return []
         query = typing.group(2)
         ranked: list[tuple[float, str]] = []
-        for rel in _LISTINGS.files(str(root)):
+        for rel in LISTINGS.files(str(root)):
             score = fuzzy_score(query, rel)
             if score is not None:
                 ranked.append((score, rel))

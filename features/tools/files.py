@@ -394,7 +394,9 @@ class RenameFileTool(_FileTool):
     name = "rename_file"
     path_arguments = ("path", "new_path")
     description = (
-        "Rename or move a file inside the workspace. new_path must not exist yet. The change "
+        "Rename or move a file inside the workspace (a file, not a name in the code: to "
+        "rename a function, class or constant, edit_file every file that uses it). "
+        "new_path must not exist yet. The change "
         "is shown to the user for approval in the editor; it needs an editor that supports "
         "file operations."
     )

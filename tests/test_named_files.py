@@ -1,0 +1,80 @@
+"""Files a chat prompt names are attached (features/named_files.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agentls.core.prompt_enrichment import PromptDraft, PromptSources
+from agentls.features.mentions import MentionsFeature
+from agentls.features.named_files import (
+    NAMED_FILE_MAX_CHARS,
+    NamedFilesFeature,
+    named_paths,
+)
+
+
+def enrich(root: Path, text: str, **draft: object) -> PromptDraft:
+    sources = PromptSources(workspace_folders=(str(root),))
+    start = PromptDraft(text=text, **draft)  # type: ignore[arg-type]
+    return NamedFilesFeature().enrich_prompt(start, sources)
+
+
+def test_path_like_words() -> None:
+    text = ("Fix pricing.py. See src/app/main.py, `utils.py` and (a.b.json); "
+            "not https://x.org/y.py, me@mail.com, @file:z.py, v1.2 or e.g. this")
+    # `v1.2` and `e.g` look like names too: no such file, so nothing is attached
+    assert named_paths(text) == ["pricing.py", "src/app/main.py", "utils.py", "a.b.json",
+                                 "v1.2", "e.g"]
+
+
+def test_a_named_file_is_attached_with_its_text(tmp_path: Path) -> None:
+    (tmp_path / "pricing.py").write_text("def f():\n    return 1\n")
+    (tmp_path / "test_pricing.py").write_text("from pricing import f\n")
+    out = enrich(tmp_path, "The test in test_pricing.py fails. Fix pricing.py.")
+    (block,) = out.attachments
+    assert '<file path="test_pricing.py">\nfrom pricing import f\n\n</file>' in block
+    assert '<file path="pricing.py">\ndef f():\n    return 1\n\n</file>' in block
+    assert out.metadata["mentions"] == ["test_pricing.py", "pricing.py"]
+    assert out.text == "The test in test_pricing.py fails. Fix pricing.py."
+
+
+def test_a_name_alone_finds_the_one_file_that_has_it(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "lists.py").write_text("def chunk(): ...\n")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "util.py").write_text("A\n")
+    (tmp_path / "b" / "util.py").write_text("B\n")
+    out = enrich(tmp_path, "Implement chunk in lists.py, then look at util.py")
+    assert out.metadata["mentions"] == ["src/lists.py"]  # util.py: two files, none chosen
+
+
+def test_what_is_not_attached(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("API_KEY=sk-secret\n")
+    (tmp_path / "big.py").write_text("x = 1\n" * (NAMED_FILE_MAX_CHARS // 6 + 1))
+    (tmp_path / "folder.d").mkdir()
+    outside = tmp_path.parent / "outside.py"
+    outside.write_text("secret = 1\n")
+    text = "Read .env, big.py, folder.d, missing.py, ../outside.py and /etc/hostname.txt"
+    out = enrich(tmp_path, text)
+    assert out.attachments == () and "mentions" not in out.metadata
+
+
+def test_a_file_mentioned_with_at_file_is_not_attached_twice(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("A = 1\n")
+    sources = PromptSources(workspace_folders=(str(tmp_path),))
+    draft = MentionsFeature().enrich_prompt(PromptDraft(text="explain @file:a.py"), sources)
+    assert draft.metadata["mentions"] == ["a.py"]
+    out = NamedFilesFeature().enrich_prompt(draft, sources)
+    assert out is draft  # `a.py` in the text now, but attached already
+
+
+def test_open_buffers_are_read_first(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("on disk\n")
+
+    def documents(path: Path) -> str | None:
+        return "unsaved buffer\n" if path.name == "a.py" else None
+
+    sources = PromptSources(workspace_folders=(str(tmp_path),), documents=documents)
+    out = NamedFilesFeature().enrich_prompt(PromptDraft(text="What is in a.py?"), sources)
+    assert "unsaved buffer" in out.attachments[0] and "on disk" not in out.attachments[0]
