@@ -329,6 +329,19 @@ def test_not_found_old_string_shows_the_nearest_lines() -> None:
         in message
 
 
+def test_old_string_with_the_other_quotes_matches_the_one_passage() -> None:
+    """Seen with Qwen2.5-Coder-1.5B: `fetch(server + '/changes')` for the
+    file's `fetch(server + "/changes")`."""
+    text = 'def pull(server):\n    return fetch(server + "/changes")\n'
+    edited = apply_string_edits(text, [StringEdit("fetch(server + '/changes')",
+                                                  "fetch(server + '/changes', timeout=30)")])
+    assert edited == "def pull(server):\n    return fetch(server + '/changes', timeout=30)\n"
+    twice = "a = 'x'\nb = 'x'\n"  # two passages differ only in quotes: no guess
+    with pytest.raises(ToolRefused) as caught:
+        apply_string_edits(twice, [StringEdit('"x"', "y")])
+    assert caught.value.code == "not_found"
+
+
 def test_nothing_similar_says_so() -> None:
     assert nearest_lines(FILE, "zzzz qqqq wwww") is None
     with pytest.raises(ToolRefused) as caught:
@@ -371,6 +384,8 @@ async def test_local_turn_retries_a_malformed_fenced_call_and_keeps_the_prefix(
     replies = [
         'Let me look.\n```json\n{"name": "read_file", "arguments": {path: "a.py"}}\n```',
         '<tool_call>\n{"name": "read_file", "arguments": {"path": "a.py"}}\n</tool_call>',
+        # the call asked again under the tools' grammar (constrained_calls.py)
+        '{"name": "read_file", "arguments": {"path": "a.py"}}',
         "It holds content.",
     ]
     backend.script("POST", "/v1/completions", *[
@@ -406,4 +421,5 @@ async def test_local_turn_retries_a_malformed_fenced_call_and_keeps_the_prefix(
         "arguments a JSON object with double-quoted keys and strings. Write the call again, "
         "correctly, or answer in words if no tool is needed.\n</system-reminder><|im_end|>\n"
         + generation)
-    assert prompts[2].index("</tool_response>") < prompts[2].index("lint: a.py is fine")
+    assert prompts[2].endswith(generation + "<tool_call>\n")  # the constrained call
+    assert prompts[3].index("</tool_response>") < prompts[3].index("lint: a.py is fine")

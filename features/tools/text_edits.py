@@ -243,6 +243,10 @@ def apply_string_edits(text: str, edits: list[StringEdit], shown: str = "the fil
             old, new = old.replace("\n", "\r\n"), new.replace("\r\n", "\n").replace("\n", "\r\n")
             first = text.find(old)
         if first < 0:
+            swapped = _other_quotes(text, old)
+            if swapped is not None:
+                old, first = swapped, text.find(swapped)
+        if first < 0:
             near = nearest_lines(text, old, shown)
             raise ToolRefused(
                 f"{where}old_string was not found in {shown}. Nothing was changed. "
@@ -263,6 +267,17 @@ def apply_string_edits(text: str, edits: list[StringEdit], shown: str = "the fil
                 "ambiguous")
         text = text[:first] + new + text[first + len(old) :]
     return text
+
+
+def _other_quotes(text: str, old: str) -> str | None:
+    """The one passage of `text` that equals `old` but for its quote
+    characters (`'` for `"` or the reverse: small models rewrite a line's
+    quotes when they copy it), or None (no such passage, or several)."""
+    if "'" not in old and '"' not in old:
+        return None
+    pattern = re.compile("".join("[\"']" if c in "'\"" else re.escape(c) for c in old))
+    found = pattern.findall(text)
+    return found[0] if len(found) == 1 else None
 
 
 # --------------------------------------------------------------------------- previews
