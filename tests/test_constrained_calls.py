@@ -98,10 +98,22 @@ async def test_the_call_after_the_opener_is_asked_again_under_the_grammar() -> N
 
 
 @pytest.mark.asyncio
-async def test_a_reply_without_a_call_is_one_request_untouched() -> None:
-    engine = Engine(["The answer ", "is 42."])
+async def test_a_call_opened_with_the_tools_tag_is_read_as_a_call() -> None:
+    """Qwen2.5-Coder-1.5B wrote `<tools>` (the tag its prompt lists the
+    tools in) where `<tool_call>` belongs: the call is asked properly."""
+    engine = Engine(["<to", "ols>\n", '{"name": "edit_file"'],
+                    ['{"name": "read_file", "arguments": {"path": "a.py"}}'])
     chunks = await run(engine, REQUEST)
-    assert "".join(c.delta for c in chunks) == "The answer is 42."
+    text = "".join(c.delta for c in chunks)
+    assert text.startswith("<tool_call>\n{") and "<tools>" not in text
+    assert engine.requests[1].prefix == REQUEST.prefix + "<tool_call>\n"
+
+
+@pytest.mark.asyncio
+async def test_a_reply_without_a_call_is_one_request_untouched() -> None:
+    engine = Engine(["The answer ", "is 42 <to", "o."])
+    chunks = await run(engine, REQUEST)
+    assert "".join(c.delta for c in chunks) == "The answer is 42 <too."
     assert len(engine.requests) == 1 and engine.closed == [True]
     assert chunks[-1].finish_reason == "stop"
 

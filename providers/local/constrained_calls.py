@@ -27,6 +27,9 @@ __all__ = ["CALL_TAGS", "call_schema", "constrained_calls"]
 
 # format -> (opening, closing) tag around one JSON call
 CALL_TAGS: Mapping[str, tuple[str, str]] = {"hermes": ("<tool_call>", "</tool_call>")}
+# Openings a model writes by mistake for the format's own (Qwen2.5-Coder-1.5B
+# wrote `<tools>`, the tag its prompt lists the tools in): read as the opening.
+_MISTAKEN: Mapping[str, tuple[str, ...]] = {"hermes": ("<tools>",)}
 CALL_MAX_TOKENS = 2048  # a write_file of a small module
 
 
@@ -52,20 +55,28 @@ async def constrained_calls(
     tool call decoded under the tools' grammar (see the module doc). Text
     before the call streams as it comes."""
     opening, closing = CALL_TAGS[tool_format]
-    said = ""
+    openings = (opening, *_MISTAKEN.get(tool_format, ()))
+    said = ""  # what was handed on
+    pending = ""  # what may still become an opening
     first = stream(request)
     opened = False
     try:
         async for chunk in first:
-            at = (said + chunk.delta).find(opening)
-            if at < 0:
-                said += chunk.delta
-                yield chunk
-                continue
-            head = (said + chunk.delta)[: at + len(opening)]
-            yield FimChunk(delta=head[len(said):])
-            said, opened = head, True
-            break
+            pending += chunk.delta
+            found = [(pending.find(o), o) for o in openings if o in pending]
+            if found:
+                at, _ = min(found)
+                head = pending[:at] + opening
+                yield FimChunk(delta=head)
+                said, opened = said + head, True
+                break
+            keep = 0 if chunk.finish_reason else max(_partial(pending, o) for o in openings)
+            ready, pending = pending[: len(pending) - keep], pending[len(pending) - keep:]
+            said += ready
+            yield FimChunk(delta=ready, finish_reason=chunk.finish_reason, usage=chunk.usage)
+        else:
+            if pending:
+                yield FimChunk(delta=pending)
     finally:
         await _close(first)  # stops the child's generation
     if not opened:
@@ -91,6 +102,14 @@ async def constrained_calls(
         yield chunk
     # The closing tag the stop cut off; the parser ends the call on it.
     yield FimChunk(delta="\n" + closing, finish_reason=finish)
+
+
+def _partial(text: str, opening: str) -> int:
+    """How many characters at the end of `text` could begin `opening`."""
+    for size in range(min(len(opening) - 1, len(text)), 0, -1):
+        if opening.startswith(text[-size:]):
+            return size
+    return 0
 
 
 async def _close(stream: AsyncIterator[FimChunk]) -> None:
