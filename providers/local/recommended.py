@@ -49,22 +49,11 @@ class RecommendedModel:
 
 RECOMMENDED: tuple[RecommendedModel, ...] = (
     RecommendedModel(
-        ref="hf:bartowski/Qwen2.5-Coder-1.5B-Instruct-GGUF:Q4_K_M",
-        purpose="chat",
-        display_name="Qwen2.5-Coder 1.5B Instruct (Q4_K_M)",
-        file_size=int(0.99 * _GB),
-        min_memory=6 * _GB,
-        context_window=32768,
-        default_n_ctx=8192,
-        fim=False,
-        tools=True,
-    ),
-    RecommendedModel(
         ref="hf:bartowski/Qwen2.5-Coder-3B-Instruct-GGUF:Q4_K_M",
         purpose="chat",
         display_name="Qwen2.5-Coder 3B Instruct (Q4_K_M)",
         file_size=int(1.93 * _GB),
-        min_memory=12 * _GB,
+        min_memory=8 * _GB,
         context_window=32768,
         default_n_ctx=8192,
         fim=False,
@@ -117,7 +106,10 @@ RECOMMENDED: tuple[RecommendedModel, ...] = (
 )
 
 
-RECOMMENDED_CHAT = RECOMMENDED[0].ref  # the one to name in messages: fits 8 GB machines
+# The one to name in messages: fits 8 GB machines. The chat list starts one
+# size above the packaged 1.5B (`qwen2.5-coder-1.5b`): recommending another
+# publisher's GGUF of the same model would bring nothing.
+RECOMMENDED_CHAT = RECOMMENDED[0].ref
 
 
 def recommended_for(total_memory: int | None) -> dict[Purpose, RecommendedModel]:
