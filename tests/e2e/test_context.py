@@ -67,8 +67,10 @@ def chat_requests(backend: FakeBackend) -> list[dict[str, Any]]:
 
 
 def settings_for(backend: FakeBackend, **extra: Any) -> dict[str, Any]:
+    # The prompts name the files the scripted model then reads: attached to
+    # the prompt as well (features/named_files.py), each would be sent twice.
     return {"provider": "openai", "baseUrl": backend.url + "/v1", "model": "test-model",
-            **extra}
+            "features": {"disabled": ["named-files"]}, **extra}
 
 
 @pytest.fixture
