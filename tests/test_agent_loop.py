@@ -384,8 +384,6 @@ async def test_local_turn_retries_a_malformed_fenced_call_and_keeps_the_prefix(
     replies = [
         'Let me look.\n```json\n{"name": "read_file", "arguments": {path: "a.py"}}\n```',
         '<tool_call>\n{"name": "read_file", "arguments": {"path": "a.py"}}\n</tool_call>',
-        # the call asked again under the tools' grammar (constrained_calls.py)
-        '{"name": "read_file", "arguments": {"path": "a.py"}}',
         "It holds content.",
     ]
     backend.script("POST", "/v1/completions", *[
@@ -398,7 +396,9 @@ async def test_local_turn_retries_a_malformed_fenced_call_and_keeps_the_prefix(
         return HookResult(action="inject_context", context_injection="lint: a.py is fine")
 
     hooks.register(events.TOOL_POST, lint, name="linters")
-    provider = make_provider(backend, gguf)
+    # The model's own calls: with the grammar (the default) the fenced call
+    # would be asked again under it, never malformed (test_constrained_calls).
+    provider = make_provider(backend, gguf, toolCallGrammar=False)
     orchestrator = Orchestrator(provider, tools=ToolExecutor([FreeRead()]), hooks=hooks)
     try:
         result = await orchestrator.run_turn(Session("s1"), "What is in a.py?")
@@ -421,5 +421,4 @@ async def test_local_turn_retries_a_malformed_fenced_call_and_keeps_the_prefix(
         "arguments a JSON object with double-quoted keys and strings. Write the call again, "
         "correctly, or answer in words if no tool is needed.\n</system-reminder><|im_end|>\n"
         + generation)
-    assert prompts[2].endswith(generation + "<tool_call>\n")  # the constrained call
-    assert prompts[3].index("</tool_response>") < prompts[3].index("lint: a.py is fine")
+    assert prompts[2].index("</tool_response>") < prompts[2].index("lint: a.py is fine")

@@ -110,6 +110,41 @@ async def test_a_call_opened_with_the_tools_tag_is_read_as_a_call() -> None:
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize(("written", "before"), [
+    (["I will run it.\n``", '`json\n{"name": "run_', 'command", "arguments": {"argv": [1,'],
+     "I will run it.\n"),
+    (['{"name": "read_file", "argu', 'ments": {path: a.py}}'], ""),
+    (["  \n", '{ "name" : "read_file"'], "  \n"),
+], ids=["fenced", "bare", "bare-after-blank"])
+async def test_a_call_written_as_json_without_the_tag_is_asked_as_a_call(
+    written: list[str], before: str
+) -> None:
+    """Qwen2.5-Coder-1.5B writes calls in ```json fences or bare, and breaks
+    their JSON: a fence or a leading object whose "name" is an offered tool
+    is asked again as a tagged call under the grammar."""
+    engine = Engine(written, ['{"name": "read_file", "arguments": {"path": "a.py"}}'])
+    chunks = await run(engine, REQUEST)
+    text = "".join(c.delta for c in chunks)
+    assert text == (before + '<tool_call>\n{"name": "read_file", "arguments": '
+                    '{"path": "a.py"}}\n</tool_call>')
+    assert engine.requests[1].prefix == REQUEST.prefix + before + "<tool_call>\n"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("written", [
+    ["Use this:\n```json\n", '{"name": "Ada", "age": 3}\n```'],  # no tool of that name
+    ['{"count": 3, ', '"name": "read_file"}'],  # a JSON answer: "name" is not its first key
+    ["Code:\n```python\n", "def f():\n    return {'name': 'read_file'}\n```\n"],
+    ["Say ", '{"name": "read_file"}'],  # an object after text, not in a fence
+], ids=["other-name", "json-answer", "code-fence", "inline"])
+async def test_json_that_is_not_a_call_passes_as_text(written: list[str]) -> None:
+    engine = Engine(written)
+    chunks = await run(engine, REQUEST)
+    assert "".join(c.delta for c in chunks) == "".join(written)
+    assert len(engine.requests) == 1
+
+
+@pytest.mark.asyncio
 async def test_a_reply_without_a_call_is_one_request_untouched() -> None:
     engine = Engine(["The answer ", "is 42 <to", "o."])
     chunks = await run(engine, REQUEST)

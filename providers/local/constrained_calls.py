@@ -11,11 +11,19 @@ the prompt with everything written so far plus the opener, constrained by
 at the closing tag. llama.cpp reuses the cached prompt prefix, so the
 second request costs only the new tokens. One call per reply: the turn
 answers it and the model goes on from there.
+
+A call written without the tag is a call too when it names an offered
+tool: a ```json fence, or a reply that starts with the JSON, whose first
+key is `"name"` with an offered tool as its value (Qwen2.5-Coder-1.5B
+writes calls that way about as often as in tags, and broke their JSON).
+Text that may still become such a call (from a fence or a leading `{`) is
+held back for at most a few dozen characters.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
@@ -31,6 +39,9 @@ CALL_TAGS: Mapping[str, tuple[str, str]] = {"hermes": ("<tool_call>", "</tool_ca
 # wrote `<tools>`, the tag its prompt lists the tools in): read as the opening.
 _MISTAKEN: Mapping[str, tuple[str, ...]] = {"hermes": ("<tools>",)}
 CALL_MAX_TOKENS = 2048  # a write_file of a small module
+# A call written as JSON without its tag: in a fence, or bare.
+_JSON_CALL = re.compile(r'(```[ \t]*(?:json)?[ \t]*\n\s*)?\{\s*"name"\s*:\s*"([^"\n]{1,64})"')
+_UNDECIDED = 48  # characters held after a fence or a leading `{` before they pass as text
 
 
 def call_schema(tools: Sequence[ToolSpec]) -> dict[str, Any]:
@@ -55,28 +66,23 @@ async def constrained_calls(
     tool call decoded under the tools' grammar (see the module doc). Text
     before the call streams as it comes."""
     opening, closing = CALL_TAGS[tool_format]
-    openings = (opening, *_MISTAKEN.get(tool_format, ()))
+    watch = _Watch(opening, (opening, *_MISTAKEN.get(tool_format, ())),
+                   {str(tool["name"]) for tool in tools})
     said = ""  # what was handed on
-    pending = ""  # what may still become an opening
     first = stream(request)
     opened = False
     try:
         async for chunk in first:
-            pending += chunk.delta
-            found = [(pending.find(o), o) for o in openings if o in pending]
-            if found:
-                at, _ = min(found)
-                head = pending[:at] + opening
+            ready, head = watch.feed(chunk.delta, said, final=chunk.finish_reason is not None)
+            if head is not None:
                 yield FimChunk(delta=head)
                 said, opened = said + head, True
                 break
-            keep = 0 if chunk.finish_reason else max(_partial(pending, o) for o in openings)
-            ready, pending = pending[: len(pending) - keep], pending[len(pending) - keep:]
             said += ready
             yield FimChunk(delta=ready, finish_reason=chunk.finish_reason, usage=chunk.usage)
         else:
-            if pending:
-                yield FimChunk(delta=pending)
+            if watch.pending:
+                yield FimChunk(delta=watch.pending)
     finally:
         await _close(first)  # stops the child's generation
     if not opened:
@@ -102,6 +108,47 @@ async def constrained_calls(
         yield chunk
     # The closing tag the stop cut off; the parser ends the call on it.
     yield FimChunk(delta="\n" + closing, finish_reason=finish)
+
+
+class _Watch:
+    """Finds where a call opens in a streamed reply, holding back what may
+    still become an opening."""
+
+    def __init__(self, opening: str, openings: tuple[str, ...], names: set[str]) -> None:
+        self.opening = opening
+        self.openings = openings
+        self.names = names
+        self.pending = ""
+
+    def feed(self, delta: str, said: str, *, final: bool) -> tuple[str, str | None]:
+        """(text to hand on, None) or ("", the text up to the call with the
+        format's opening instead of whatever opened it)."""
+        self.pending += delta
+        text = self.pending
+        starts = [text.find(o) for o in self.openings if o in text]
+        for match in _JSON_CALL.finditer(text):
+            at_start = not (said + text[: match.start()]).strip()
+            if (match.group(1) or at_start) and match.group(2) in self.names:
+                starts.append(match.start())
+                break
+        if starts:
+            self.pending = ""
+            return "", text[: min(starts)] + self.opening
+        keep = 0 if final else self._undecided(text, said)
+        self.pending = text[len(text) - keep:]
+        return text[: len(text) - keep], None
+
+    def _undecided(self, text: str, said: str) -> int:
+        """How much of the end of `text` may still open a call."""
+        keep = max(_partial(text, o) for o in (*self.openings, "```"))
+        fence = text.rfind("```")
+        if fence >= 0 and len(text) - fence < _UNDECIDED:
+            keep = max(keep, len(text) - fence)
+        brace = text.find("{")
+        if (brace >= 0 and not (said + text[:brace]).strip()
+                and len(text) - brace < _UNDECIDED):
+            keep = max(keep, len(text) - brace)
+        return keep
 
 
 def _partial(text: str, opening: str) -> int:
