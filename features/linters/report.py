@@ -104,7 +104,7 @@ def format_injection(
     with_linter = len({f.linter for f in findings}) > 1
     header = (
         f"{_summary(findings)} in {shown_path} after your {tool_name} "
-        "(path:line:column, 1-based). Fix them now, before you continue:"
+        "(path:line:column, 1-based; it runs after each edit by itself). Fix them now:"
     )
 
     def fits(text: str) -> bool:
