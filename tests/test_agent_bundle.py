@@ -62,7 +62,7 @@ def test_build_agent_makes_the_bundle_from_settings_registry_and_channels(
     tools = {d.tool_name for d in agent.tools.descriptors}
     assert {"read_file", "write_file", "run_command"} <= tools
     assert agent.hooks.approval_policies  # the policy hook module registered
-    assert [e.name for e in agent.enrichers] == ["mentions", "templates"]
+    assert [e.name for e in agent.enrichers] == ["mentions", "templates", "named-files"]
     assert agent.tool_context()["workspace_folders"] == [str(tmp_path)]
     with pytest.raises(AttributeError):
         agent.model = "other"  # type: ignore[misc]  # frozen
@@ -74,7 +74,7 @@ def test_build_agent_leaves_out_what_features_disabled_names(tmp_path: Path) -> 
                         provider=scripted())
     tools = {d.tool_name for d in agent.tools.descriptors}
     assert "run_command" not in tools and "read_file" in tools
-    assert [e.name for e in agent.enrichers] == ["templates"]
+    assert [e.name for e in agent.enrichers] == ["templates", "named-files"]
     assert not agent.hooks.approval_policies
 
 
