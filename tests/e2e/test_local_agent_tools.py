@@ -32,7 +32,10 @@ def test_default_chat_model_reads_a_file_through_a_native_tool_call(tmp_path: Pa
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "notes.txt").write_text(f"The secret word is {SECRET}.\n")
-    settings = {"provider": "local", "session": {"maxIterations": 3}}
+    # named-files off: with notes.txt attached to the prompt, the model
+    # could answer without the call this test is about.
+    settings = {"provider": "local", "session": {"maxIterations": 3},
+                "features": {"disabled": ["named-files"]}}
     with LspProcess.start(state_dir=tmp_path / "state", workspace=workspace,
                           settings=settings) as lsp:
         # Reading needs no approval; anything else the model tries is refused.
