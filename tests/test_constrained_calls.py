@@ -115,7 +115,8 @@ async def test_a_call_opened_with_the_tools_tag_is_read_as_a_call() -> None:
      "I will run it.\n"),
     (['{"name": "read_file", "argu', 'ments": {path: a.py}}'], ""),
     (["  \n", '{ "name" : "read_file"'], "  \n"),
-], ids=["fenced", "bare", "bare-after-blank"])
+    (['{{"name": "read_file", "arguments": {"path": "a.py"}}}'], ""),
+], ids=["fenced", "bare", "bare-after-blank", "doubled-brace"])
 async def test_a_call_written_as_json_without_the_tag_is_asked_as_a_call(
     written: list[str], before: str
 ) -> None:

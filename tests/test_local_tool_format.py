@@ -456,7 +456,9 @@ async def test_hermes_model_end_to_end(backend: FakeBackend, tmp_path: Path) -> 
     assert '{"name": "read_file", "arguments": {"path": "a.py"}}' in prompt
     assert prompt.endswith("<|im_start|>assistant\n")
     assert body.get("suffix") is None and "<|im_end|>" in body["stop"]  # None: not sent
-    assert "<tool_response>" in body["stop"]  # the model never writes its own results
+    # Not a stop: Qwen 1.5B often echoes the tool's result before its answer
+    # (the answer then followed; stopped there, the reply was empty).
+    assert "<tool_response>" not in body["stop"]
     assert "response_format" not in body  # no grammar: the model writes its own format
     assert body["max_tokens"] == 2048  # room for a write_file call with a whole file
     assert not backend.requests_to("/v1/chat/completions")

@@ -31,7 +31,6 @@ from .tool_grammar import ToolReplyDecoder
 # End-of-turn strings of the native families, in case the model prints one
 # as text (llama.cpp already stops at end-of-generation tokens).
 _END_STRINGS = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "</s>")
-_HERMES_RESULT = "<tool_response>"
 
 
 def native_request(
@@ -55,10 +54,7 @@ def native_request(
     if facts.add_bos and facts.bos_token and prompt.startswith(facts.bos_token):
         prompt = prompt[len(facts.bos_token):]  # llama.cpp adds it to a raw prompt itself
     stop = list(options.stop)
-    # A small model may go on to write the result of its own call: the
-    # tool's answer is agentls's to give, so the reply ends there.
-    ends = (*_END_STRINGS, *(_HERMES_RESULT,) * (tool_format == "hermes"))
-    for end in (facts.eos_token, *ends):
+    for end in (facts.eos_token, *_END_STRINGS):
         if end and end not in stop:
             stop.append(end)
     return FimRequest(

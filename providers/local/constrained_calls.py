@@ -40,7 +40,8 @@ CALL_TAGS: Mapping[str, tuple[str, str]] = {"hermes": ("<tool_call>", "</tool_ca
 _MISTAKEN: Mapping[str, tuple[str, ...]] = {"hermes": ("<tools>",)}
 CALL_MAX_TOKENS = 2048  # a write_file of a small module
 # A call written as JSON without its tag: in a fence, or bare.
-_JSON_CALL = re.compile(r'(```[ \t]*(?:json)?[ \t]*\n\s*)?\{\s*"name"\s*:\s*"([^"\n]{1,64})"')
+# (Qwen2.5-Coder-1.5B also doubles the brace: `{{"name": ...}}}`.)
+_JSON_CALL = re.compile(r'(```[ \t]*(?:json)?[ \t]*\n\s*)?\{+\s*"name"\s*:\s*"([^"\n]{1,64})"')
 _UNDECIDED = 48  # characters held after a fence or a leading `{` before they pass as text
 
 

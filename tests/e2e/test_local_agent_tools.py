@@ -55,6 +55,7 @@ def test_default_chat_model_reads_a_file_through_a_native_tool_call(tmp_path: Pa
     assert Path(str(first["arguments"].get("path", ""))).name == "notes.txt", calls
     results = [m for m in messages if m["role"] == "tool"]
     assert results and SECRET in str(results[0].get("toolResult") or results[0].get("content"))
-    assert turn["status"] == "completed", turn
+    assert turn["status"] == "completed", (turn.get("error"), [
+        (m["role"], str(m.get("content"))[:300]) for m in messages])
     answer = messages[-1]
     assert answer["role"] == "assistant" and answer["content"].strip(), messages
