@@ -80,6 +80,8 @@ class NamedFilesFeature:
                 continue
             if content is None or len(content) > min(NAMED_FILE_MAX_CHARS, budget):
                 continue
+            if content.strip() and content.strip() in draft.text:
+                continue  # already in the prompt (a selection of the whole file, a paste)
             already.add(rel)
             budget -= len(content)
             attachments.append({"path": rel, "content": content, "truncated": False})

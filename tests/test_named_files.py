@@ -78,3 +78,9 @@ def test_open_buffers_are_read_first(tmp_path: Path) -> None:
     sources = PromptSources(workspace_folders=(str(tmp_path),), documents=documents)
     out = NamedFilesFeature().enrich_prompt(PromptDraft(text="What is in a.py?"), sources)
     assert "unsaved buffer" in out.attachments[0] and "on disk" not in out.attachments[0]
+
+
+def test_a_file_whose_text_is_already_in_the_prompt_is_not_attached(tmp_path: Path) -> None:
+    (tmp_path / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    out = enrich(tmp_path, "Explain calc.py:\n```\ndef add(a, b):\n    return a - b\n```")
+    assert out.attachments == ()
