@@ -20,15 +20,6 @@ def default_system_prompt(
         )
     if tools:
         lines.append("Tools you can call: " + ", ".join(tools) + ".")
-        if "edit_file" in tools:
-            lines.append(
-                "When the user asks for a change, make it yourself: edit_file, with old_string "
-                "copied exactly from the file; do not show code for the user to apply."
-            )
-        lines.append(
-            "When the answer is in files you have seen (attached below the request, or read), "
-            "answer in words."
-        )
         lines.append(
             "Every file change you make is shown to the user for approval in the editor; "
             "if a change is declined, do not retry it unchanged: ask or adjust. "
