@@ -232,7 +232,9 @@ def test_instruction_files_and_a_compaction_show_in_the_chat_buffer(
     ])
     ed.cmd("AgentChat what does pkg/mod.py do?")
     text = wait_turn_done(ed)
-    assert "## You\nwhat does pkg/mod.py do?\n↳ instructions: AGENTS.md\n" in text
+    # The file the prompt names is attached (named-files) and listed.
+    assert ("## You\nwhat does pkg/mod.py do?\n↳ attached: pkg/mod.py\n"
+            "↳ instructions: AGENTS.md\n") in text
     assert "## agentls\n↳ instructions: pkg/AGENTS.md\nIt sets x." in text
     assert text.count("↳ instructions:") == 2  # the root file is named once
     system = recorded_calls(tmp_path)[1]["messages"][0]["content"]
