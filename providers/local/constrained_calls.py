@@ -30,6 +30,7 @@ from typing import Any
 from agentls.core.provider import FimChunk, FimRequest, ToolSpec
 
 from .schema_grammar import FIELD
+from .tool_format import partial_marker
 
 __all__ = ["CALL_TAGS", "call_schema", "constrained_calls"]
 
@@ -141,7 +142,7 @@ class _Watch:
 
     def _undecided(self, text: str, said: str) -> int:
         """How much of the end of `text` may still open a call."""
-        keep = max(_partial(text, o) for o in (*self.openings, "```"))
+        keep = max(partial_marker(text, o) for o in (*self.openings, "```"))
         fence = text.rfind("```")
         if fence >= 0 and len(text) - fence < _UNDECIDED:
             keep = max(keep, len(text) - fence)
@@ -150,14 +151,6 @@ class _Watch:
                 and len(text) - brace < _UNDECIDED):
             keep = max(keep, len(text) - brace)
         return keep
-
-
-def _partial(text: str, opening: str) -> int:
-    """How many characters at the end of `text` could begin `opening`."""
-    for size in range(min(len(opening) - 1, len(text)), 0, -1):
-        if opening.startswith(text[-size:]):
-            return size
-    return 0
 
 
 async def _close(stream: AsyncIterator[FimChunk]) -> None:

@@ -180,8 +180,8 @@ class NativeToolCallParser:
                 self._begin_call(self._pending[at + len(self._marker):], bare=False)
                 self._pending = ""
                 continue
-            keep = max(_partial_marker(self._pending, self._marker),
-                       _partial_marker(self._pending, _FENCE))
+            keep = max(partial_marker(self._pending, self._marker),
+                       partial_marker(self._pending, _FENCE))
             ready = self._pending[: len(self._pending) - keep]
             if self._calls and not ready.strip():
                 return out  # the newline between two calls: held, dropped at the end
@@ -315,7 +315,7 @@ def _closing(tool_format: ToolFormat) -> str:
     return _HERMES_END if tool_format == "hermes" else ""
 
 
-def _partial_marker(text: str, marker: str) -> int:
+def partial_marker(text: str, marker: str) -> int:
     """How many characters at the end of `text` could be the start of `marker`."""
     for size in range(min(len(marker) - 1, len(text)), 0, -1):
         if marker.startswith(text[-size:]):
