@@ -28,7 +28,7 @@ from agentls.features.mentions import LISTINGS, render_attachments
 from agentls.features.sensitive_paths import ModelFileAccess
 from agentls.features.tools.workspace import Workspace, WorkspacePathError
 
-__all__ = ["NAMED_FILE_MAX_CHARS", "NamedFilesFeature", "named_paths"]
+__all__ = ["NAMED_FILE_MAX_CHARS", "NamedFilesFeature", "find_named_file", "named_paths"]
 
 NAMED_FILE_MAX_CHARS = 12_000  # a file larger than this is not attached
 NAMED_FILES_MAX_TOTAL_CHARS = 24_000
@@ -68,7 +68,7 @@ class NamedFilesFeature:
         for word in words:
             if len(attachments) >= MAX_NAMED_FILES:
                 break
-            resolved = _find(workspace, word, sources.workspace_folders)
+            resolved = find_named_file(workspace, word, sources.workspace_folders)
             if resolved is None:
                 continue
             rel = workspace.relative(resolved)
@@ -95,7 +95,7 @@ class NamedFilesFeature:
         )
 
 
-def _find(workspace: Workspace, word: str, folders: tuple[str, ...]) -> Path | None:
+def find_named_file(workspace: Workspace, word: str, folders: tuple[str, ...]) -> Path | None:
     """The workspace file `word` names: by its path, else by its name when
     exactly one file of the (first) folder's listing has it."""
     try:

@@ -147,6 +147,7 @@ def build_agent(
     from agentls.core.instructions import ProjectInstructions
     from agentls.core.prompt_enrichment import PromptEnricher
     from agentls.core.registry import offering
+    from agentls.core.reply_edits import ReplyEditor
     from agentls.core.tools import ToolExecutor
     from agentls.features.sensitive_paths import ModelFileAccess
 
@@ -169,6 +170,7 @@ def build_agent(
         tools=ToolExecutor(tools, config),
         hooks=hooks,
         enrichers=tuple(offering(features, PromptEnricher)),
+        reply_editor=next(iter(offering(features, ReplyEditor)), None),
         limits=TurnLimits(
             max_iterations=session.max_iterations,
             max_tool_result_chars=session.max_tool_result_chars,

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from .prompt_enrichment import PromptEnricher
     from .provider import Provider
     from .question_documents import DocumentOpener
+    from .reply_edits import ReplyEditor
     from .tools import ToolExecutor
 
 __all__ = ["AgentBundle", "ContextSettings", "EditorChannels", "TurnLimits"]
@@ -106,6 +107,8 @@ class AgentBundle:
     hooks: HookRegistry = field(default_factory=lambda: _no_hooks())
     # Feature contracts the chat uses, by plugin order (core/prompt_enrichment.py).
     enrichers: tuple[PromptEnricher, ...] = ()
+    # Edits written in the reply (core/reply_edits.py; `session.editFormat`).
+    reply_editor: ReplyEditor | None = None
     limits: TurnLimits = field(default_factory=TurnLimits)
     # Enforced on the stream whatever the request said (stream_guard); None:
     # max_tokens, if any.

@@ -27,7 +27,8 @@ from .context import ContextManager
 from .hooks import HookRegistry
 from .models import AgentlsError, SessionStatus
 from .observer import TurnObserver
-from .provider import Provider
+from .provider import Provider, ToolSpec
+from .reply_edits import ReplyEditor
 from .session_statuses import SessionStatuses
 from .session_types import Message, Session
 from .system_prompt import default_system_prompt
@@ -196,11 +197,28 @@ class Orchestrator:
         return True
 
     # -- public ---------------------------------------------------------------
+    @property
+    def reply_editor(self) -> ReplyEditor | None:
+        return self._agent.reply_editor
+
+    def offered_tools(self) -> list[ToolSpec]:
+        """The tools the model is offered: all but those the reply editor
+        keeps from it (it still runs them for the reply's edits)."""
+        specs = self.tools.specs
+        editor = self._agent.reply_editor
+        if editor is None:
+            return specs
+        hidden = editor.hidden_tools()
+        return [spec for spec in specs if spec.get("name") not in hidden]
+
     def system_prompt(self) -> str:
         if self._agent.system_prompt is not None:
             return self._agent.system_prompt
+        editor = self._agent.reply_editor
         return default_system_prompt(
-            workspace=self.workspace, tools=[d.tool_name for d in self.tools.descriptors]
+            workspace=self.workspace,
+            tools=[spec["name"] for spec in self.offered_tools()],
+            extra=editor.instructions() if editor is not None else "",
         )
 
     def is_running(self, session_id: str) -> bool:

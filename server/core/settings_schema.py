@@ -235,6 +235,11 @@ class SessionSettings(SettingsStruct, frozen=True, kw_only=True):
     # Largest tool result stored and sent to the model, in characters; a
     # bigger one keeps its head and tail with a note.
     max_tool_result_chars: Annotated[int, Meta(ge=1024, le=10_000_000)] = 100_000
+    # How the agent writes file changes (features/reply_edits.py): with the
+    # file tools ("tool-calls"), or whole files in its reply that agentls
+    # turns into the same approved edits ("file-blocks"); "auto" picks
+    # file-blocks for the embedded local models, tool-calls otherwise.
+    edit_format: Literal["auto", "tool-calls", "file-blocks"] = "auto"
 
 
 class RunCommandSettings(SettingsStruct, frozen=True, kw_only=True):

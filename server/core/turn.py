@@ -190,15 +190,20 @@ class Turn(ToolCalls):
                 await self.persist(explanation("empty_reply", text, message.metadata))
                 await self.notify(text, "warning")
                 return await self.finish("failed", {"code": "empty_reply", "message": text})
+            calls = response.tool_calls or self.reply_edit_calls(response.content)
+            if calls and not response.tool_calls:  # edits the reply wrote (reply_edits.py)
+                message = self.with_reply_edits(message, calls)
             await self.persist(message)
-            if not response.tool_calls:
+            if not calls:
                 return await self.finish("completed", None)
-            self.unanswered = list(response.tool_calls)
+            self.unanswered = list(calls)
             while self.unanswered:
                 await self.run_tool(self.unanswered[0])
                 self.unanswered.pop(0)
                 if self.stop is not None:
                     return await self.stop_after_tool(self.stop)
+            if not response.tool_calls and self.reply_edits_settled(len(calls)):
+                return await self.finish("completed", None)
 
         limit = core.limits.max_iterations
         return await self.explain_end(
@@ -278,7 +283,7 @@ class Turn(ToolCalls):
         model = core.model or getattr(core.provider, "default_model", "") or ""
         self.plan = await core.context.prepare(
             self.context_host(), provider=core.provider, model=model,
-            system=core.system_prompt(), ephemeral=self.ephemeral, tools=core.tools.specs,
+            system=core.system_prompt(), ephemeral=self.ephemeral, tools=core.offered_tools(),
             turn_start=self.turn_start, output_cap=core.output_cap or core.max_tokens,
             force_compact=force_compact,
         )
@@ -301,7 +306,7 @@ class Turn(ToolCalls):
         want_delta_hooks = core.hooks.has_handlers(events.CONTENT_BLOCK_DELTA)
         guard = StreamGuard(core.output_cap or core.max_tokens)
         stop: StreamStop | None = None
-        stream = core.provider.stream(messages, core.tools.specs or None, options=options)
+        stream = core.provider.stream(messages, core.offered_tools() or None, options=options)
         async for chunk in stream:
             if chunk.notice and core.first_notice(self.sid, chunk.notice):
                 await self.notify(chunk.notice, "warning")

@@ -16,7 +16,8 @@ from .checkpoint_store import CheckpointStore
 from .context import ContextManager
 from .hooks import HookRegistry
 from .models import SessionStatus
-from .provider import Provider
+from .provider import Provider, ToolSpec
+from .reply_edits import ReplyEditor
 from .session_types import Message
 from .tools import ToolExecutor
 
@@ -75,6 +76,11 @@ class TurnHost(Protocol):
 
     @property
     def context(self) -> ContextManager: ...
+
+    @property
+    def reply_editor(self) -> ReplyEditor | None: ...
+
+    def offered_tools(self) -> list[ToolSpec]: ...
 
     def system_prompt(self) -> str: ...
 

@@ -13,6 +13,9 @@ Before all that, a call identical to an earlier one of the turn (same tool,
 same arguments; repeat_calls.py) is not run: the second gets the first
 result back with a note, the third ends the turn (`stop`).
 
+Edits a reply writes (core/reply_edits.py) become calls here too
+(`reply_edit_calls`), so they are cleared at the same place.
+
 Tools never see a verdict: a call that reaches `run_tool` was cleared. When
 the editor confirms edits itself (annotation mode) the gate's clearance says
 so and the tool gets a ConfirmingEditor.
@@ -20,6 +23,8 @@ so and the tool gets a ConfirmingEditor.
 
 from __future__ import annotations
 
+import logging
+import uuid
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -31,6 +36,7 @@ from .edits import ConfirmingEditor, editor_confirms
 from .models import ToolCall, ToolResult
 from .observer import TurnObserver
 from .repeat_calls import END_AT, RepeatedCalls
+from .reply_edits import ReplySources
 from .session_statuses import SessionStatuses
 from .session_types import Message
 from .size_caps import cap_text, cap_tool_result
@@ -40,6 +46,8 @@ from .turn_endings import TurnStop, repeated_call_text
 from .turn_hooks import TurnHooks
 
 __all__ = ["ToolCalls", "interrupted_message", "tool_message"]
+
+log = logging.getLogger("agentls.orchestrator")
 
 
 class ToolCalls(TurnHooks):
@@ -65,6 +73,39 @@ class ToolCalls(TurnHooks):
 
     def tool_context(self) -> ToolContext:
         return _tool_context(self)
+
+    def reply_edit_calls(self, reply: str) -> list[ToolCall]:
+        """The tool calls for the edits a final reply writes ([] without a
+        reply editor, or when the reply changes no file)."""
+        editor = self.core.reply_editor
+        if editor is None or not reply.strip():
+            return []
+        keys = self.core.tool_context
+        sources = ReplySources(
+            workspace_folders=tuple(keys.get("workspace_folders") or ()),
+            documents=keys.get("documents"),
+            seen=tuple(str(m.content) for m in self.messages if isinstance(m.content, str)))
+        try:
+            calls = editor.reply_edits(reply, sources)
+        except Exception:  # a broken editor loses the edits, never the reply
+            log.exception("Reading the edits of a reply failed")
+            return []
+        return [call.model_copy(update={"id": call.id or f"reply_edit_{uuid.uuid4().hex[:12]}"})
+                for call in calls]
+
+    def with_reply_edits(self, message: Message, calls: list[ToolCall]) -> Message:
+        """The reply, recorded as making `calls` (every provider then sees a
+        call before each result)."""
+        previews = {call.id: self.core.tools.preview(call) for call in calls}
+        return message.with_metadata(tool_calls=[call.model_dump() for call in calls],
+                                     tool_call_previews=previews, reply_edits=len(calls))
+
+    def reply_edits_settled(self, count: int) -> bool:
+        """The reply's `count` edits were all applied and nothing (a linter's
+        findings) waits for the model: the reply is the answer."""
+        results = [m.tool_result or {} for m in self.messages[-count:]]
+        return (all(r.get("success") for r in results)
+                and not self.pending_injections and not self.ephemeral)
 
 
 async def _run_tool(turn: ToolCalls, call: ToolCall) -> None:

@@ -1,0 +1,333 @@
+"""Code blocks in a reply, applied to the files they change: the editor's
+"Apply" of a chat code block (Copilot Chat, Continue and Cursor have one),
+done by agentls for models that write code better in prose than in a tool
+call's JSON string.
+
+Pure logic, no I/O: `find_code_blocks` reads the fenced blocks of a reply
+and the file each one names, `apply_block` merges a block into a file's
+text. A Python block is merged by definition: each top-level `def`/`class`
+(and constant) of the block replaces the one of the same name in the file,
+new definitions are added at the end, new imports after the file's own;
+the rest of the file is kept as it was. A block that is a whole version of
+the file (its explicit path, and most of the file's lines or all of its
+definitions) replaces the file. A non-Python block replaces the file only
+when it names it.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+__all__ = ["AppliedBlock", "CodeBlock", "apply_block", "apply_reply", "find_code_blocks"]
+
+_FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$", re.M)
+_PATHLIKE = re.compile(r"((?:[\w.-]+/)*[\w-][\w.-]*\.[A-Za-z0-9]{1,8})")
+_PATH_COMMENT = re.compile(
+    r"^\s*(?:#|//|--|/\*)\s*(?:file(?:name)?\s*:\s*|path\s*:\s*)?"
+    r"(?P<path>(?:[\w.-]+/)*[\w-][\w.-]*\.[A-Za-z0-9]{1,8})\s*(?:\*/)?\s*$", re.I)
+_PYTHON_LANGS = {"python", "py", "python3", ""}
+
+
+@dataclass(frozen=True)
+class CodeBlock:
+    """One fenced block: its language tag, the path it names (the fence's
+    info, the line before the fence, or a first-line comment; None when
+    none) and its text (without a path comment)."""
+
+    lang: str
+    path: str | None
+    text: str
+
+
+@dataclass(frozen=True)
+class AppliedBlock:
+    """A block merged into a file: the file's new text, and how (`whole`
+    when the block replaced the file, `definitions` when merged)."""
+
+    path: str
+    new_text: str
+    how: str
+    names: tuple[str, ...] = ()
+
+
+def find_code_blocks(reply: str, known_paths: Iterable[str] = ()) -> list[CodeBlock]:
+    """The code blocks of `reply`, in order: `<file path="...">` blocks (the
+    form files are shown to the model in), closed fenced blocks, or, when a
+    reply has neither, the reply itself if it has a path comment. A block
+    with path comments (`# path/to/x.py`) inside is split there. A path
+    counts when it is one of `known_paths` (by path or by its last part);
+    a `<file path>` names its path whatever it is."""
+    known = list(known_paths)
+    blocks: list[CodeBlock] = []
+    rest = reply
+    for tag in _FILE_TAG.finditer(reply):
+        body = _unfence(tag.group("body"))
+        path = _known([tag.group("path")], known) or _clean(tag.group("path"))
+        blocks.extend(_split("", path, body, known))
+    rest = _FILE_TAG.sub("", reply)
+    pos = 0
+    fenced = False
+    while True:
+        opening = _FENCE.search(rest, pos)
+        if opening is None:
+            break
+        fence = opening.group("fence")
+        closing = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", re.M)
+        end = closing.search(rest, opening.end())
+        if end is None:
+            break
+        fenced = True
+        body = rest[opening.end() + 1:end.start()] if opening.end() < len(rest) else ""
+        info = opening.group("info").strip()
+        lang = info.split()[0].split(":")[0].lower() if info else ""
+        path = _known(_PATHLIKE.findall(info), known)
+        if path is None:
+            before = rest[:opening.start()].rstrip("\n").rsplit("\n", 1)[-1]
+            path = _known(_PATHLIKE.findall(before), known)
+        indent = opening.group("indent")
+        if indent:
+            body = "\n".join(line[len(indent):] if line.startswith(indent) else line
+                             for line in body.split("\n"))
+        blocks.extend(_split(lang, path, body, known))
+        pos = end.end()
+    if not blocks and not fenced:
+        bare = _split("", None, reply, known)
+        if bare and bare[0].path is not None:
+            blocks.extend(bare)
+    return blocks
+
+
+_FILE_TAG = re.compile(r"<file\s+path\s*=\s*[\"'](?P<path>[^\"'<>\n]+)[\"']\s*>\n?"
+                       r"(?P<body>.*?)</file>", re.S)
+
+
+def _unfence(body: str) -> str:
+    lines = body.strip("\n").split("\n")
+    if len(lines) >= 2 and lines[0].lstrip().startswith(("```", "~~~")) \
+            and lines[-1].strip().startswith(("```", "~~~")):
+        return "\n".join(lines[1:-1])
+    return body
+
+
+def _clean(path: str) -> str:
+    path = path.strip()
+    return path[2:] if path.startswith("./") else path
+
+
+def _split(lang: str, path: str | None, body: str, known: list[str]) -> list[CodeBlock]:
+    """`body` as blocks: a path comment naming a known file starts a new one."""
+    parts: list[tuple[str | None, list[str]]] = [(path, [])]
+    for line in body.split("\n"):
+        comment = _PATH_COMMENT.match(line)
+        named = _known([comment.group("path")], known) if comment else None
+        if named is not None:
+            if any(text.strip() for text in parts[-1][1]):
+                parts.append((named, []))
+            else:
+                parts[-1] = (parts[-1][0] or named, [])
+            continue
+        parts[-1][1].append(line)
+    blocks = []
+    for part_path, lines in parts:
+        text = "\n".join(lines).strip("\n")
+        if text.strip():
+            blocks.append(CodeBlock(lang=lang, path=part_path, text=text + "\n"))
+    return blocks
+
+
+def _known(words: Iterable[str], known: list[str]) -> str | None:
+    for word in words:
+        word = _clean(word.strip("`*'\"()[]:,"))
+        if word in known:
+            return word
+        name = word.rsplit("/", 1)[-1]
+        by_name = [path for path in known if path.rsplit("/", 1)[-1] == name]
+        if len(by_name) == 1:
+            return by_name[0]
+    return None
+
+
+def apply_reply(reply: str, files: Mapping[str, str]) -> list[AppliedBlock]:
+    """Every block of `reply` that applies to one of `files` (path -> text),
+    merged in order; a file changed by two blocks gets both."""
+    current = dict(files)
+    changed: dict[str, AppliedBlock] = {}
+    for block in find_code_blocks(reply, current):
+        applied = apply_block(block, current)
+        if applied is None or applied.new_text == current[applied.path]:
+            continue
+        current[applied.path] = applied.new_text
+        earlier = changed.get(applied.path)
+        names = (earlier.names if earlier else ()) + applied.names
+        how = applied.how if earlier is None or earlier.how == applied.how else "definitions"
+        changed[applied.path] = AppliedBlock(applied.path, applied.new_text, how, names)
+    return list(changed.values())
+
+
+def apply_block(block: CodeBlock, files: Mapping[str, str]) -> AppliedBlock | None:
+    """`block` merged into the file it belongs to, or None when it belongs
+    to none (an example, a shell command, a file it does not name)."""
+    if block.path is not None:
+        if block.path not in files:
+            return None  # a file it names that is not there: not another one
+        target = block.path
+    else:
+        target = _owner(block, files)
+        if target is None:
+            return None
+    old = files[target]
+    if not _is_python(target, block.lang):
+        if block.path is None:
+            return None
+        return AppliedBlock(target, block.text, "whole")
+    new_tree = _parse(block.text)
+    old_tree = _parse(old)
+    if new_tree is None or old_tree is None:
+        return None
+    if block.path is not None and _is_whole(block.text, old, new_tree, old_tree):
+        return AppliedBlock(target, block.text, "whole", tuple(_names(new_tree)))
+    merged, names = _merge(old, old_tree, block.text, new_tree)
+    if not names:
+        return None
+    return AppliedBlock(target, merged, "definitions", tuple(names))
+
+
+def _is_python(path: str, lang: str) -> bool:
+    return path.endswith((".py", ".pyi")) and lang in _PYTHON_LANGS
+
+
+def _parse(text: str) -> ast.Module | None:
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _owner(block: CodeBlock, files: Mapping[str, str]) -> str | None:
+    """The one Python file that defines a top-level name the block defines."""
+    tree = _parse(block.text)
+    if tree is None or block.lang not in _PYTHON_LANGS:
+        return None
+    wanted = set(_names(tree))
+    if not wanted:
+        return None
+    owners = []
+    for path, text in files.items():
+        if not path.endswith(".py"):
+            continue
+        other = _parse(text)
+        if other is not None and wanted & set(_names(other)):
+            owners.append(path)
+    return owners[0] if len(owners) == 1 else None
+
+
+def _names(tree: ast.Module) -> list[str]:
+    return [name for node in tree.body for name in _node_names(node)]
+
+
+def _node_names(node: ast.stmt) -> list[str]:
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return [node.name]
+    if isinstance(node, ast.Assign):
+        return [t.id for t in node.targets if isinstance(t, ast.Name)]
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        return [node.target.id]
+    return []
+
+
+def _is_whole(new: str, old: str, new_tree: ast.Module, old_tree: ast.Module) -> bool:
+    """A named block is the whole file when it keeps most of the file's
+    lines, or has as many definitions as the file (a rename changes one)."""
+    old_names = _names(old_tree)
+    new_names = _names(new_tree)
+    if old_names and len(new_names) >= len(old_names) and not any(
+        isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) for node in new_tree.body
+    ):
+        return True
+    ratio = difflib.SequenceMatcher(None, old.splitlines(), new.splitlines()).ratio()
+    return ratio >= 0.6
+
+
+def _span(node: ast.stmt) -> tuple[int, int]:
+    """0-based first line (decorators included) and end line (exclusive)."""
+    start = node.lineno
+    decorators = getattr(node, "decorator_list", None) or []
+    if decorators:
+        start = min(start, *(d.lineno for d in decorators))
+    return start - 1, (node.end_lineno or node.lineno)
+
+
+def _merge(
+    old: str, old_tree: ast.Module, new: str, new_tree: ast.Module
+) -> tuple[str, list[str]]:
+    old_lines = old.splitlines(keepends=True)
+    if old_lines and not old_lines[-1].endswith("\n"):
+        old_lines[-1] += "\n"
+    new_lines = new.splitlines(keepends=True)
+    where: dict[str, ast.stmt] = {}
+    for node in old_tree.body:
+        for name in _node_names(node):
+            where.setdefault(name, node)
+    old_imports = {ast.unparse(node) for node in old_tree.body
+                   if isinstance(node, ast.Import | ast.ImportFrom)}
+    replacements: dict[int, tuple[int, list[str]]] = {}
+    added: list[list[str]] = []
+    imports: list[str] = []
+    names: list[str] = []
+    for node in new_tree.body:
+        start, end = _span(node)
+        segment = new_lines[start:end]
+        if segment and not segment[-1].endswith("\n"):
+            segment[-1] += "\n"
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            if ast.unparse(node) not in old_imports:
+                imports.append("".join(segment))
+            continue
+        node_names = _node_names(node)
+        if not node_names:
+            continue  # an example call, a print: not part of the file
+        target = where.get(node_names[0])
+        if target is not None:
+            if "".join(segment) != "".join(old_lines[_span(target)[0]:_span(target)[1]]):
+                replacements[_span(target)[0]] = (_span(target)[1], segment)
+                names.append(node_names[0])
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            added.append(segment)
+            names.append(node_names[0])
+    if not names and not (imports and (replacements or added)):
+        return old, []
+    out: list[str] = []
+    index = 0
+    while index < len(old_lines):
+        if index in replacements:
+            end, segment = replacements[index]
+            out.extend(segment)
+            index = end
+        else:
+            out.append(old_lines[index])
+            index += 1
+    for segment in added:
+        while out and not out[-1].strip():
+            out.pop()
+        out.extend(["\n", "\n"] if out else [])
+        out.extend(segment)
+    if imports:
+        last_import = max((_span(node)[1] for node in old_tree.body
+                           if isinstance(node, ast.Import | ast.ImportFrom)), default=0)
+        offset = _shifted(last_import, replacements)
+        out[offset:offset] = imports + (["\n"] if last_import == 0 and out else [])
+    return "".join(out), names
+
+
+def _shifted(line: int, replacements: Mapping[int, tuple[int, list[str]]]) -> int:
+    """Where old line `line` is in the merged text (replacements sit after
+    the imports, so only those before it count)."""
+    shift = 0
+    for start, (end, segment) in replacements.items():
+        if end <= line:
+            shift += len(segment) - (end - start)
+    return line + shift

@@ -1,0 +1,125 @@
+"""File changes written in the reply, for models that fumble the file tools
+(core/reply_edits.py has the contract and why).
+
+On when `session.editFormat` is "file-blocks", or "auto" with the embedded
+`local` provider (the small models run on the user's CPU). The model is
+told to write each changed file whole as `<file path="...">...</file>`, the
+form files are shown to it in (mentions, named files); write_file and
+edit_file are not offered to it. A final reply's blocks are read by
+features/code_blocks.py: a block names its file by that tag, a fence's
+info, the line before it or a first-line path comment, or (Python) by the
+definitions it replaces; a Python block that is not the whole file is
+merged by definition. Each changed file becomes one `write_file` call, run
+through the one approval call site (core/turn_tools.py): the user approves
+it like any edit, checkpoints and linters see it. A `<file path>` block for
+a file that does not exist creates it. Secret files (ModelFileAccess) are
+never read or written this way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from agentls.core.file_access import Withheld
+from agentls.core.models import ToolCall
+from agentls.core.reply_edits import ReplySources
+from agentls.features.code_blocks import apply_reply, find_code_blocks
+from agentls.features.named_files import find_named_file, named_paths
+from agentls.features.sensitive_paths import ModelFileAccess
+from agentls.features.tools.workspace import Workspace, WorkspacePathError
+
+__all__ = ["INSTRUCTIONS", "ReplyEditsFeature", "edit_format"]
+
+MAX_FILE_CHARS = 200_000  # a larger file is not merged
+INSTRUCTIONS = (
+    "To change a file, write its complete new content in your reply as "
+    '<file path="relative/path">...</file>, the same way files are shown to you, one block '
+    "per changed file (a new path creates the file). agentls shows each change to the user "
+    "for approval and applies it; do not call a tool to write files."
+)
+
+
+def edit_format(config: dict[str, Any]) -> str:
+    """"tool-calls" or "file-blocks", from `session.editFormat` ("auto": file
+    blocks for the embedded local provider)."""
+    settings = config.get("settings") or {}
+    chosen = (settings.get("session") or {}).get("editFormat") or "auto"
+    if chosen == "auto":
+        return "file-blocks" if settings.get("provider") == "local" else "tool-calls"
+    return str(chosen)
+
+
+class ReplyEditsFeature:
+    """FeaturePlugin and ReplyEditor (see the module doc)."""
+
+    name = "reply-edits"
+    version = "0.1.0"
+    priority = 60
+
+    def is_enabled(self, config: dict[str, Any], tags: list[str], models: list[dict[str, Any]],
+                   context: dict[str, Any]) -> bool:
+        return edit_format(config) == "file-blocks"
+
+    def instructions(self) -> str:
+        return INSTRUCTIONS
+
+    def hidden_tools(self) -> frozenset[str]:
+        return frozenset({"write_file", "edit_file"})
+
+    def reply_edits(self, reply: str, sources: ReplySources) -> list[ToolCall]:
+        if "```" not in reply and "~~~" not in reply and "<file" not in reply \
+                and "#" not in reply:
+            return []
+        folders = sources.workspace_folders
+        if not folders:
+            return []
+        workspace = Workspace.of(folders, sources.documents)
+        access = ModelFileAccess(folders)
+        files: dict[str, str] = {}
+        for word in named_paths("\n".join((*sources.seen, reply))):
+            rel = self._readable(workspace, access, word, folders, files)
+            if rel is not None and rel not in files:
+                text = self._read(workspace, rel)
+                if text is not None:
+                    files[rel] = text
+        calls = [ToolCall(tool="write_file", arguments={"path": a.path, "content": a.new_text})
+                 for a in apply_reply(reply, files)]
+        for block in find_code_blocks(reply, files):
+            if block.path is None or block.path in files or not self._new(workspace, access,
+                                                                           block.path):
+                continue
+            calls.append(ToolCall(tool="write_file",
+                                  arguments={"path": block.path, "content": block.text}))
+        return calls
+
+    @staticmethod
+    def _readable(workspace: Workspace, access: ModelFileAccess, word: str,
+                  folders: tuple[str, ...], files: dict[str, str]) -> str | None:
+        if word in files:
+            return word
+        resolved = find_named_file(workspace, word, folders)
+        if resolved is None:
+            return None
+        rel = workspace.relative(resolved)
+        return None if isinstance(access.check(rel), Withheld) else rel
+
+    @staticmethod
+    def _read(workspace: Workspace, rel: str) -> str | None:
+        try:
+            read = workspace.read_text(workspace.resolve(rel), limit=MAX_FILE_CHARS + 1)
+        except (OSError, WorkspacePathError, UnicodeError):
+            return None
+        text = read.text
+        return None if text is None or len(text) > MAX_FILE_CHARS else text
+
+    @staticmethod
+    def _new(workspace: Workspace, access: ModelFileAccess, path: str) -> bool:
+        """A path the reply may create: in the workspace, not there yet, not secret."""
+        if Path(path).is_absolute() or ".." in Path(path).parts:
+            return False
+        try:
+            resolved = workspace.resolve(path)
+        except WorkspacePathError:
+            return False
+        return not resolved.exists() and not isinstance(access.check(path), Withheld)
