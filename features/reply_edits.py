@@ -4,8 +4,9 @@
 On when `session.editFormat` is "file-blocks", or "auto" with the embedded
 `local` provider (the small models run on the user's CPU). The model is
 told to write each changed file whole as `<file path="...">...</file>`, the
-form files are shown to it in (mentions, named files); write_file and
-edit_file are not offered to it. A final reply's blocks are read by
+form files are shown to it in (mentions, named files); the file-changing
+tools (write_file, edit_file, rename_file, delete_file) are not offered to
+it. A final reply's blocks are read by
 features/code_blocks.py: a block names its file by that tag, a fence's
 info, the line before it or a first-line path comment, or (Python) by the
 definitions it replaces; a Python block that is not the whole file is
@@ -32,11 +33,15 @@ from agentls.features.tools.workspace import Workspace, WorkspacePathError
 __all__ = ["INSTRUCTIONS", "ReplyEditsFeature", "edit_format"]
 
 MAX_FILE_CHARS = 200_000  # a larger file is not merged
+# Kept from the model: the small models reached for rename_file to "rename"
+# a function (the file went) and for write_file with the attachment's tags
+# inside the content (bench/README.md, "edits written in the reply").
+HIDDEN_TOOLS = frozenset({"write_file", "edit_file", "rename_file", "delete_file"})
 INSTRUCTIONS = (
     "To change a file, write its complete new content in your reply as "
     '<file path="relative/path">...</file>, the same way files are shown to you, one block '
     "per changed file (a new path creates the file). agentls shows each change to the user "
-    "for approval and applies it; do not call a tool to write files."
+    "for approval and applies it. Use tools only to read files, search and run commands."
 )
 
 
@@ -65,7 +70,7 @@ class ReplyEditsFeature:
         return INSTRUCTIONS
 
     def hidden_tools(self) -> frozenset[str]:
-        return frozenset({"write_file", "edit_file"})
+        return HIDDEN_TOOLS
 
     def reply_edits(self, reply: str, sources: ReplySources) -> list[ToolCall]:
         if "```" not in reply and "~~~" not in reply and "<file" not in reply \

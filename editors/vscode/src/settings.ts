@@ -45,6 +45,7 @@ export const SERVER_KEYS = [
   "session.maxOutputTokens",
   "session.maxPromptChars",
   "session.maxToolResultChars",
+  "session.editFormat",
   "linters",
   "features.disabled",
   "contextWindow",

@@ -1,0 +1,116 @@
+"""Edits written in the reply (`session.editFormat: "file-blocks"`) over real
+LSP: the server as a subprocess, the scripted provider writes the reply, the
+test client plays the editor (tests/e2e/test_edits.py's Editor). A file
+block becomes a write_file call asked about and applied like any edit; the
+model is not offered the file-writing tools and is told how to write a
+change; a declined change is told to the model, which is called again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_edits import (
+    MODES,
+    capabilities,
+    chat,
+    editor_session,
+    recorded,
+    scripted,
+    tool_messages,
+)
+
+PRICING = ('def apply_discount(price, percent):\n'
+           '    """The price after taking `percent` percent off."""\n'
+           '    return price * percent / 100\n\n\n'
+           'def double(x):\n    return 2 * x\n')
+FIXED = ("I found it: the discount was returned instead of the price after it.\n\n"
+         "```python\ndef apply_discount(price, percent):\n"
+         '    """The price after taking `percent` percent off."""\n'
+         "    return price - price * percent / 100\n```\n")
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "pricing.py").write_text(PRICING)
+    return root
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_function_in_the_reply_is_asked_about_and_merged_into_its_file(
+        tmp_path: Path, workspace: Path, mode: str) -> None:
+    settings, record = scripted(tmp_path, "fix", [{"text": FIXED}],
+                                session={"editFormat": "file-blocks"})
+    async with editor_session(workspace, tmp_path / "state", settings,
+                              capabilities(annotations=mode == "annotation")) as ed:
+        result = await chat(ed, prompt="Fix the bug in pricing.py")
+        assert result["status"] == "completed", result
+        [tool] = tool_messages(result)
+        assert tool["toolResult"]["success"] is True, tool
+        assert tool["metadata"]["tool_name"] == "write_file"
+    text = (workspace / "pricing.py").read_text()
+    assert "return price - price * percent / 100" in text
+    assert "def double(x):\n    return 2 * x\n" in text  # the rest of the file is kept
+    [sent] = ed.edits
+    assert sent.label == "agentls: write_file pricing.py"
+    if mode == "message":
+        assert len(ed.asked) == 1  # asked once, like any edit
+    [request] = recorded(record)  # the reply was the answer: no second model call
+    assert not {"write_file", "edit_file", "rename_file", "delete_file"} & set(request["tools"])
+    assert "read_file" in request["tools"]
+    system = request["messages"][0]
+    assert system["role"] == "system" and '<file path="relative/path">' in system["content"]
+    # The reply keeps its text and is recorded as making the call.
+    reply = next(m for m in result["messages"] if m["role"] == "assistant")
+    assert reply["content"] == FIXED
+    assert reply["metadata"]["reply_edits"] == 1
+    assert reply["metadata"]["tool_calls"][0]["tool"] == "write_file"
+
+
+async def test_a_declined_file_block_changes_nothing_and_the_model_is_told(
+        tmp_path: Path, workspace: Path) -> None:
+    settings, record = scripted(
+        tmp_path, "declined",
+        [{"text": '<file path="pricing.py">\ndef apply_discount(price, percent):\n'
+                  '    return 0\n\n\ndef double(x):\n    return x + x\n</file>'},
+         {"text": "Understood, nothing was changed."}],
+        session={"editFormat": "file-blocks"})
+    async with editor_session(workspace, tmp_path / "state", settings,
+                              capabilities(annotations=False)) as ed:
+        ed.answer = "Deny"
+        result = await chat(ed, prompt="Rewrite pricing.py")
+        assert result["status"] == "completed", result
+        [tool] = tool_messages(result)
+        assert tool["toolResult"]["success"] is False
+    assert (workspace / "pricing.py").read_text() == PRICING
+    first, second = recorded(record)
+    assert any(m["role"] == "tool" and "declined" in str(m["content"]).lower()
+               for m in second["messages"]), second["messages"]
+    assert result["messages"][-1]["content"] == "Understood, nothing was changed."
+
+
+async def test_a_new_path_is_created_and_tool_calls_stay_the_default_elsewhere(
+        tmp_path: Path, workspace: Path) -> None:
+    settings, record = scripted(
+        tmp_path, "create",
+        [{"text": 'Added:\n<file path="pkg/util.py">\ndef one():\n    return 1\n</file>\n'}],
+        session={"editFormat": "file-blocks"})
+    async with editor_session(workspace, tmp_path / "state", settings,
+                              capabilities(annotations=True)) as ed:
+        result = await chat(ed, prompt="Add a util module")
+        assert result["status"] == "completed", result
+    assert (workspace / "pkg" / "util.py").read_text() == "def one():\n    return 1\n"
+    # Without the setting a non-local provider keeps the file tools and the
+    # reply's blocks are only text.
+    settings, record = scripted(tmp_path, "default", [{"text": FIXED}])
+    async with editor_session(workspace, tmp_path / "state2", settings,
+                              capabilities(annotations=True)) as ed:
+        result = await chat(ed, prompt="Fix the bug in pricing.py")
+        assert result["status"] == "completed" and not tool_messages(result)
+        assert not ed.edits
+    [request] = recorded(record)
+    assert {"write_file", "edit_file"} <= set(request["tools"])
+    assert (workspace / "pricing.py").read_text() == PRICING

@@ -1,0 +1,94 @@
+"""Code blocks of a reply applied to files (features/code_blocks.py): pure
+logic, the replies are the packaged 1.5B's own (bench/README.md, "Agent
+tasks: edits written in the reply")."""
+
+from __future__ import annotations
+
+from agentls.features.code_blocks import apply_reply, find_code_blocks
+
+SCORES = "def average(values):\n    return sum(values) / len(values)\n"
+REPORT = ('from scores import average\n\n\ndef summary(scores):\n'
+          '    return f"average score: {average(scores)}"\n')
+FILES = {"scores.py": SCORES, "report.py": REPORT}
+
+
+def test_file_tags_replace_their_files_whole() -> None:
+    reply = ('Sure, here is the updated code:\n\n<file path="scores.py">\n'
+             'def average(values, digits):\n    return round(sum(values) / len(values), digits)\n'
+             '</file>\n\n<file path="report.py">\nfrom scores import average\n\n\n'
+             'def summary(scores):\n    return f"average score: {average(scores, digits=1)}"\n'
+             '</file>\n')
+    applied = {a.path: a for a in apply_reply(reply, FILES)}
+    assert applied["scores.py"].how == "whole"
+    assert applied["scores.py"].new_text == (
+        "def average(values, digits):\n    return round(sum(values) / len(values), digits)\n")
+    assert "average(scores, digits=1)" in applied["report.py"].new_text
+
+
+def test_bare_code_split_at_path_comments_even_with_an_example_prefix() -> None:
+    # The model copied "path/to/" from the instructions' example.
+    reply = ("# path/to/scores.py\ndef average(values, digits=1):\n"
+             "    return round(sum(values) / len(values), digits)\n\n"
+             "# path/to/report.py\nfrom scores import average\n\n\ndef summary(scores):\n"
+             '    return f"average score: {average(scores, digits=1)}"\n')
+    applied = {a.path: a.new_text for a in apply_reply(reply, FILES)}
+    assert set(applied) == {"scores.py", "report.py"}
+    assert applied["scores.py"].startswith("def average(values, digits=1):")
+    assert "# path/to" not in applied["report.py"]
+
+
+def test_a_function_block_without_a_path_is_merged_into_the_file_defining_it() -> None:
+    words = ('import re\n\n\ndef is_palindrome(text):\n    """Doc."""\n'
+             '    raise NotImplementedError\n\n\ndef other():\n    return 1\n')
+    reply = ("Here's how:\n\n```python\ndef is_palindrome(text):\n    \"\"\"Doc.\"\"\"\n"
+             "    cleaned = ''.join(c.lower() for c in text if c.isalnum())\n"
+             "    return cleaned == cleaned[::-1]\n\nprint(is_palindrome('agent'))\n```\n")
+    [applied] = apply_reply(reply, {"words.py": words, "notes.py": "X = 1\n"})
+    assert applied.path == "words.py" and applied.how == "definitions"
+    assert applied.names == ("is_palindrome",)
+    assert "raise NotImplementedError" not in applied.new_text
+    assert "def other():\n    return 1\n" in applied.new_text  # the rest is kept
+    assert "print(" not in applied.new_text  # the example call is not part of the file
+    assert applied.new_text.startswith("import re\n")
+
+
+def test_new_imports_go_after_the_files_own_and_new_functions_at_the_end() -> None:
+    text = "import os\n\n\ndef a():\n    return os.sep\n"
+    reply = ("```python\nimport re\n\n\ndef a():\n    return re.escape(os.sep)\n\n\n"
+             "def b():\n    return 2\n```")
+    [applied] = apply_reply(reply, {"m.py": text})
+    assert applied.new_text == ("import os\nimport re\n\n\ndef a():\n    return re.escape(os.sep)"
+                                "\n\n\ndef b():\n    return 2\n")
+
+
+def test_a_fence_named_on_the_line_before_or_in_its_info_belongs_to_that_file() -> None:
+    reply = ("In `report.py`:\n```python\ndef summary(scores):\n    return 'x'\n```\n"
+             "```python scores.py\ndef average(values):\n    return 0\n```\n")
+    blocks = find_code_blocks(reply, FILES)
+    assert [b.path for b in blocks] == ["report.py", "scores.py"]
+
+
+def test_blocks_that_change_nothing_or_name_no_known_file_are_left_alone() -> None:
+    assert apply_reply("Run it with:\n```sh\npytest -q\n```\n", FILES) == []
+    assert apply_reply(f'<file path="scores.py">\n{SCORES}</file>', FILES) == []
+    # A file the reply names that is not there is not written into another one.
+    reply = '<file path="other.py">\ndef average(values):\n    return 0\n</file>'
+    assert apply_reply(reply, FILES) == []
+    assert [b.path for b in find_code_blocks(reply, FILES)] == ["other.py"]
+    # Code that does not parse is not merged by definition.
+    assert apply_reply("```python\ndef average(:\n```", FILES) == []
+
+
+def test_a_non_python_file_changes_only_when_the_block_names_it() -> None:
+    files = {"notes.md": "# Notes\n", "a.py": "X = 1\n"}
+    assert apply_reply("```markdown\n# Notes\nmore\n```", files) == []
+    [applied] = apply_reply('<file path="notes.md">\n# Notes\nmore\n</file>', files)
+    assert applied.path == "notes.md" and applied.new_text == "# Notes\nmore\n"
+
+
+def test_a_renamed_class_in_a_whole_file_replaces_the_file() -> None:
+    files = {"models.py": "class Usr:\n    def __init__(self, name):\n        self.name = name\n"}
+    reply = ('<file path="models.py">\nclass User:\n    def __init__(self, name):\n'
+             '        self.name = name\n</file>')
+    [applied] = apply_reply(reply, files)
+    assert applied.how == "whole" and "Usr" not in applied.new_text
