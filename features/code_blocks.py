@@ -63,11 +63,9 @@ def find_code_blocks(reply: str, known_paths: Iterable[str] = ()) -> list[CodeBl
     a `<file path>` names its path whatever it is."""
     known = list(known_paths)
     blocks: list[CodeBlock] = []
-    rest = reply
     for tag in _FILE_TAG.finditer(reply):
-        body = _unfence(tag.group("body"))
-        path = _known([tag.group("path")], known) or _clean(tag.group("path"))
-        blocks.extend(_split("", path, body, known))
+        tagged = _known([tag.group("path")], known) or _clean(tag.group("path"))
+        blocks.extend(_split("", tagged, _unfence(tag.group("body")), known))
     rest = _FILE_TAG.sub("", reply)
     pos = 0
     fenced = False
@@ -171,11 +169,10 @@ def apply_reply(reply: str, files: Mapping[str, str]) -> list[AppliedBlock]:
 def apply_block(block: CodeBlock, files: Mapping[str, str]) -> AppliedBlock | None:
     """`block` merged into the file it belongs to, or None when it belongs
     to none (an example, a shell command, a file it does not name)."""
-    if block.path is not None:
-        if block.path not in files:
-            return None  # a file it names that is not there: not another one
-        target = block.path
-    else:
+    target: str | None = block.path
+    if target is not None and target not in files:
+        return None  # a file it names that is not there: not another one
+    if target is None:
         target = _owner(block, files)
         if target is None:
             return None

@@ -24,7 +24,7 @@ from typing import Any
 
 from agentls.core.file_access import Withheld
 from agentls.core.models import ToolCall
-from agentls.core.reply_edits import ReplySources
+from agentls.core.reply_edits import ReplySources, resolved_edit_format
 from agentls.features.code_blocks import apply_reply, find_code_blocks
 from agentls.features.named_files import find_named_file, named_paths
 from agentls.features.sensitive_paths import ModelFileAccess
@@ -50,9 +50,7 @@ def edit_format(config: dict[str, Any]) -> str:
     blocks for the embedded local provider)."""
     settings = config.get("settings") or {}
     chosen = (settings.get("session") or {}).get("editFormat") or "auto"
-    if chosen == "auto":
-        return "file-blocks" if settings.get("provider") == "local" else "tool-calls"
-    return str(chosen)
+    return resolved_edit_format(str(chosen), str(settings.get("provider") or ""))
 
 
 class ReplyEditsFeature:

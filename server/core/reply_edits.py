@@ -24,7 +24,16 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from .models import ToolCall
 
-__all__ = ["ReplyEditor", "ReplySources"]
+__all__ = ["ReplyEditor", "ReplySources", "resolved_edit_format"]
+
+
+def resolved_edit_format(chosen: str, provider: str) -> str:
+    """`session.editFormat` as it applies: "auto" is "file-blocks" for the
+    embedded `local` provider (small models on the user's CPU), else
+    "tool-calls"."""
+    if chosen == "auto":
+        return "file-blocks" if provider == "local" else "tool-calls"
+    return chosen
 
 
 @dataclass(frozen=True)

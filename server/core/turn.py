@@ -475,20 +475,13 @@ class Turn(ToolCalls):
                 log.exception("Could not save the status of session %s", self.sid)
         if status == "completed":
             await self.emit(events.PROMPT_COMPLETE, {"usage": self.usage.model_dump()})
-        await self.emit(
-            events.ORCHESTRATOR_COMPLETE, {"status": status, "usage": self.usage.model_dump()}
-        )
+        await self.emit(events.ORCHESTRATOR_COMPLETE,
+                        {"status": status, "usage": self.usage.model_dump()})
         return self._result(status, error)
 
     def _result(self, status: TurnStatus, error: dict[str, str] | None) -> TurnResult:
-        return TurnResult(
-            self.session,
-            status,
-            list(self.messages),
-            self.usage,
-            error,
-            self.statuses.get(self.sid),
-        )
+        return TurnResult(self.session, status, list(self.messages), self.usage, error,
+                          self.statuses.get(self.sid))
 
 
 async def _close_stream(stream: Any) -> None:

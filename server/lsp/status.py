@@ -18,6 +18,7 @@ def register(server: AgentlsLanguageServer) -> None:
         from agentls.core.models import AgentlsError
         from agentls.core.plugins import plugin_name
         from agentls.core.registry import offering, offers
+        from agentls.core.reply_edits import resolved_edit_format
 
         # Asked right after initialize: answer once the client's settings
         # are read (bounded), so `mcp` lists the servers the user configured.
@@ -50,6 +51,8 @@ def register(server: AgentlsLanguageServer) -> None:
             **extra,
             "provider": info,
             "model": settings.model or info.get("defaults", {}).get("model"),
+            # How the agent writes file changes (session.editFormat, resolved).
+            "editFormat": resolved_edit_format(settings.session.edit_format, settings.provider),
             "sessions": [s.to_dict() for s in state.session_statuses()],
             "completions": state.counters.to_wire(),
             "nextEdits": state.next_edit_counters.to_wire(),

@@ -46,6 +46,8 @@ async def test_a_function_in_the_reply_is_asked_about_and_merged_into_its_file(
                                 session={"editFormat": "file-blocks"})
     async with editor_session(workspace, tmp_path / "state", settings,
                               capabilities(annotations=mode == "annotation")) as ed:
+        status = await ed.client.protocol.send_request_async("agentls/status", {})
+        assert status.editFormat == "file-blocks"
         result = await chat(ed, prompt="Fix the bug in pricing.py")
         assert result["status"] == "completed", result
         [tool] = tool_messages(result)
@@ -86,7 +88,7 @@ async def test_a_declined_file_block_changes_nothing_and_the_model_is_told(
         [tool] = tool_messages(result)
         assert tool["toolResult"]["success"] is False
     assert (workspace / "pricing.py").read_text() == PRICING
-    first, second = recorded(record)
+    _, second = recorded(record)
     assert any(m["role"] == "tool" and "declined" in str(m["content"]).lower()
                for m in second["messages"]), second["messages"]
     assert result["messages"][-1]["content"] == "Understood, nothing was changed."
@@ -108,6 +110,8 @@ async def test_a_new_path_is_created_and_tool_calls_stay_the_default_elsewhere(
     settings, record = scripted(tmp_path, "default", [{"text": FIXED}])
     async with editor_session(workspace, tmp_path / "state2", settings,
                               capabilities(annotations=True)) as ed:
+        status = await ed.client.protocol.send_request_async("agentls/status", {})
+        assert status.editFormat == "tool-calls"
         result = await chat(ed, prompt="Fix the bug in pricing.py")
         assert result["status"] == "completed" and not tool_messages(result)
         assert not ed.edits
