@@ -115,6 +115,20 @@ def test_calls_are_valid_invalid_repeated_or_written_as_text() -> None:
     assert metrics["answer"].startswith("Here:")
 
 
+def test_edits_written_in_the_reply_are_counted_apart_from_the_models_calls() -> None:
+    reply = _assistant('<file path="a.py">\nX = 1\n</file>\n<file path="b.py">\nY\n</file>',
+                       ("e1", "write_file", {"path": "a.py", "content": "X = 1\n"}),
+                       ("e2", "write_file", {"path": "b.py", "content": "Y\n"}))
+    reply["metadata"]["reply_edits"] = 2  # type: ignore[index]
+    messages = [{"role": "user", "content": "fix a.py"},
+                _assistant("", ("c1", "read_file", {"path": "a.py"})), _tool("c1"),
+                reply, _tool("e1"), _tool("e2", "declined")]
+    metrics = turn_metrics(messages, {"status": "completed", "usage": {}})
+    assert (metrics["tool_calls"], metrics["valid_calls"]) == (1, 1)
+    assert (metrics["reply_edits"], metrics["reply_edits_applied"]) == (2, 1)
+    assert metrics["model_calls"] == 2 and metrics["answer"].startswith("<file")
+
+
 def test_a_call_the_server_could_not_parse_counts_as_invalid() -> None:
     result = {"status": "failed", "error": {
         "code": "invalid_response",

@@ -51,6 +51,7 @@ def run_agent_eval(args: argparse.Namespace, settings: dict[str, Any]) -> int:
             mark = "P" if row["passed"] else "F"
             print(f"[{done}/{total}] {mark} {row['id']} {row['time_s']:.0f} s, "
                   f"{row['tool_calls']} calls ({row['valid_calls']} valid), "
+                  f"{row.get('reply_edits', 0)} reply edits, "
                   f"{row['model_calls']} model calls, {row['total_tokens']} tokens"
                   f"{'  ' + row['error'][:120] if row['error'] else ''}", file=sys.stderr)
 

@@ -17,6 +17,10 @@ Tool calls are counted three ways:
 - *repeated*: valid calls identical (tool and arguments) to an earlier one
   of the same turn; counted in valid too.
 
+Edits the model wrote in its reply (`session.editFormat` file-blocks; the
+reply's `metadata.reply_edits`) are agentls's calls, not the model's: they
+are counted as `reply_edits` (and `reply_edits_applied`), not as tool calls.
+
 agentls's own closing message (`metadata.source` "agentls": why a turn
 ended early) is neither a model call nor the model's answer.
 """
@@ -83,6 +87,7 @@ def turn_metrics(messages: Sequence[Mapping[str, Any]],
     answer = ""
     codes: dict[str, str] = {}  # tool_call_id -> error code
     unmatched_codes: list[str] = []
+    edit_ids: set[str] = set()
     for message in messages:
         role = message.get("role")
         metadata = message.get("metadata") or {}
@@ -96,6 +101,9 @@ def turn_metrics(messages: Sequence[Mapping[str, Any]],
             model_calls += 1
             text = _text(message.get("content"))
             for call in metadata.get("tool_calls") or []:
+                if metadata.get("reply_edits"):
+                    edit_ids.add(str(call.get("id")))
+                    continue
                 calls.append(call)
                 key = json.dumps([call.get("tool"), call.get("arguments")], sort_keys=True,
                                  default=str)
@@ -130,6 +138,8 @@ def turn_metrics(messages: Sequence[Mapping[str, Any]],
         "unparsed_calls": unparsed,
         "text_calls": written,
         "repeated_calls": repeated,
+        "reply_edits": len(edit_ids),
+        "reply_edits_applied": sum(1 for i in edit_ids if i in codes and not codes[i]),
         "tools": [str(c.get("tool")) for c in calls],
         "call_errors": failures,  # the error codes of the calls that failed
         "input_tokens": int(usage.get("input_tokens") or 0),
