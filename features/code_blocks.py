@@ -22,7 +22,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["AppliedBlock", "CodeBlock", "apply_block", "apply_reply", "find_code_blocks"]
+__all__ = ["AppliedBlock", "CodeBlock", "apply_block", "apply_reply", "find_code_blocks",
+           "prose_of", "read_reply"]
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$", re.M)
 _PATHLIKE = re.compile(r"((?:[\w.-]+/)*[\w-][\w.-]*\.[A-Za-z0-9]{1,8})")
@@ -152,18 +153,42 @@ def _known(words: Iterable[str], known: list[str]) -> str | None:
 def apply_reply(reply: str, files: Mapping[str, str]) -> list[AppliedBlock]:
     """Every block of `reply` that applies to one of `files` (path -> text),
     merged in order; a file changed by two blocks gets both."""
+    return read_reply(reply, files)[0]
+
+
+def read_reply(reply: str, files: Mapping[str, str]) -> tuple[list[AppliedBlock], list[str]]:
+    """apply_reply's changes, and the files the reply wrote out unchanged
+    (whitespace aside: an echo of a file is not an edit)."""
     current = dict(files)
     changed: dict[str, AppliedBlock] = {}
+    unchanged: list[str] = []
     for block in find_code_blocks(reply, current):
         applied = apply_block(block, current)
-        if applied is None or applied.new_text == current[applied.path]:
+        if applied is None:
+            continue
+        if _same_code(applied.new_text, current[applied.path]):
+            if applied.path not in unchanged and applied.path not in changed:
+                unchanged.append(applied.path)
             continue
         current[applied.path] = applied.new_text
         earlier = changed.get(applied.path)
         names = (earlier.names if earlier else ()) + applied.names
         how = applied.how if earlier is None or earlier.how == applied.how else "definitions"
         changed[applied.path] = AppliedBlock(applied.path, applied.new_text, how, names)
-    return list(changed.values())
+    return list(changed.values()), [path for path in unchanged if path not in changed]
+
+
+def _same_code(a: str, b: str) -> bool:
+    def lines(text: str) -> list[str]:
+        return [line.rstrip() for line in text.splitlines() if line.strip()]
+    return lines(a) == lines(b)
+
+
+def prose_of(reply: str) -> str:
+    """`reply` without its file tags and fenced blocks: what it says in words."""
+    text = _FILE_TAG.sub("", reply)
+    return re.sub(r"^[ \t]*(`{3,}|~{3,})[^\n]*\n.*?^[ \t]*\1[ \t]*$", "", text,
+                  flags=re.S | re.M).strip()
 
 
 def apply_block(block: CodeBlock, files: Mapping[str, str]) -> AppliedBlock | None:

@@ -24,8 +24,8 @@ from typing import Any
 
 from agentls.core.file_access import Withheld
 from agentls.core.models import ToolCall
-from agentls.core.reply_edits import ReplySources, resolved_edit_format
-from agentls.features.code_blocks import apply_reply, find_code_blocks
+from agentls.core.reply_edits import ReplyEdits, ReplySources, resolved_edit_format
+from agentls.features.code_blocks import find_code_blocks, prose_of, read_reply
 from agentls.features.named_files import find_named_file, named_paths
 from agentls.features.sensitive_paths import ModelFileAccess
 from agentls.features.tools.workspace import Workspace, WorkspacePathError
@@ -70,13 +70,13 @@ class ReplyEditsFeature:
     def hidden_tools(self) -> frozenset[str]:
         return HIDDEN_TOOLS
 
-    def reply_edits(self, reply: str, sources: ReplySources) -> list[ToolCall]:
+    def reply_edits(self, reply: str, sources: ReplySources) -> ReplyEdits:
         if "```" not in reply and "~~~" not in reply and "<file" not in reply \
                 and "#" not in reply:
-            return []
+            return ReplyEdits()
         folders = sources.workspace_folders
         if not folders:
-            return []
+            return ReplyEdits()
         workspace = Workspace.of(folders, sources.documents)
         access = ModelFileAccess(folders)
         files: dict[str, str] = {}
@@ -86,15 +86,17 @@ class ReplyEditsFeature:
                 text = self._read(workspace, rel)
                 if text is not None:
                     files[rel] = text
+        applied, unchanged = read_reply(reply, files)
         calls = [ToolCall(tool="write_file", arguments={"path": a.path, "content": a.new_text})
-                 for a in apply_reply(reply, files)]
+                 for a in applied]
         for block in find_code_blocks(reply, files):
             if block.path is None or block.path in files or not self._new(workspace, access,
                                                                            block.path):
                 continue
             calls.append(ToolCall(tool="write_file",
                                   arguments={"path": block.path, "content": block.text}))
-        return calls
+        return ReplyEdits(calls=tuple(calls), unchanged=tuple(unchanged),
+                          words=len(prose_of(reply).split()) >= 3)
 
     @staticmethod
     def _readable(workspace: Workspace, access: ModelFileAccess, word: str,

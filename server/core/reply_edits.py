@@ -16,7 +16,9 @@ merges them into files is a feature (features/reply_edits.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -24,7 +26,14 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from .models import ToolCall
 
-__all__ = ["ReplyEditor", "ReplySources", "resolved_edit_format"]
+__all__ = [
+    "ReplyEditor",
+    "ReplyEdits",
+    "ReplySources",
+    "reply_note",
+    "resolved_edit_format",
+    "written_call",
+]
 
 
 def resolved_edit_format(chosen: str, provider: str) -> str:
@@ -47,6 +56,17 @@ class ReplySources:
     seen: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class ReplyEdits:
+    """What a reply writes: the calls that make its changes, and the files
+    it wrote out unchanged (an echo, not an edit: the small models repeat
+    a file they were shown instead of answering)."""
+
+    calls: tuple[ToolCall, ...] = ()
+    unchanged: tuple[str, ...] = ()
+    words: bool = True  # the reply has text besides its file blocks
+
+
 @runtime_checkable
 class ReplyEditor(Protocol):
     """Reads file edits out of a final reply (a feature plugin offers it)."""
@@ -59,6 +79,50 @@ class ReplyEditor(Protocol):
         """Tools kept from the model (still run for the reply's edits)."""
         ...
 
-    def reply_edits(self, reply: str, sources: ReplySources) -> list[ToolCall]:
-        """The tool calls that make the changes `reply` writes ([] for none)."""
+    def reply_edits(self, reply: str, sources: ReplySources) -> ReplyEdits:
+        """The tool calls that make the changes `reply` writes (none: no
+        change), and the files it only repeated."""
         ...
+
+
+_FENCED = re.compile(r"^```[\w-]*\s*\n(.*?)\n?```\s*$", re.S)
+
+
+def written_call(text: str) -> str | None:
+    """The tool name of a reply that is only a tool call written as JSON
+    text (`{"name": ..., "arguments": {...}}`, fenced or not), else None."""
+    body = text.strip()
+    fenced = _FENCED.match(body)
+    if fenced:
+        body = fenced.group(1).strip()
+    if not body.startswith("{"):
+        return None
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+        return None
+    arguments = value.get("arguments", value.get("parameters"))
+    return value["name"] if isinstance(arguments, dict) else None
+
+
+def reply_note(reply: str, offered: Sequence[str], edits: ReplyEdits | None,
+               hint: str = "") -> str | None:
+    """What the model is told, once per turn, about a final reply that did
+    nothing: a tool call written as text (never run), or files repeated
+    unchanged with no answer. None when the reply stands."""
+    tools = ", ".join(offered) or "none"
+    named = written_call(reply)
+    if named is not None:
+        what = ("is not a tool" if named not in offered
+                else "is a tool, but a call written as text is not run")
+        return (f"Error: your reply was a JSON call of {named!r}, which {what}; nothing ran. "
+                f"The tools you can call: {tools}. {hint} Otherwise answer the user's request "
+                "in words.").replace("  ", " ")
+    if edits is not None and edits.unchanged and not edits.calls and not edits.words:
+        files = ", ".join(edits.unchanged)
+        return (f"Note from agentls: your reply repeated {files} without changing anything. "
+                "Answer the user's request in words, or write the file again with the change "
+                "made.")
+    return None

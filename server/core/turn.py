@@ -121,6 +121,7 @@ class Turn(ToolCalls):
         self.stop: TurnStop | None = None  # a tool call ended the turn (turn_tools.py)
         self.need_kind: str | None = None
         self.malformed = False  # the last reply was a tool call that could not be read
+        self.reply_noted = False  # a reply that did nothing was sent back (turn_tools.py)
 
     # -- the loop ------------------------------------------------------------
     async def run(self, prompt: str | Message) -> TurnResult:
@@ -190,10 +191,14 @@ class Turn(ToolCalls):
                 await self.persist(explanation("empty_reply", text, message.metadata))
                 await self.notify(text, "warning")
                 return await self.finish("failed", {"code": "empty_reply", "message": text})
-            calls = response.tool_calls or self.reply_edit_calls(response.content)
+            edits = None if response.tool_calls else self.read_reply(response.content)
+            calls = response.tool_calls or list(edits.calls if edits else ())
             if calls and not response.tool_calls:  # edits the reply wrote (reply_edits.py)
                 message = self.with_reply_edits(message, calls)
             await self.persist(message)
+            if not calls and (retry := self.reply_retry(response.content, edits)):
+                await self.persist(retry)
+                continue
             if not calls:
                 return await self.finish("completed", None)
             self.unanswered = list(calls)

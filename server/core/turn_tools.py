@@ -36,7 +36,7 @@ from .edits import ConfirmingEditor, editor_confirms
 from .models import ToolCall, ToolResult
 from .observer import TurnObserver
 from .repeat_calls import END_AT, RepeatedCalls
-from .reply_edits import ReplySources
+from .reply_edits import ReplyEdits, ReplySources, reply_note
 from .session_statuses import SessionStatuses
 from .session_types import Message
 from .size_caps import cap_text, cap_tool_result
@@ -62,6 +62,7 @@ class ToolCalls(TurnHooks):
     repeats: RepeatedCalls  # this turn's calls, for identical ones
     stop: TurnStop | None  # set when the turn must end after this call
     need_kind: str | None  # the ToolNeed kind of the call being cleared
+    reply_noted: bool  # a final reply that did nothing was sent back once
 
     async def run_tool(self, call: ToolCall) -> None:
         """Run one tool call and store its result."""
@@ -74,24 +75,40 @@ class ToolCalls(TurnHooks):
     def tool_context(self) -> ToolContext:
         return _tool_context(self)
 
-    def reply_edit_calls(self, reply: str) -> list[ToolCall]:
-        """The tool calls for the edits a final reply writes ([] without a
-        reply editor, or when the reply changes no file)."""
+    def read_reply(self, reply: str) -> ReplyEdits | None:
+        """The edits a final reply writes, their calls with ids (None
+        without a reply editor)."""
         editor = self.core.reply_editor
         if editor is None or not reply.strip():
-            return []
+            return None
         keys = self.core.tool_context
         sources = ReplySources(
             workspace_folders=tuple(keys.get("workspace_folders") or ()),
             documents=keys.get("documents"),
             seen=tuple(str(m.content) for m in self.messages if isinstance(m.content, str)))
         try:
-            calls = editor.reply_edits(reply, sources)
+            edits = editor.reply_edits(reply, sources)
         except Exception:  # a broken editor loses the edits, never the reply
             log.exception("Reading the edits of a reply failed")
-            return []
-        return [call.model_copy(update={"id": call.id or f"reply_edit_{uuid.uuid4().hex[:12]}"})
-                for call in calls]
+            return None
+        calls = tuple(
+            call.model_copy(update={"id": call.id or f"reply_edit_{uuid.uuid4().hex[:12]}"})
+            for call in edits.calls)
+        return replace(edits, calls=calls)
+
+    def reply_retry(self, reply: str, edits: ReplyEdits | None) -> Message | None:
+        """Once per turn: the note that sends a final reply that did nothing
+        (a call written as text, files repeated unchanged) back to the model."""
+        if self.reply_noted:
+            return None
+        editor = self.core.reply_editor
+        note = reply_note(reply, [spec["name"] for spec in self.core.offered_tools()], edits,
+                          editor.instructions() if editor is not None else "")
+        if note is None:
+            return None
+        self.reply_noted = True
+        return Message("system", note, {"source": "agentls", "tool_error": True,
+                                        "timestamp": _now()})
 
     def with_reply_edits(self, message: Message, calls: list[ToolCall]) -> Message:
         """The reply, recorded as making `calls` (every provider then sees a
