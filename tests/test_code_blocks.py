@@ -4,7 +4,10 @@ tasks: edits written in the reply")."""
 
 from __future__ import annotations
 
-from agentls.features.code_blocks import apply_reply, find_code_blocks
+from dataclasses import replace
+
+from agentls.core.reply_edits import ReplyEdits, reply_note, written_call
+from agentls.features.code_blocks import apply_reply, find_code_blocks, prose_of, read_reply
 
 SCORES = "def average(values):\n    return sum(values) / len(values)\n"
 REPORT = ('from scores import average\n\n\ndef summary(scores):\n'
@@ -92,3 +95,32 @@ def test_a_renamed_class_in_a_whole_file_replaces_the_file() -> None:
              '        self.name = name\n</file>')
     [applied] = apply_reply(reply, files)
     assert applied.how == "whole" and "Usr" not in applied.new_text
+
+
+def test_a_file_repeated_with_other_blank_lines_is_an_echo_not_an_edit() -> None:
+    files = {"main.py": "import helpers\n\n\ndef start():\n    print(helpers.banner())\n"}
+    reply = ('<file path="main.py">\nimport helpers\n\ndef start():\n'
+             '    print(helpers.banner())\n</file>')
+    assert read_reply(reply, files) == ([], ["main.py"])
+    assert prose_of(reply) == ""
+    words = "The banner is `Welcome`."
+    assert prose_of(words + "\n```python\nx = 1\n```\n") == words
+
+
+def test_a_reply_that_is_a_json_call_or_an_echo_gets_a_note_once_the_rest_stands() -> None:
+    offered = ["read_file", "run_command"]
+    call = ('```json\n{\n  "name": "initials",\n'
+            '  "arguments": {"full_name": "ada lovelace"}\n}\n```')
+    assert written_call(call) == "initials"
+    note = reply_note(call, offered, None, "To change a file, write it.")
+    assert note is not None and "'initials', which is not a tool" in note
+    assert "read_file, run_command" in note and "To change a file, write it." in note
+    offered_call = '{"name": "read_file", "parameters": {"path": "a.py"}}'
+    assert "written as text is not run" in (reply_note(offered_call, offered, None) or "")
+    # Not calls: prose around JSON, JSON without arguments, a plain answer.
+    assert written_call('Call it like {"name": "x", "arguments": {}} please') is None
+    assert written_call('{"name": "x"}') is None
+    assert reply_note("The port is 8421.", offered, None) is None
+    echo = ReplyEdits(unchanged=("server.py",), words=False)
+    assert "repeated server.py" in (reply_note("<file ...>", offered, echo) or "")
+    assert reply_note("<file ...>", offered, replace(echo, words=True)) is None

@@ -118,3 +118,38 @@ async def test_a_new_path_is_created_and_tool_calls_stay_the_default_elsewhere(
     [request] = recorded(record)
     assert {"write_file", "edit_file"} <= set(request["tools"])
     assert (workspace / "pricing.py").read_text() == PRICING
+
+
+async def test_a_call_written_as_text_goes_back_once_with_what_to_do_instead(
+        tmp_path: Path, workspace: Path) -> None:
+    written = '```json\n{"name": "apply_discount", "arguments": {"price": 200}}\n```'
+    settings, record = scripted(
+        tmp_path, "written",
+        [{"text": written}, {"text": FIXED}],
+        session={"editFormat": "file-blocks"})
+    async with editor_session(workspace, tmp_path / "state", settings,
+                              capabilities(annotations=True)) as ed:
+        result = await chat(ed, prompt="Fix the bug in pricing.py")
+        assert result["status"] == "completed", result
+    _, second = recorded(record)
+    note = second["messages"][-1]
+    assert note["role"] == "system", second["messages"]
+    assert "'apply_discount', which is not a tool" in note["content"]
+    assert '<file path="relative/path">' in note["content"]  # how to write a change
+    assert "return price - price * percent / 100" in (workspace / "pricing.py").read_text()
+
+
+async def test_a_second_reply_that_does_nothing_ends_the_turn_as_it_is(
+        tmp_path: Path, workspace: Path) -> None:
+    echo = f'<file path="pricing.py">\n{PRICING}</file>'
+    settings, record = scripted(tmp_path, "echo", [{"text": echo}, {"text": echo}],
+                                session={"editFormat": "file-blocks"})
+    async with editor_session(workspace, tmp_path / "state", settings,
+                              capabilities(annotations=True)) as ed:
+        result = await chat(ed, prompt="What does pricing.py do?")
+        assert result["status"] == "completed", result
+        assert not ed.edits and not tool_messages(result)
+    first, second = recorded(record)
+    assert "repeated pricing.py without changing anything" in second["messages"][-1]["content"]
+    assert len(first["messages"]) + 2 == len(second["messages"])  # the echo and the note
+    assert result["messages"][-1]["content"] == echo
