@@ -12,6 +12,7 @@ with a small iteration limit and a generous timeout; no timing is asserted.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,3 +60,68 @@ def test_default_chat_model_reads_a_file_through_a_native_tool_call(tmp_path: Pa
         (m["role"], str(m.get("content"))[:300]) for m in messages])
     answer = messages[-1]
     assert answer["role"] == "assistant" and answer["content"].strip(), messages
+
+
+# A client that asks the user in messages and applies edits (message mode).
+MESSAGE_MODE = {"window": {"showMessage": {"messageActionItem": {}}},
+                "workspace": {"applyEdit": True,
+                              "workspaceEdit": {"documentChanges": True,
+                                                "resourceOperations": ["create"]}}}
+GREET = 'def hello(name):\n    return "Hello, " + name + "!"\n'
+
+
+def _apply(text: str, edits: list[dict[str, Any]]) -> str:
+    """LSP text edits on ASCII text (UTF-16 units are characters here)."""
+    starts = [0, *(i + 1 for i, c in enumerate(text) if c == "\n")]
+
+    def offset(position: dict[str, int]) -> int:
+        line = position["line"]
+        return (starts[line] if line < len(starts) else len(text)) + position["character"]
+
+    for edit in sorted(edits, key=lambda e: offset(e["range"]["start"]), reverse=True):
+        text = (text[:offset(edit["range"]["start"])] + edit["newText"]
+                + text[offset(edit["range"]["end"]):])
+    return text
+
+
+def test_default_chat_model_writes_a_change_in_its_reply_which_is_approved_and_applied(
+        tmp_path: Path) -> None:
+    """The default edit format for local models (session.editFormat auto ->
+    file-blocks): the 1.5B writes greet.py with the new function in its
+    reply, the user is asked, the editor applies the edit, the code runs."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    greet = workspace / "greet.py"
+    greet.write_text(GREET)
+    asked: list[str] = []
+
+    def editor(method: str, params: Any) -> Any:
+        if method == "window/showMessageRequest":
+            asked.append(params["message"])
+            return {"title": "Allow once"}
+        if method == "workspace/applyEdit":
+            for change in params["edit"]["documentChanges"]:
+                path = workspace / Path(change["textDocument"]["uri"]).name
+                path.write_text(_apply(path.read_text(), change["edits"]))
+            return {"applied": True}
+        return None
+
+    settings = {"provider": "local", "session": {"maxIterations": 3}}
+    with LspProcess.start(state_dir=tmp_path / "state", workspace=workspace,
+                          settings=settings, capabilities=MESSAGE_MODE) as lsp:
+        lsp.responder = editor
+        status = lsp.result("agentls/status", {}, timeout=60)
+        turn = lsp.result("agentls/chat", {
+            "prompt": "Add a function farewell(name) to greet.py that returns 'Bye, ' + name + "
+                      "'!'. Keep hello as it is.",
+        }, timeout=900)
+    assert status["editFormat"] == "file-blocks"
+    shown = [(m["role"], str(m.get("content"))[:400]) for m in turn["messages"]]
+    assert asked and "greet.py" in asked[0], (asked, shown)
+    namespace: dict[str, Any] = {}
+    exec(compile(greet.read_text(), "greet.py", "exec"), namespace)  # the model's code runs
+    assert namespace["hello"]("Ada") == "Hello, Ada!", greet.read_text()
+    assert namespace["farewell"]("Ada") == "Bye, Ada!", (greet.read_text(), shown)
+    reply = next(m for m in turn["messages"] if m["role"] == "assistant"
+                 and (m.get("metadata") or {}).get("reply_edits"))
+    assert reply["metadata"]["tool_calls"][0]["tool"] == "write_file"
