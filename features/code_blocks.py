@@ -22,8 +22,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["AppliedBlock", "CodeBlock", "apply_block", "apply_reply", "find_code_blocks",
-           "prose_of", "read_reply"]
+__all__ = ["AppliedBlock", "CodeBlock", "apply_block", "apply_reply", "defined_names",
+           "find_code_blocks", "prose_of", "read_reply"]
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$", re.M)
 _PATHLIKE = re.compile(r"((?:[\w.-]+/)*[\w-][\w.-]*\.[A-Za-z0-9]{1,8})")
@@ -245,6 +245,12 @@ def _owner(block: CodeBlock, files: Mapping[str, str]) -> str | None:
         if other is not None and wanted & set(_names(other)):
             owners.append(path)
     return owners[0] if len(owners) == 1 else None
+
+
+def defined_names(text: str) -> list[str]:
+    """The top-level names a Python text defines ([] when it does not parse)."""
+    tree = _parse(text)
+    return _names(tree) if tree is not None else []
 
 
 def _names(tree: ast.Module) -> list[str]:

@@ -24,8 +24,8 @@ from typing import Any
 
 from agentls.core.file_access import Withheld
 from agentls.core.models import ToolCall
-from agentls.core.reply_edits import ReplyEdits, ReplySources, resolved_edit_format
-from agentls.features.code_blocks import find_code_blocks, prose_of, read_reply
+from agentls.core.reply_edits import ReplyEdits, ReplySources, resolved_edit_format, written_call
+from agentls.features.code_blocks import defined_names, find_code_blocks, prose_of, read_reply
 from agentls.features.named_files import find_named_file, named_paths
 from agentls.features.sensitive_paths import ModelFileAccess
 from agentls.features.tools.workspace import Workspace, WorkspacePathError
@@ -37,6 +37,7 @@ MAX_FILE_CHARS = 200_000  # a larger file is not merged
 # a function (the file went) and for write_file with the attachment's tags
 # inside the content (bench/README.md, "edits written in the reply").
 HIDDEN_TOOLS = frozenset({"write_file", "edit_file", "rename_file", "delete_file"})
+EXAMPLE_PATH = "relative/path"
 INSTRUCTIONS = (
     "To change a file, write its complete new content in your reply as "
     '<file path="relative/path">...</file>, the same way files are shown to you, one block '
@@ -72,7 +73,7 @@ class ReplyEditsFeature:
 
     def reply_edits(self, reply: str, sources: ReplySources) -> ReplyEdits:
         if "```" not in reply and "~~~" not in reply and "<file" not in reply \
-                and "#" not in reply:
+                and "#" not in reply and not reply.lstrip().startswith("{"):
             return ReplyEdits()
         folders = sources.workspace_folders
         if not folders:
@@ -86,6 +87,10 @@ class ReplyEditsFeature:
                 text = self._read(workspace, rel)
                 if text is not None:
                     files[rel] = text
+        named = written_call(reply)
+        if named is not None:  # a function of the code "called" as a tool
+            owners = [path for path, text in files.items() if named in defined_names(text)]
+            return ReplyEdits(defined_in=((named, owners[0]),) if len(owners) == 1 else ())
         applied, unchanged = read_reply(reply, files)
         calls = [ToolCall(tool="write_file", arguments={"path": a.path, "content": a.new_text})
                  for a in applied]
@@ -120,8 +125,9 @@ class ReplyEditsFeature:
 
     @staticmethod
     def _new(workspace: Workspace, access: ModelFileAccess, path: str) -> bool:
-        """A path the reply may create: in the workspace, not there yet, not secret."""
-        if Path(path).is_absolute() or ".." in Path(path).parts:
+        """A path the reply may create: in the workspace, not there yet, not
+        secret, not the instructions' example (the 1.5B once wrote to it)."""
+        if Path(path).is_absolute() or ".." in Path(path).parts or path == EXAMPLE_PATH:
             return False
         try:
             resolved = workspace.resolve(path)

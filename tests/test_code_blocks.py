@@ -121,6 +121,9 @@ def test_a_reply_that_is_a_json_call_or_an_echo_gets_a_note_once_the_rest_stands
     assert written_call('Call it like {"name": "x", "arguments": {}} please') is None
     assert written_call('{"name": "x"}') is None
     assert reply_note("The port is 8421.", offered, None) is None
+    hinted = reply_note(call, offered, ReplyEdits(defined_in=(("initials", "names.py"),)))
+    assert hinted is not None and "a function in names.py, not a tool" in hinted
+    assert '<file path="names.py">' in hinted
     echo = ReplyEdits(unchanged=("server.py",), words=False)
     assert "repeated server.py" in (reply_note("<file ...>", offered, echo) or "")
     assert reply_note("<file ...>", offered, replace(echo, words=True)) is None

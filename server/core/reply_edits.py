@@ -65,6 +65,9 @@ class ReplyEdits:
     calls: tuple[ToolCall, ...] = ()
     unchanged: tuple[str, ...] = ()
     words: bool = True  # the reply has text besides its file blocks
+    # A reply that "calls" a function of the code as a tool: name -> the
+    # file that defines it (what to write instead).
+    defined_in: tuple[tuple[str, str], ...] = ()
 
 
 @runtime_checkable
@@ -115,6 +118,12 @@ def reply_note(reply: str, offered: Sequence[str], edits: ReplyEdits | None,
     tools = ", ".join(offered) or "none"
     named = written_call(reply)
     if named is not None:
+        where = dict(edits.defined_in) if edits is not None else {}
+        if named not in offered and named in where:
+            path = where[named]
+            return (f"Error: your reply was a JSON call of {named!r}; that is a function in "
+                    f"{path}, not a tool, so nothing ran. To write or change {named}, reply "
+                    f'with the whole new {path} as <file path="{path}">...</file>.')
         what = ("is not a tool" if named not in offered
                 else "is a tool, but a call written as text is not run")
         return (f"Error: your reply was a JSON call of {named!r}, which {what}; nothing ran. "

@@ -134,8 +134,9 @@ async def test_a_call_written_as_text_goes_back_once_with_what_to_do_instead(
     _, second = recorded(record)
     note = second["messages"][-1]
     assert note["role"] == "system", second["messages"]
-    assert "'apply_discount', which is not a tool" in note["content"]
-    assert '<file path="relative/path">' in note["content"]  # how to write a change
+    # The function it "called" is pricing.py's: the note says what to write instead.
+    assert "'apply_discount'; that is a function in pricing.py, not a tool" in note["content"]
+    assert '<file path="pricing.py">' in note["content"]
     assert "return price - price * percent / 100" in (workspace / "pricing.py").read_text()
 
 
