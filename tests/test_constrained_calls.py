@@ -133,11 +133,33 @@ async def test_a_call_written_as_json_without_the_tag_is_asked_as_a_call(
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("written", [
+    ['```json\n{\n  "name": "initials",\n', '  "arguments": {"full_name": "ada"}\n}\n```'],
+    ['{"name": "chunk", "parameters": {"items": [1, 2]}}'],
+], ids=["fenced", "bare"])
+async def test_a_reply_that_opens_with_a_call_of_no_offered_tool_is_asked_under_the_grammar(
+    written: list[str],
+) -> None:
+    """The 1.5B "calls" the function it was asked to write: at the start of
+    a reply, a JSON call of any name with its arguments is a call, and the
+    grammar makes it one of an offered tool."""
+    engine = Engine(written, ['{"name": "read_file", "arguments": {"path": "names.py"}}'])
+    chunks = await run(engine, REQUEST)
+    text = "".join(c.delta for c in chunks)
+    assert text == ('<tool_call>\n{"name": "read_file", "arguments": {"path": "names.py"}}'
+                    "\n</tool_call>")
+    assert engine.requests[1].prefix == REQUEST.prefix + "<tool_call>\n"
+    assert "oneOf" in engine.requests[1].options.extra["json_schema"]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("written", [
     ["Use this:\n```json\n", '{"name": "Ada", "age": 3}\n```'],  # no tool of that name
+    ['{"name": "my-app", "version": "1.0.0",', ' "scripts": {"test": "jest"}}'],  # package.json
+    ["Call it as ", '{"name": "f", "arguments": {}}'],  # after text: not the reply's start
     ['{"count": 3, ', '"name": "read_file"}'],  # a JSON answer: "name" is not its first key
     ["Code:\n```python\n", "def f():\n    return {'name': 'read_file'}\n```\n"],
     ["Say ", '{"name": "read_file"}'],  # an object after text, not in a fence
-], ids=["other-name", "json-answer", "code-fence", "inline"])
+], ids=["other-name", "package-json", "after-text", "json-answer", "code-fence", "inline"])
 async def test_json_that_is_not_a_call_passes_as_text(written: list[str]) -> None:
     engine = Engine(written)
     chunks = await run(engine, REQUEST)

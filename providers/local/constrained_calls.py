@@ -16,8 +16,14 @@ A call written without the tag is a call too when it names an offered
 tool: a ```json fence, or a reply that starts with the JSON, whose first
 key is `"name"` with an offered tool as its value (Qwen2.5-Coder-1.5B
 writes calls that way about as often as in tags, and broke their JSON).
-Text that may still become such a call (from a fence or a leading `{`) is
-held back for at most a few dozen characters.
+A reply that *starts* with a JSON call (bare or fenced) whose `"name"` is
+not an offered tool, followed by its `"arguments"` object, is a call too:
+the small models "call" the function they were asked to write
+(`{"name": "initials", "arguments": {"full_name": ...}}`), and decoded under
+the grammar that becomes a call of an offered tool, never text that calls
+nothing. A leading JSON object without `"arguments"` (a package.json) stays
+text. Text that may still become a call (from a fence or a leading `{`) is
+held back for at most about a hundred characters.
 """
 
 from __future__ import annotations
@@ -43,7 +49,11 @@ CALL_MAX_TOKENS = 2048  # a write_file of a small module
 # A call written as JSON without its tag: in a fence, or bare.
 # (Qwen2.5-Coder-1.5B also doubles the brace: `{{"name": ...}}}`.)
 _JSON_CALL = re.compile(r'(```[ \t]*(?:json)?[ \t]*\n\s*)?\{+\s*"name"\s*:\s*"([^"\n]{1,64})"')
-_UNDECIDED = 48  # characters held after a fence or a leading `{` before they pass as text
+# At the start of a reply: any name, when `"arguments"` follows (see the module doc).
+_LEADING_CALL = re.compile(
+    r'(```[ \t]*(?:json)?[ \t]*\n\s*)?\{+\s*"name"\s*:\s*"([^"\n]{1,64})"\s*,\s*'
+    r'"(?:arguments|parameters)"\s*:\s*\{')
+_UNDECIDED = 112  # characters held after a fence or a leading `{` before they pass as text
 
 
 def call_schema(tools: Sequence[ToolSpec]) -> dict[str, Any]:
@@ -133,6 +143,9 @@ class _Watch:
             if (match.group(1) or at_start) and match.group(2) in self.names:
                 starts.append(match.start())
                 break
+        leading = _LEADING_CALL.match(text.lstrip()) if not said.strip() else None
+        if leading is not None:
+            starts.append(len(text) - len(text.lstrip()))
         if starts:
             self.pending = ""
             return "", text[: min(starts)] + self.opening
