@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from agentls.core.file_access import Withheld
-from agentls.core.models import ToolCall
 from agentls.core.reply_edits import ReplyEdits, ReplySources, resolved_edit_format, written_call
 from agentls.features.code_blocks import defined_names, find_code_blocks, prose_of, read_reply
 from agentls.features.named_files import find_named_file, named_paths
@@ -87,6 +86,9 @@ class ReplyEditsFeature:
                 text = self._read(workspace, rel)
                 if text is not None:
                     files[rel] = text
+        # pydantic: imported here, not when features load (the keystroke path)
+        from agentls.core.models import ToolCall
+
         named = written_call(reply)
         if named is not None:  # a function of the code "called" as a tool
             owners = [path for path, text in files.items() if named in defined_names(text)]
