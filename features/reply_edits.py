@@ -80,11 +80,15 @@ class ReplyEditsFeature:
         workspace = Workspace.of(folders, sources.documents)
         access = ModelFileAccess(folders)
         files: dict[str, str] = {}
-        for word in named_paths("\n".join((*sources.seen, reply))):
+        unseen: list[str] = []
+        seen = "\n".join(sources.seen)
+        for word in named_paths("\n".join((seen, reply))):
             rel = self._readable(workspace, access, word, folders, files)
-            if rel is not None and rel not in files:
+            if rel is not None and rel not in files and rel not in unseen:
                 text = self._read(workspace, rel)
-                if text is not None:
+                if text is not None and text.strip() and text.strip() not in seen:
+                    unseen.append(rel)  # its text was never shown to the model
+                elif text is not None:
                     files[rel] = text
         # pydantic: imported here, not when features load (the keystroke path)
         from agentls.core.models import ToolCall
@@ -102,8 +106,10 @@ class ReplyEditsFeature:
                 continue
             calls.append(ToolCall(tool="write_file",
                                   arguments={"path": block.path, "content": block.text}))
+        written = {block.path for block in find_code_blocks(reply, [*files, *unseen])}
         return ReplyEdits(calls=tuple(calls), unchanged=tuple(unchanged),
-                          words=len(prose_of(reply).split()) >= 3)
+                          words=len(prose_of(reply).split()) >= 3,
+                          unseen=tuple(path for path in unseen if path in written))
 
     @staticmethod
     def _readable(workspace: Workspace, access: ModelFileAccess, word: str,

@@ -38,7 +38,7 @@ from .observer import TurnObserver
 from .repeat_calls import END_AT, RepeatedCalls
 from .reply_edits import ReplyEdits, ReplySources, reply_note
 from .session_statuses import SessionStatuses
-from .session_types import Message
+from .session_types import Message, Session
 from .size_caps import cap_text, cap_tool_result
 from .tool_context import ToolContext, ToolNeed, ToolRefused
 from .tools import ToolExecution, failed
@@ -63,6 +63,7 @@ class ToolCalls(TurnHooks):
     stop: TurnStop | None  # set when the turn must end after this call
     need_kind: str | None  # the ToolNeed kind of the call being cleared
     reply_noted: bool  # a final reply that did nothing was sent back once
+    session: Session  # the session so far (what the model has seen)
 
     async def run_tool(self, call: ToolCall) -> None:
         """Run one tool call and store its result."""
@@ -85,7 +86,8 @@ class ToolCalls(TurnHooks):
         sources = ReplySources(
             workspace_folders=tuple(keys.get("workspace_folders") or ()),
             documents=keys.get("documents"),
-            seen=tuple(str(m.content) for m in self.messages if isinstance(m.content, str)))
+            seen=tuple(str(m.content) for m in self.session.messages
+                       if isinstance(m.content, str)))
         try:
             edits = editor.reply_edits(reply, sources)
         except Exception:  # a broken editor loses the edits, never the reply
