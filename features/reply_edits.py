@@ -106,7 +106,11 @@ class ReplyEditsFeature:
                 continue
             calls.append(ToolCall(tool="write_file",
                                   arguments={"path": block.path, "content": block.text}))
+        # A file it wrote without having seen it is read for it instead: the
+        # model gets the real text back and goes on from there.
         written = {block.path for block in find_code_blocks(reply, [*files, *unseen])}
+        calls.extend(ToolCall(tool="read_file", arguments={"path": path})
+                     for path in unseen if path in written)
         return ReplyEdits(calls=tuple(calls), unchanged=tuple(unchanged),
                           words=len(prose_of(reply).split()) >= 3,
                           unseen=tuple(path for path in unseen if path in written))

@@ -69,8 +69,8 @@ class ReplyEdits:
     # file that defines it (what to write instead).
     defined_in: tuple[tuple[str, str], ...] = ()
     # Existing files the reply wrote but the model never saw (not attached,
-    # not read): never changed this way (the 1.5B "wrote" notes.txt whole,
-    # invented, when asked to read it).
+    # not read): never changed this way, read for it instead (the 1.5B
+    # "wrote" notes.txt whole, invented, when asked to read it).
     unseen: tuple[str, ...] = ()
 
 
@@ -137,7 +137,7 @@ def reply_note(reply: str, offered: Sequence[str], edits: ReplyEdits | None,
         files = ", ".join(edits.unseen)
         return (f"Note from agentls: you wrote {files} without having read it, so nothing was "
                 "changed. Read it with read_file first; then answer, or write the file with "
-                "your change.")
+                "your change.")  # (when the editor could not read it for the model)
     if edits is not None and edits.unchanged and not edits.calls and not edits.words:
         files = ", ".join(edits.unchanged)
         return (f"Note from agentls: your reply repeated {files} without changing anything. "

@@ -207,7 +207,7 @@ class Turn(ToolCalls):
                 self.unanswered.pop(0)
                 if self.stop is not None:
                     return await self.stop_after_tool(self.stop)
-            if not response.tool_calls and self.reply_edits_settled(len(calls)):
+            if not response.tool_calls and self.reply_edits_settled(calls):
                 return await self.finish("completed", None)
 
         limit = core.limits.max_iterations

@@ -119,11 +119,13 @@ class ToolCalls(TurnHooks):
         return message.with_metadata(tool_calls=[call.model_dump() for call in calls],
                                      tool_call_previews=previews, reply_edits=len(calls))
 
-    def reply_edits_settled(self, count: int) -> bool:
-        """The reply's `count` edits were all applied and nothing (a linter's
-        findings) waits for the model: the reply is the answer."""
-        results = [m.tool_result or {} for m in self.messages[-count:]]
+    def reply_edits_settled(self, calls: list[ToolCall]) -> bool:
+        """The reply's edits were all applied, none was a read (of a file it
+        wrote unseen), and nothing (a linter's findings) waits for the
+        model: the reply is the answer."""
+        results = [m.tool_result or {} for m in self.messages[-len(calls):]]
         return (all(r.get("success") for r in results)
+                and all(call.tool != "read_file" for call in calls)
                 and not self.pending_injections and not self.ephemeral)
 
 

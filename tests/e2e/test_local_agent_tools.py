@@ -34,8 +34,11 @@ def test_default_chat_model_reads_a_file_through_a_native_tool_call(tmp_path: Pa
     workspace.mkdir()
     (workspace / "notes.txt").write_text(f"The secret word is {SECRET}.\n")
     # named-files off: with notes.txt attached to the prompt, the model
-    # could answer without the call this test is about.
-    settings = {"provider": "local", "session": {"maxIterations": 3},
+    # could answer without the call this test is about. Tool-call edits:
+    # this test is about the model's own call (in file-blocks mode, the
+    # default for local models, the 1.5B may "write" notes.txt instead and
+    # agentls reads it for it: tests/e2e/test_reply_edits.py).
+    settings = {"provider": "local", "session": {"maxIterations": 3, "editFormat": "tool-calls"},
                 "features": {"disabled": ["named-files"]}}
     with LspProcess.start(state_dir=tmp_path / "state", workspace=workspace,
                           settings=settings) as lsp:

@@ -160,17 +160,21 @@ async def test_a_file_the_model_never_saw_is_not_overwritten_from_its_reply(
         tmp_path: Path, workspace: Path) -> None:
     """The 1.5B, asked to read notes.txt, "wrote" it whole with invented
     text: a block for an existing file whose text the model was never shown
-    changes nothing, and the model is told to read it first."""
+    changes nothing; agentls reads the file for it and the model goes on
+    with the real text."""
     (workspace / "notes.txt").write_text("The secret word is PERIWINKLE.\n")
     invented = '<file path="notes.txt">\nThis is a secret note.\n</file>'
     settings, record = scripted(
-        tmp_path, "unseen", [{"text": invented}, {"text": "I will read it first."}],
+        tmp_path, "unseen", [{"text": invented}, {"text": "The secret word is PERIWINKLE."}],
         session={"editFormat": "file-blocks"}, features={"disabled": ["named-files"]})
     async with editor_session(workspace, tmp_path / "state", settings,
                               capabilities(annotations=True)) as ed:
         result = await chat(ed, prompt="Read notes.txt and tell me the secret word.")
         assert result["status"] == "completed", result
-        assert not ed.edits and not tool_messages(result)
+        assert not ed.edits
+        [read] = tool_messages(result)
+        assert read["metadata"]["tool_name"] == "read_file"
     assert (workspace / "notes.txt").read_text() == "The secret word is PERIWINKLE.\n"
     _, second = recorded(record)
-    assert "you wrote notes.txt without having read it" in second["messages"][-1]["content"]
+    assert "PERIWINKLE" in second["messages"][-1]["content"]  # the real text, read for it
+    assert result["messages"][-1]["content"] == "The secret word is PERIWINKLE."
