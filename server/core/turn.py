@@ -163,14 +163,11 @@ class Turn(ToolCalls):
                     "malformed_tool_call", malformed_again_text(exc.reason, self.messages),
                     {"code": "invalid_response", "message": str(exc)})
             except ModelError as exc:
-                await self.emit(
-                    events.PROVIDER_ERROR,
-                    {"error": str(exc), "code": exc.code, "iteration": iteration},
-                )
+                await self.emit(events.PROVIDER_ERROR,
+                                {"error": str(exc), "code": exc.code, "iteration": iteration})
                 await self.persist_partial({"error": exc.code or "model_error"})
                 return await self.finish(
-                    "failed", {"code": exc.code or "model_error", "message": str(exc)}
-                )
+                    "failed", {"code": exc.code or "model_error", "message": str(exc)})
             except ProviderRequestCancelled:
                 raise asyncio.CancelledError from None
             self.usage = self.usage + response.usage
