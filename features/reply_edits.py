@@ -24,7 +24,6 @@ from typing import Any
 
 from agentls.core.file_access import Withheld
 from agentls.core.reply_edits import ReplyEdits, ReplySources, resolved_edit_format, written_call
-from agentls.features.code_blocks import defined_names, find_code_blocks, prose_of, read_reply
 from agentls.features.named_files import find_named_file, named_paths
 from agentls.features.sensitive_paths import ModelFileAccess
 from agentls.features.tools.workspace import Workspace, WorkspacePathError
@@ -39,7 +38,7 @@ HIDDEN_TOOLS = frozenset({"write_file", "edit_file", "rename_file", "delete_file
 EXAMPLE_PATH = "relative/path"
 INSTRUCTIONS = (
     "To change a file, write its complete new content in your reply as "
-    '<file path="relative/path">...</file>, the same way files are shown to you, one block '
+    f'<file path="{EXAMPLE_PATH}">...</file>, the same way files are shown to you, one block '
     "per changed file (a new path creates the file). agentls shows each change to the user "
     "for approval and applies it. Use tools only to read files, search and run commands."
 )
@@ -90,8 +89,15 @@ class ReplyEditsFeature:
                     unseen.append(rel)  # its text was never shown to the model
                 elif text is not None:
                     files[rel] = text
-        # pydantic: imported here, not when features load (the keystroke path)
+        # Imported here, not when features load (the keystroke path): pydantic,
+        # and the block reader's ast/difflib.
         from agentls.core.models import ToolCall
+        from agentls.features.code_blocks import (
+            defined_names,
+            find_code_blocks,
+            prose_of,
+            read_reply,
+        )
 
         named = written_call(reply)
         if named is not None:  # a function of the code "called" as a tool
@@ -100,20 +106,19 @@ class ReplyEditsFeature:
         applied, unchanged = read_reply(reply, files)
         calls = [ToolCall(tool="write_file", arguments={"path": a.path, "content": a.new_text})
                  for a in applied]
-        for block in find_code_blocks(reply, files):
-            if block.path is None or block.path in files or not self._new(workspace, access,
-                                                                           block.path):
-                continue
-            calls.append(ToolCall(tool="write_file",
-                                  arguments={"path": block.path, "content": block.text}))
+        blocks = find_code_blocks(reply, [*files, *unseen])
+        calls.extend(ToolCall(tool="write_file",
+                              arguments={"path": block.path, "content": block.text})
+                     for block in blocks
+                     if block.path is not None and block.path not in files
+                     and block.path not in unseen and self._new(workspace, access, block.path))
         # A file it wrote without having seen it is read for it instead: the
         # model gets the real text back and goes on from there.
-        written = {block.path for block in find_code_blocks(reply, [*files, *unseen])}
+        written = {block.path for block in blocks}
         calls.extend(ToolCall(tool="read_file", arguments={"path": path})
                      for path in unseen if path in written)
         return ReplyEdits(calls=tuple(calls), unchanged=tuple(unchanged),
-                          words=len(prose_of(reply).split()) >= 3,
-                          unseen=tuple(path for path in unseen if path in written))
+                          words=len(prose_of(reply).split()) >= 3)
 
     @staticmethod
     def _readable(workspace: Workspace, access: ModelFileAccess, word: str,

@@ -68,10 +68,6 @@ class ReplyEdits:
     # A reply that "calls" a function of the code as a tool: name -> the
     # file that defines it (what to write instead).
     defined_in: tuple[tuple[str, str], ...] = ()
-    # Existing files the reply wrote but the model never saw (not attached,
-    # not read): never changed this way, read for it instead (the 1.5B
-    # "wrote" notes.txt whole, invented, when asked to read it).
-    unseen: tuple[str, ...] = ()
 
 
 @runtime_checkable
@@ -133,11 +129,6 @@ def reply_note(reply: str, offered: Sequence[str], edits: ReplyEdits | None,
         return (f"Error: your reply was a JSON call of {named!r}, which {what}; nothing ran. "
                 f"The tools you can call: {tools}. {hint} Otherwise answer the user's request "
                 "in words.").replace("  ", " ")
-    if edits is not None and edits.unseen and not edits.calls:
-        files = ", ".join(edits.unseen)
-        return (f"Note from agentls: you wrote {files} without having read it, so nothing was "
-                "changed. Read it with read_file first; then answer, or write the file with "
-                "your change.")  # (when the editor could not read it for the model)
     if edits is not None and edits.unchanged and not edits.calls and not edits.words:
         files = ", ".join(edits.unchanged)
         return (f"Note from agentls: your reply repeated {files} without changing anything. "
