@@ -10,6 +10,7 @@ The result is never whitespace only ("" means "no suggestion").
 from __future__ import annotations
 
 import re
+from itertools import islice
 
 from .document import CursorContext
 from .prompt import FILL_MARKER
@@ -226,7 +227,7 @@ def _floor(ctx: CursorContext) -> tuple[int, int]:
     indentation (-1 if none)."""
     base = _width(ctx.line_prefix)
     reference = None
-    for line in ctx.suffix.split("\n")[1:_SUFFIX_SCAN_LINES]:
+    for line in ctx.suffix.split("\n", _SUFFIX_SCAN_LINES)[1:_SUFFIX_SCAN_LINES]:
         if line.strip() and _width(line) <= base:
             reference = _width(line)
             break
@@ -277,11 +278,12 @@ def cut_suffix_repeat(text: str, ctx: CursorContext) -> str:
     the few after it (a model that skips a branch and writes the function's
     `return` again); short lines (`else:`, `return 0`) and lines the code
     before the cursor also has count only as the next line."""
-    following = [line.rstrip() for line in ctx.suffix.split("\n", 40)[1:40] if line.strip()]
+    following = list(islice((line.rstrip() for line in ctx.suffix.split("\n", 40)[1:40]
+                             if line.strip()), _SUFFIX_REPEAT_LINES))
     if not following:
         return text
     target, later = following[0], set(following[1:_SUFFIX_REPEAT_LINES])
-    later -= {line.rstrip() for line in ctx.prefix[-4000:].split("\n")}
+    before: set[str] | None = None  # the prefix's lines, read when a line is in `later`
     lines = text.split("\n")
     if ((ctx.line_prefix + lines[0]).rstrip() == target and not ctx.line_suffix.strip()
             and not _goes_its_own_way(lines[1:], following[1:2])):
@@ -295,7 +297,10 @@ def cut_suffix_repeat(text: str, ctx: CursorContext) -> str:
                 continue  # the hole has a line like the suffix's (`ret += [x]` in both branches)
             return "\n".join(lines[:index])
         if len(line.strip()) >= _MIN_REPEAT_CHARS and line in later:
-            return "\n".join(lines[:index])
+            if before is None:
+                before = {seen.rstrip() for seen in ctx.prefix[-4000:].split("\n")}
+            if line not in before:
+                return "\n".join(lines[:index])
     return text
 
 
