@@ -257,7 +257,13 @@ def run_check(workspace: Path) -> int:
         failed = True
         print(f"  error [{report.error_code}]: {report.error}", file=out)
     tool_names = [d.tool_name for d in agent.tools.descriptors]
-    print(f"agent tools: {', '.join(tool_names) or '(none)'}", file=out)
+    hidden = agent.reply_editor.hidden_tools() if agent.reply_editor is not None else frozenset()
+    offered = [name for name in tool_names if name not in hidden]
+    print(f"agent tools: {', '.join(offered) or '(none)'}", file=out)
+    if hidden & set(tool_names):
+        kept = ", ".join(name for name in tool_names if name in hidden)
+        print(f"  file changes: written whole in the model's reply (session.editFormat "
+              f"file-blocks); {kept} run for them, not offered to the model", file=out)
     if _check_mcp(settings, workspace, out):
         failed = True
     print("result: " + ("FAILED, fix the items above" if failed else "OK"), file=out)

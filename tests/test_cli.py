@@ -41,6 +41,21 @@ def test_check_passes_with_scripted_provider(tmp_path: Path) -> None:
     assert "result: OK" in result.stdout
 
 
+def test_check_says_which_tools_file_blocks_keep_from_the_model(tmp_path: Path) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"text": "hi"}]))
+    (tmp_path / "user.toml").write_text(
+        f'provider = "scripted"\n[providerOptions]\nscript = "{script}"\n'
+        '[session]\neditFormat = "file-blocks"\n')
+    result = run("check", cwd=tmp_path, env={"AGENTLS_CONFIG_FILE": str(tmp_path / "user.toml")})
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    offered = next(line for line in lines if line.startswith("agent tools: "))[13:].split(", ")
+    assert "read_file" in offered and "edit_file" not in offered and "write_file" not in offered
+    kept = next(line for line in lines if "file changes:" in line)
+    assert "edit_file" in kept and "write_file" in kept and "file-blocks" in kept
+
+
 def test_check_reports_bad_setting_with_accepted_values(tmp_path: Path) -> None:
     (tmp_path / "user.toml").write_text('provider = "scripted"\n[approval]\nmode = "yolo"\n')
     result = run("check", cwd=tmp_path, env={"AGENTLS_CONFIG_FILE": str(tmp_path / "user.toml")})
