@@ -361,3 +361,31 @@ def test_stream_reads_past_a_nested_dedent() -> None:
     ctx = ctx_of("def f(l):\n    for x in l:\n        █\n")
     assert reached_end("if x:\n            return True\n    return False\n", ctx) is False
     assert reached_end("if x:\n            return True\n    return False\ndef g():\n", ctx)
+
+
+def test_stream_stops_once_the_fill_runs_into_the_suffix() -> None:
+    """A single-line hole: the model writes the line, then the rest of the
+    function. The stream stops when that is certain, and the text read so
+    far is post-processed to what the whole stream would give."""
+    document = ("def total(xs):\n    s = 0\n    █\n    for x in xs:\n        s += x\n"
+                "    return s\n")
+    ctx = ctx_of(document)
+    whole = "s = 1\n    for x in xs:\n        s += x\n    return s\n"
+    # the suffix's next line alone: the fill might still go its own way
+    assert reached_end("s = 1\n    for x in xs:\n", ctx) is False
+    # the line after it is the suffix's too: the fill ended before them
+    assert reached_end("s = 1\n    for x in xs:\n        s += x\n", ctx) is True
+    assert postprocess("s = 1\n    for x in xs:\n        s += x\n", ctx) == postprocess(whole, ctx)
+    assert postprocess(whole, ctx) == "s = 1"
+    # the same line, then code of its own: read on
+    assert reached_end("s = 1\n    for x in xs:\n        s -= x\n", ctx) is False
+
+
+def test_stream_stops_at_a_later_suffix_line() -> None:
+    """A fill that skips ahead to a later line of the suffix (the function's
+    `return` again) ends there without waiting for another line."""
+    document = ("def f(xs):\n    out = []\n    █\n    for x in xs:\n        out.append(x)\n"
+                "    return sorted(out)\n")
+    ctx = ctx_of(document)
+    assert reached_end("out.extend(xs)\n    return sorted(out)\n", ctx) is True
+    assert postprocess("out.extend(xs)\n    return sorted(out)\n", ctx) == "out.extend(xs)"

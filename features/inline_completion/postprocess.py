@@ -92,7 +92,16 @@ def reached_end(text: str, ctx: CursorContext) -> bool:
     if last <= 0:
         return False
     complete = text[:last]
-    return len(cut_at_block_end(complete, ctx)) < len(complete)
+    if len(cut_at_block_end(complete, ctx)) < len(complete):
+        return True
+    # Run into the code after the cursor: postprocess cuts there, whatever
+    # comes next (a single-line hole's model writes the rest of the function).
+    lines = trim_first_indent(start_on_blank_line(complete, ctx), ctx).split("\n")
+    found = _suffix_repeat_at(lines, ctx)
+    if found is None:
+        return False
+    index, needs_next = found
+    return not needs_next or any(line.strip() for line in lines[index + 1 :])
 
 
 def cut_end_tokens(text: str) -> str:
@@ -278,16 +287,25 @@ def cut_suffix_repeat(text: str, ctx: CursorContext) -> str:
     the few after it (a model that skips a branch and writes the function's
     `return` again); short lines (`else:`, `return 0`) and lines the code
     before the cursor also has count only as the next line."""
+    lines = text.split("\n")
+    found = _suffix_repeat_at(lines, ctx)
+    return text if found is None else "\n".join(lines[: found[0]])
+
+
+def _suffix_repeat_at(lines: list[str], ctx: CursorContext) -> tuple[int, bool] | None:
+    """Where cut_suffix_repeat cuts `lines` (the index of the first line not
+    kept), and whether that needed the next non-blank line to decide (a line
+    equal to the suffix's next one ends the fill only when what follows is
+    the suffix's too)."""
     following = list(islice((line.rstrip() for line in ctx.suffix.split("\n", 40)[1:40]
                              if line.strip()), _SUFFIX_REPEAT_LINES))
     if not following:
-        return text
+        return None
     target, later = following[0], set(following[1:_SUFFIX_REPEAT_LINES])
     before: set[str] | None = None  # the prefix's lines, read when a line is in `later`
-    lines = text.split("\n")
     if ((ctx.line_prefix + lines[0]).rstrip() == target and not ctx.line_suffix.strip()
             and not _goes_its_own_way(lines[1:], following[1:2])):
-        return ""
+        return 0, len(following) > 1
     for index in range(1, len(lines)):
         line = lines[index].rstrip()
         if not line.strip():
@@ -295,13 +313,13 @@ def cut_suffix_repeat(text: str, ctx: CursorContext) -> str:
         if line == target:
             if _goes_its_own_way(lines[index + 1 :], following[1:2]):
                 continue  # the hole has a line like the suffix's (`ret += [x]` in both branches)
-            return "\n".join(lines[:index])
+            return index, len(following) > 1
         if len(line.strip()) >= _MIN_REPEAT_CHARS and line in later:
             if before is None:
                 before = {seen.rstrip() for seen in ctx.prefix[-4000:].split("\n")}
             if line not in before:
-                return "\n".join(lines[:index])
-    return text
+                return index, False
+    return None
 
 
 def _goes_its_own_way(rest: list[str], after_target: list[str]) -> bool:
