@@ -6,10 +6,9 @@ stream (deltas to the observer) -> tool calls -> tool:pre (deny / ask_user /
 modify) -> the tool's need, the approval policy and the gate, once per call
 (turn_tools.py) -> tool execution (files checkpointed first) -> tool:post
 (inject_context, stored or ephemeral; turn_hooks.py) -> next iteration ->
-until the model
-stops, `session.maxIterations` is reached, or the turn is cancelled (pending
-tool calls then get a synthetic cancelled result, so the session stays valid
-for every provider).
+until the model stops, `session.maxIterations` is reached, or the turn is
+cancelled (pending tool calls then get a synthetic cancelled result, so the
+session stays valid for every provider).
 
 Every message is persisted the moment it is final, so a crash loses nothing
 already said. Split from orchestrator.py, which keeps what spans turns (the
@@ -197,6 +196,8 @@ class Turn(ToolCalls):
                 await self.persist(retry)
                 continue
             if not calls:
+                if (gave_up := self.reply_gave_up(response.content, edits)) is not None:
+                    await self.persist(explanation("reply_did_nothing", gave_up))
                 return await self.finish("completed", None)
             self.unanswered = list(calls)
             while self.unanswered:
@@ -208,14 +209,10 @@ class Turn(ToolCalls):
                 return await self.finish("completed", None)
 
         limit = core.limits.max_iterations
-        return await self.explain_end(
-            "max_iterations", max_iterations_text(limit, self.messages),
-            {
-                "code": "max_iterations",
-                "message": f"Stopped after {limit} model calls (session.maxIterations = {limit}). "
-                "Ask the agent to continue, or raise the limit.",
-            },
-        )
+        return await self.explain_end("max_iterations", max_iterations_text(limit, self.messages), {
+            "code": "max_iterations",
+            "message": f"Stopped after {limit} model calls (session.maxIterations = {limit}). "
+            "Ask the agent to continue, or raise the limit."})
 
     async def explain_end(self, code: str, text: str, error: dict[str, str]) -> TurnResult:
         """End the turn as failed with agentls's explanation as its last message."""

@@ -21,6 +21,7 @@ from .models import ToolCall
 from .session_types import Message
 
 __all__ = [
+    "ADVICE",
     "TurnStop",
     "empty_reply_text",
     "ended_with_explanation",
@@ -33,7 +34,7 @@ __all__ = [
     "tool_summary",
 ]
 
-_ADVICE = ("Try again with a more specific request (name the file or function), or use a "
+ADVICE = ("Try again with a more specific request (name the file or function), or use a "
            "larger model.")
 
 
@@ -75,7 +76,7 @@ def tool_summary(messages: Sequence[Message]) -> str:
 
 def empty_reply_text(messages: Sequence[Message]) -> str:
     return (f"The model ended its reply without an answer. {tool_summary(messages)} "
-            f"{_ADVICE}")
+            f"{ADVICE}")
 
 
 def max_iterations_text(limit: int, messages: Sequence[Message]) -> str:
@@ -87,7 +88,7 @@ def max_iterations_text(limit: int, messages: Sequence[Message]) -> str:
 def repeated_call_text(call: ToolCall, times: int, messages: Sequence[Message]) -> str:
     return (f"I stopped: the model called {call.tool} with the same arguments {times} times in "
             "this turn, although it already had the result, so it was going around in "
-            f"circles. {tool_summary(messages)} {_ADVICE}")
+            f"circles. {tool_summary(messages)} {ADVICE}")
 
 
 def malformed_call_note(reason: str) -> str:
@@ -111,7 +112,7 @@ def malformed_messages(text: str, reason: str, model: str, *, note: bool) -> lis
 
 def malformed_again_text(reason: str, messages: Sequence[Message]) -> str:
     return (f"I stopped: the model wrote a tool call that could not be read, twice in a row "
-            f"({reason}). {tool_summary(messages)} {_ADVICE}")
+            f"({reason}). {tool_summary(messages)} {ADVICE}")
 
 
 def ended_with_explanation(messages: Sequence[Message]) -> bool:

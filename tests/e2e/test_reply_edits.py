@@ -140,7 +140,7 @@ async def test_a_call_written_as_text_goes_back_once_with_what_to_do_instead(
     assert "return price - price * percent / 100" in (workspace / "pricing.py").read_text()
 
 
-async def test_a_second_reply_that_does_nothing_ends_the_turn_as_it_is(
+async def test_a_second_reply_that_does_nothing_ends_the_turn_saying_nothing_changed(
         tmp_path: Path, workspace: Path) -> None:
     echo = f'<file path="pricing.py">\n{PRICING}</file>'
     settings, record = scripted(tmp_path, "echo", [{"text": echo}, {"text": echo}],
@@ -153,7 +153,13 @@ async def test_a_second_reply_that_does_nothing_ends_the_turn_as_it_is(
     first, second = recorded(record)
     assert "repeated pricing.py without changing anything" in second["messages"][-1]["content"]
     assert len(first["messages"]) + 2 == len(second["messages"])  # the echo and the note
-    assert result["messages"][-1]["content"] == echo
+    # The user sees the second echo, then agentls's word that nothing changed.
+    echoed, said = result["messages"][-2:]
+    assert echoed["content"] == echo
+    assert said["role"] == "assistant" and said["metadata"]["explanation"] == "reply_did_nothing"
+    assert said["content"].startswith("The model repeated pricing.py unchanged, twice; "
+                                      "no file was changed.")
+    assert len(recorded(record)) == 2  # the model was not called a third time
 
 
 async def test_a_file_the_model_never_saw_is_not_overwritten_from_its_reply(
