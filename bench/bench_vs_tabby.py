@@ -273,7 +273,7 @@ def _public(engine_name: str, client: str, row: dict[str, Any]) -> dict[str, Any
     return {"engine": engine_name, "client": client, "id": row["task"].id,
             "kind": row["task"].kind, "completion": row["completion"],
             "passed": row["passed"], "latency_ms": round(row["latency_ms"]),
-            "error": row["error"], "first": row.get("first", True)}
+            "error": row["error"], "first": row["first"]}
 
 
 def _offset(text: str, position: dict[str, int]) -> int:
@@ -310,7 +310,7 @@ def totals(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
                      "empty": sum(1 for r in chosen if not r["completion"].strip()),
                      "errors": sum(1 for r in chosen if r["error"]),
                      "p50_ms": round(statistics.median(r["latency_ms"] for r in chosen))}
-        first = [r["latency_ms"] for r in chosen if r.get("first", True)]
+        first = [r["latency_ms"] for r in chosen if r["first"]]
         if first:  # asked first: no prompt prefix left in the engine's cache by the other client
             out[kind]["p50_first_ms"] = round(statistics.median(first))
     return out

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from agentls.core.reply_edits import ReplyEdits, reply_note, written_call
+from agentls.core.reply_edits import ReplyEdits, gave_up_text, reply_note, written_call
 from agentls.features.code_blocks import apply_reply, find_code_blocks, prose_of, read_reply
 
 SCORES = "def average(values):\n    return sum(values) / len(values)\n"
@@ -127,3 +127,13 @@ def test_a_reply_that_is_a_json_call_or_an_echo_gets_a_note_once_the_rest_stands
     echo = ReplyEdits(unchanged=("server.py",), words=False)
     assert "repeated server.py" in (reply_note("<file ...>", offered, echo) or "")
     assert reply_note("<file ...>", offered, replace(echo, words=True)) is None
+
+
+def test_a_reply_that_did_nothing_again_tells_the_user_no_file_changed() -> None:
+    echo = ReplyEdits(unchanged=("server.py",), words=False)
+    said = gave_up_text("<file ...>", echo)
+    assert said is not None and said.startswith("The model repeated server.py unchanged, twice")
+    called = gave_up_text('{"name": "read_file", "arguments": {"path": "a.py"}}', None)
+    assert called is not None and "tool call as text" in called
+    assert gave_up_text("<file ...>", replace(echo, words=True)) is None
+    assert gave_up_text("The port is 8421.", None) is None

@@ -30,6 +30,7 @@ __all__ = [
     "ReplyEditor",
     "ReplyEdits",
     "ReplySources",
+    "gave_up_text",
     "reply_note",
     "resolved_edit_format",
     "written_call",
@@ -129,9 +130,30 @@ def reply_note(reply: str, offered: Sequence[str], edits: ReplyEdits | None,
         return (f"Error: your reply was a JSON call of {named!r}, which {what}; nothing ran. "
                 f"The tools you can call: {tools}. {hint} Otherwise answer the user's request "
                 "in words.").replace("  ", " ")
-    if edits is not None and edits.unchanged and not edits.calls and not edits.words:
-        files = ", ".join(edits.unchanged)
-        return (f"Note from agentls: your reply repeated {files} without changing anything. "
-                "Answer the user's request in words, or write the file again with the change "
-                "made.")
+    if echoed := _echoed(edits):
+        return (f"Note from agentls: your reply repeated {', '.join(echoed)} without changing "
+                "anything. Answer the user's request in words, or write the file again with "
+                "the change made.")
     return None
+
+
+def gave_up_text(reply: str, edits: ReplyEdits | None) -> str | None:
+    """What the user is told when a reply did nothing again after the note
+    (reply_note): no file changed. None when the reply stands."""
+    from .turn_endings import ADVICE  # imports pydantic: not when features load
+
+    if written_call(reply) is not None:
+        what = "wrote a tool call as text, which is not run"
+    elif echoed := _echoed(edits):
+        what = f"repeated {', '.join(echoed)} unchanged"
+    else:
+        return None
+    return f"The model {what}, twice; no file was changed. {ADVICE}"
+
+
+def _echoed(edits: ReplyEdits | None) -> tuple[str, ...]:
+    """The files a reply repeated unchanged, when that is all it did (no
+    change, no words)."""
+    if edits is None or edits.calls or edits.words:
+        return ()
+    return edits.unchanged

@@ -36,13 +36,13 @@ from .edits import ConfirmingEditor, editor_confirms
 from .models import ToolCall, ToolResult
 from .observer import TurnObserver
 from .repeat_calls import END_AT, RepeatedCalls
-from .reply_edits import ReplyEdits, ReplySources, reply_note
+from .reply_edits import ReplyEdits, ReplySources, gave_up_text, reply_note
 from .session_statuses import SessionStatuses
 from .session_types import Message, Session
 from .size_caps import cap_text, cap_tool_result
 from .tool_context import ToolContext, ToolNeed, ToolRefused
 from .tools import ToolExecution, failed
-from .turn_endings import ADVICE, TurnStop, repeated_call_text
+from .turn_endings import TurnStop, repeated_call_text
 from .turn_hooks import TurnHooks
 
 __all__ = ["ToolCalls", "interrupted_message", "tool_message"]
@@ -115,15 +115,7 @@ class ToolCalls(TurnHooks):
     def reply_gave_up(self, reply: str, edits: ReplyEdits | None) -> str | None:
         """After the note: a final reply that again did nothing gets agentls's
         word to the user that nothing changed (else they see an echo)."""
-        if not self.reply_noted:
-            return None
-        if reply_note(reply, [spec["name"] for spec in self.core.offered_tools()], edits) is None:
-            return None
-        if edits is not None and edits.unchanged and not edits.calls:
-            what = f"repeated {', '.join(edits.unchanged)} unchanged"
-        else:
-            what = "wrote a tool call as text, which is not run"
-        return f"The model {what}, twice; no file was changed. {ADVICE}"
+        return gave_up_text(reply, edits) if self.reply_noted else None
 
     def with_reply_edits(self, message: Message, calls: list[ToolCall]) -> Message:
         """The reply, recorded as making `calls` (every provider then sees a
