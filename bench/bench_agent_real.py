@@ -50,10 +50,10 @@ PROMPT = "Read inventory.py and tell me which methods the Inventory class has"
 
 async def run(model: str, *, show_prompts: bool, prompt: str, max_iterations: int) -> int:
     from agentls.app import build_agent
-    from agentls.core.orchestrator import Orchestrator
-    from agentls.core.registry import PluginRegistry
-    from agentls.core.session_types import Session
-    from agentls.core.settings import load_settings
+    from agentls.core.agent.orchestrator import Orchestrator
+    from agentls.core.plugins.registry import PluginRegistry
+    from agentls.core.settings.load import load_settings
+    from agentls.core.types.conversation import Session
 
     workspace = Path(tempfile.mkdtemp(prefix="agentls-bench-agent-"))
     (workspace / "inventory.py").write_text(INVENTORY)
@@ -106,7 +106,7 @@ async def run(model: str, *, show_prompts: bool, prompt: str, max_iterations: in
 
 def _print_prompts(provider: Any) -> None:
     """Show the raw prompt of every native tool-call request."""
-    from agentls.providers.local import chat_tools
+    from agentls.providers.local.tool_calls import chat_tools
 
     original = chat_tools.native_request
 

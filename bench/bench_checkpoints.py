@@ -23,10 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from agentls.core.checkpoint_store import CheckpointStore, content_hash
-from agentls.core.checkpoints import TurnCheckpoints, current_text, plan_restore
-from agentls.core.edits import DocumentSnapshot, EditOutcome, EditRequest
-from agentls.core.session_store import SessionStore
+from agentls.core.checkpoints.files import TurnCheckpoints, current_text, plan_restore
+from agentls.core.checkpoints.store import CheckpointStore, content_hash
+from agentls.core.editor.edits import DocumentSnapshot, EditOutcome, EditRequest
+from agentls.core.sessions.store import SessionStore
 
 
 class InstantEditor:

@@ -30,12 +30,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentls.core.context import ContextManager
-from agentls.core.orchestrator import Orchestrator
-from agentls.core.provider import ProviderConfig
-from agentls.core.session_types import Session
-from agentls.core.tools import ToolExecutor
-from agentls.providers.openai import OpenAIProvider
+from agentls.core.agent.orchestrator import Orchestrator
+from agentls.core.context.fitting import ContextManager
+from agentls.core.provider.contract import ProviderConfig
+from agentls.core.tools.executor import ToolExecutor
+from agentls.core.types.conversation import Session
+from agentls.providers.openai.provider import OpenAIProvider
 from tests.fakes.http_backend import (
     SSE_DONE,
     FakeBackend,

@@ -25,7 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentls.providers.local import GEMMA3, hub, locate_model_file
+from agentls.providers.local import GEMMA3, locate_model_file
+from agentls.providers.local.models import hub
 from tests.fakes.hf_hub import FakeHub
 
 REPO = "bench-org/gemma-3-270m-GGUF"

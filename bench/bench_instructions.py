@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from agentls.core.instructions import ProjectInstructions
-from agentls.features.sensitive_paths import ModelFileAccess
+from agentls.core.context.instructions import ProjectInstructions
+from agentls.features.policy.sensitive import ModelFileAccess
 
 
 def main() -> None:

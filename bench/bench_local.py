@@ -29,9 +29,9 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agentls.core.models import StreamChunk
-from agentls.core.provider import CompletionOptions, FimRequest, ProviderConfig
-from agentls.core.session_types import Message
+from agentls.core.provider.contract import CompletionOptions, FimRequest, ProviderConfig
+from agentls.core.types.conversation import Message
+from agentls.core.types.messages import StreamChunk
 from agentls.providers.local import CATALOG, LocalProvider, locate_model_file, runtime_error
 
 PREFIX = '''import json

@@ -1,7 +1,7 @@
 """Per-chunk overhead of the HTTP providers' `stream()` (a benchmark, not a test).
 
 For each HTTP provider (openai, ollama, and anthropic when
-providers/anthropic.py is importable) a loopback server, in its own
+providers/anthropic/provider.py is importable) a loopback server, in its own
 process, answers with one long scripted stream of N text chunks in the
 provider's real wire format (SSE or NDJSON, each chunk its own HTTP/1.1
 chunked-encoding frame). The whole response is rendered up front and
@@ -46,9 +46,9 @@ from typing import Any
 
 import httpx
 
-from agentls.core.models import StreamChunk
-from agentls.core.provider import BaseProvider, ProviderConfig
-from agentls.core.session_types import Message
+from agentls.core.provider.contract import BaseProvider, ProviderConfig
+from agentls.core.types.conversation import Message
+from agentls.core.types.messages import StreamChunk
 
 PROMPT = [Message(role="user", content="Write a long story.")]
 WORDS = ["The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog", "."]

@@ -1,4 +1,4 @@
-"""How the context budget's token estimate (UTF-8 bytes / 3, core/tokens.py)
+"""How the context budget's token estimate (UTF-8 bytes / 3, core/context/tokens.py)
 compares with real tokenizers on this repository's own files (a
 measurement, not a test).
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentls.core.tokens import estimate_tokens
+from agentls.core.context.tokens import estimate_tokens
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,7 +28,7 @@ def smollm2() -> Callable[[str], int] | None:
     try:
         from llama_cpp import Llama
 
-        from agentls.providers.local.catalog import smollm2_path
+        from agentls.providers.local.models.catalog import smollm2_path
     except ImportError:
         return None
     path = smollm2_path()

@@ -1,8 +1,8 @@
 """agentls against tabby-agent 1.5.0 on HumanEval holes: same engine, same model, one run.
 
 Holes are cut from HumanEval's reference solutions by agentls's own eval
-(server/eval/humaneval.py: single- and multi-line, seeded) and every
-completion is put back and the problem's tests run (server/eval/execute.py).
+(server/eval/completion/humaneval.py: single- and multi-line, seeded) and every
+completion is put back and the problem's tests run (server/eval/completion/execute.py).
 
 - agentls: the real server (`python -m agentls`) over LSP with default settings,
   the `openai` provider pointed at the engine's /v1 (its FIM choice is its own);
@@ -40,10 +40,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from llama_server import CACHE, free_port, running, serve
 from tabby_shim import Shim
 
-from agentls.eval.execute import run_program
-from agentls.eval.humaneval import Problem, cut_holes, load_problems, problem_of
-from agentls.eval.runner import LspProcess
-from agentls.eval.tasks import Task
+from agentls.eval.completion.execute import run_program
+from agentls.eval.completion.humaneval import Problem, cut_holes, load_problems, problem_of
+from agentls.eval.completion.runner import LspProcess
+from agentls.eval.completion.tasks import Task
 
 TABBY_VERSION = "1.5.0"
 TABBY_DIR = CACHE / "tabby-agent"

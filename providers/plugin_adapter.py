@@ -50,7 +50,16 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
-from agentls.core.models import (
+from agentls.core.plugins.protocols import ProviderPlugin, plugin_call, plugin_name
+from agentls.core.provider.contract import (
+    BaseProvider,
+    ChunkStream,
+    CompletionOptions,
+    ProviderConfig,
+    ToolSpec,
+)
+from agentls.core.types.conversation import Message, ProviderRequestCancelled
+from agentls.core.types.messages import (
     FinishReason,
     ModelError,
     ModelInfo,
@@ -59,15 +68,6 @@ from agentls.core.models import (
     ToolCallDelta,
     Usage,
 )
-from agentls.core.plugins import ProviderPlugin, plugin_call, plugin_name
-from agentls.core.provider import (
-    BaseProvider,
-    ChunkStream,
-    CompletionOptions,
-    ProviderConfig,
-    ToolSpec,
-)
-from agentls.core.session_types import Message, ProviderRequestCancelled
 
 __all__ = ["ProviderPluginAdapter"]
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
-    from agentls.core.provider import Provider, ProviderConfig
+    from agentls.core.provider.contract import Provider, ProviderConfig
 
 __all__ = ["as_provider_factory", "is_provider_plugin", "wrap_provider_plugin"]
 
@@ -28,7 +28,7 @@ def is_provider_plugin(target: Any) -> bool:
 
 def wrap_provider_plugin(obj: Any, config: ProviderConfig) -> Provider:
     """A ProviderPlugin class (instantiated without arguments) or instance -> Provider."""
-    from .plugin_adapter import ProviderPluginAdapter
+    from agentls.providers.plugin_adapter import ProviderPluginAdapter
 
     plugin = obj() if inspect.isclass(obj) else obj
     return ProviderPluginAdapter(plugin, config)

@@ -34,15 +34,7 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentls.core.models import (
-    ModelError,
-    ModelInfo,
-    ProviderInfo,
-    StreamChunk,
-    ToolCallDelta,
-    Usage,
-)
-from agentls.core.provider import (
+from agentls.core.provider.contract import (
     BaseProvider,
     CompletionOptions,
     FimChunk,
@@ -51,7 +43,15 @@ from agentls.core.provider import (
     ProviderConfig,
     ToolSpec,
 )
-from agentls.core.session_types import Message
+from agentls.core.types.conversation import Message
+from agentls.core.types.messages import (
+    ModelError,
+    ModelInfo,
+    ProviderInfo,
+    StreamChunk,
+    ToolCallDelta,
+    Usage,
+)
 
 __all__ = ["ScriptedProvider", "load_script"]
 

@@ -2,10 +2,10 @@
 
 `build_agent(settings, registry, channels)` turns the user's settings, the
 plugin registry and the editor's channels into one frozen AgentBundle
-(core/agent.py): provider, model, tools, hooks, the chat's prompt
+(core/agent/bundle.py): provider, model, tools, hooks, the chat's prompt
 enrichers, limits, context settings and workspace. The language server
 (lsp/state.py), the CLI (`agentls check`) and the autogen adapter
-(providers/autogen_client.py) all call it, so they agree on what the
+(providers/autogen/client.py) all call it, so they agree on what the
 user's configuration means. `build_provider` is its first step, also used
 alone by the keystroke path (inline completion needs no tools or hooks).
 
@@ -23,16 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentls.core.errors import AgentlsError, ModelError
-from agentls.core.provider import Provider, ProviderConfig
-from agentls.core.registry import PluginRegistry, UnknownPlugin
+from agentls.core.plugins.registry import PluginRegistry, UnknownPlugin
+from agentls.core.provider.contract import Provider, ProviderConfig
+from agentls.core.types.errors import AgentlsError, ModelError
 
 if TYPE_CHECKING:
-    from agentls.core.agent import AgentBundle, EditorChannels
-    from agentls.core.hooks import HookRegistry
-    from agentls.core.models import ModelInfo, ProviderInfo
-    from agentls.core.registry import PluginKind
-    from agentls.core.settings import AgentlsSettings
+    from agentls.core.agent.bundle import AgentBundle, EditorChannels
+    from agentls.core.plugins.hooks import HookRegistry
+    from agentls.core.plugins.registry import PluginKind
+    from agentls.core.settings.load import AgentlsSettings
+    from agentls.core.types.messages import ModelInfo, ProviderInfo
 
 __all__ = [
     "ProbeReport",
@@ -141,15 +141,15 @@ def build_agent(
     change when the provider cannot be built; a tool plugin or hook module
     that fails is logged and left out. `workspace_root` (project
     instructions, the system prompt) defaults to the first folder."""
-    from agentls.core.agent import AgentBundle, ContextSettings, EditorChannels, TurnLimits
-    from agentls.core.capabilities import contributed_tool_plugins
-    from agentls.core.injections import InjectionLimits
-    from agentls.core.instructions import ProjectInstructions
-    from agentls.core.prompt_enrichment import PromptEnricher
-    from agentls.core.registry import offering
-    from agentls.core.reply_edits import ReplyEditor
-    from agentls.core.tools import ToolExecutor
-    from agentls.features.sensitive_paths import ModelFileAccess
+    from agentls.core.agent.bundle import AgentBundle, ContextSettings, EditorChannels, TurnLimits
+    from agentls.core.context.instructions import ProjectInstructions
+    from agentls.core.editor.prompt_enrichment import PromptEnricher
+    from agentls.core.editor.reply_edits import ReplyEditor
+    from agentls.core.plugins.capabilities import contributed_tool_plugins
+    from agentls.core.plugins.injections import InjectionLimits
+    from agentls.core.plugins.registry import offering
+    from agentls.core.tools.executor import ToolExecutor
+    from agentls.features.policy.sensitive import ModelFileAccess
 
     registry = registry or PluginRegistry.discover()
     channels = channels or EditorChannels()
@@ -208,7 +208,7 @@ def build_hooks(
 ) -> HookRegistry:
     """The hook handlers build_agent would register, alone (for callers that
     need the policies without a provider, e.g. a checkpoint restore)."""
-    from agentls.core.agent import EditorChannels
+    from agentls.core.agent.bundle import EditorChannels
 
     folders = [Path(p) for p in workspace_folders]
     root = Path(workspace_root) if workspace_root else (folders[0] if folders else None)
@@ -229,9 +229,9 @@ def _hooks(
     features: list[Any],
 ) -> HookRegistry:
     """Enabled hook modules and those the features contribute, registered
-    against what a hook module may use (core/hook_modules.py)."""
-    from agentls.core.capabilities import contributed_hook_modules
-    from agentls.core.hook_modules import HookContext, register_hook_modules
+    against what a hook module may use (core/plugins/hook_modules.py)."""
+    from agentls.core.plugins.capabilities import contributed_hook_modules
+    from agentls.core.plugins.hook_modules import HookContext, register_hook_modules
 
     modules = [*enabled_plugins("hook", settings, registry, config, tags),
                *contributed_hook_modules(features)]

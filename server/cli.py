@@ -103,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _configure_logging(log_file: Path | None, level: str) -> None:
     # Never log to stdout: in stdio mode it is the LSP channel.
-    from agentls.core.log_redaction import REDACTOR, register_environment
+    from agentls.core.support.log_redaction import REDACTOR, register_environment
 
     handler: logging.Handler | None = None
     if log_file is not None:
@@ -128,7 +128,7 @@ def _private_log_handler(log_file: Path) -> logging.Handler | None:
     0600 (an existing one readable by others is tightened, and stderr says
     so). None, with the reason on stderr, when the file is not the user's own
     regular file (a link or another user's file in a shared folder)."""
-    from agentls.core.state_dir import open_private_log
+    from agentls.core.support.state_dir import open_private_log
 
     try:
         log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -146,12 +146,12 @@ def _private_log_handler(log_file: Path) -> logging.Handler | None:
 def serve(*, tcp: bool = False, host: str = "127.0.0.1", port: int = 2087,
           socket_path: str | None = None, token_file: Path | None = None) -> int:
     """Serve LSP: on stdio, on a Unix socket (`socket_path`, "" for the
-    default path) or on TCP with a token (agentls.lsp.transport)."""
-    from agentls.lsp.server import create_server
+    default path) or on TCP with a token (agentls.lsp.wire.transport)."""
+    from agentls.lsp.handlers import create_server
 
     token: str | None = None
     if tcp or socket_path is not None:
-        from agentls.lsp import transport as lsp_transport
+        from agentls.lsp.wire import transport as lsp_transport
 
         try:
             if socket_path is not None:
@@ -200,9 +200,9 @@ def run_check(workspace: Path) -> int:
     """Print the effective configuration, its problems, and whether the
     provider answers. Exit status 1 when anything needs fixing."""
     from agentls.app import build_agent, probe_provider
-    from agentls.core.models import AgentlsError
-    from agentls.core.registry import PluginRegistry
-    from agentls.core.settings import load_settings
+    from agentls.core.plugins.registry import PluginRegistry
+    from agentls.core.settings.load import load_settings
+    from agentls.core.types.messages import AgentlsError
 
     out = sys.stdout
     registry = PluginRegistry.discover()
@@ -274,7 +274,7 @@ def _print_local_downloads(settings: Any, out: Any) -> None:
     """Whether the `hf:` models the settings name are downloaded yet."""
     names = [n for n in (settings.model, settings.inline_completion.model) if n]
     try:
-        from agentls.providers.local import hub
+        from agentls.providers.local.models import hub
     except ImportError:
         return
     for name in names:
@@ -329,9 +329,9 @@ def _print_fim_plan(provider: Any, model: str | None, out: Any) -> None:
 
 
 def run_pull(models: list[str], *, recommended: bool) -> int:
-    """Download local models on the terminal (providers/local/pull.py)."""
+    """Download local models on the terminal (providers/local/models/pull.py)."""
     try:
-        from agentls.providers.local.pull import run_pull as pull
+        from agentls.providers.local.models.pull import run_pull as pull
     except ImportError as exc:
         print(f"agentls pull needs the local model support: {exc}", file=sys.stderr)
         return 1
@@ -341,7 +341,7 @@ def run_pull(models: list[str], *, recommended: bool) -> int:
 def _check_mcp(settings: Any, workspace: Path, out: TextIO) -> bool:
     """Start each MCP server once and print its tools or its error; True
     when one failed."""
-    from agentls.core.workspace_trust import TrustStore
+    from agentls.core.trust.workspace import TrustStore
     from agentls.features.mcp.check import check_servers
 
     reports = asyncio.run(check_servers(settings, workspace, TrustStore.default()))
@@ -367,8 +367,8 @@ def run_trust(workspace: Path, *, assume_yes: bool = False) -> int:
     """Show what the workspace file would set and record trust for this
     content after the user confirms (or with --yes). Exit 1 when nothing
     was trusted."""
-    from agentls.core.settings import load_settings
-    from agentls.core.workspace_trust import TrustStore
+    from agentls.core.settings.load import load_settings
+    from agentls.core.trust.workspace import TrustStore
 
     store = TrustStore.default()
     trust = load_settings(workspace_root=workspace, trust_store=store).workspace_trust

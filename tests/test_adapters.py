@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from agentls.core.autogen_types import (
+from agentls.core.compat.autogen_types import (
     AssistantMessage,
     CancellationToken,
     CreateResult,
@@ -27,10 +27,10 @@ from agentls.core.autogen_types import (
     SystemMessage,
     UserMessage,
 )
-from agentls.core.models import StreamChunk, ToolCall
-from agentls.core.provider import CompletionOptions, Provider, ProviderConfig, ToolSpec
-from agentls.core.session_types import Message, ProviderRequestCancelled
-from agentls.providers.autogen_client import (
+from agentls.core.provider.contract import CompletionOptions, Provider, ProviderConfig, ToolSpec
+from agentls.core.types.conversation import Message, ProviderRequestCancelled
+from agentls.core.types.messages import StreamChunk, ToolCall
+from agentls.providers.autogen.client import (
     AgentlsChatCompletionClient,
     from_core_messages,
     guess_family,
@@ -161,7 +161,7 @@ async def test_finish_reasons_pass_through(reason: str) -> None:
 
 
 def test_other_finish_reasons_are_unknown() -> None:
-    from agentls.providers.autogen_client import _result
+    from agentls.providers.autogen.client import _result
 
     assert _result("x", "", {}, "eos", RequestUsage(0, 0)).finish_reason == "unknown"
     assert _result("x", "", {}, None, RequestUsage(0, 0)).finish_reason == "stop"
@@ -585,7 +585,7 @@ async def test_plugin_errors_become_model_errors() -> None:
         def call_api(self, *args: Any, **kwargs: Any) -> Any:
             raise ConnectionError("backend down")
 
-    from agentls.core.models import ModelError
+    from agentls.core.types.messages import ModelError
 
     with pytest.raises(ModelError, match="backend down") as info:
         await adapter(Broken()).complete([Message(role="user", content="hi")])

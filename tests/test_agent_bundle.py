@@ -11,9 +11,17 @@ from typing import Any
 import pytest
 
 from agentls.app import build_agent
-from agentls.core.agent import AgentBundle, EditorChannels
-from agentls.core.approval import ApprovalGate
-from agentls.core.capabilities import (
+from agentls.core.agent.bundle import AgentBundle, EditorChannels
+from agentls.core.agent.orchestrator import Orchestrator
+from agentls.core.approval.gate import ApprovalGate
+from agentls.core.editor.inline_completion import InlineCompleter
+from agentls.core.editor.prompt_enrichment import (
+    EditorContext,
+    PromptDraft,
+    PromptEnricher,
+    PromptSources,
+)
+from agentls.core.plugins.capabilities import (
     Closable,
     HookSource,
     Startable,
@@ -21,15 +29,12 @@ from agentls.core.capabilities import (
     contributed_hook_modules,
     contributed_tool_plugins,
 )
-from agentls.core.inline_completion import InlineCompleter
-from agentls.core.orchestrator import Orchestrator
-from agentls.core.prompt_enrichment import EditorContext, PromptDraft, PromptEnricher, PromptSources
-from agentls.core.provider import ProviderConfig
-from agentls.core.registry import PluginRegistry, offering, offers, select_enabled
-from agentls.core.session_types import Session
-from agentls.core.settings import load_settings
-from agentls.core.tool_context import ToolNeed
-from agentls.core.tools import ToolExecutor
+from agentls.core.plugins.registry import PluginRegistry, offering, offers, select_enabled
+from agentls.core.provider.contract import ProviderConfig
+from agentls.core.settings.load import load_settings
+from agentls.core.tools.contract import ToolNeed
+from agentls.core.tools.executor import ToolExecutor
+from agentls.core.types.conversation import Session
 from agentls.lsp.state import ServerState
 from agentls.providers.scripted import ScriptedProvider
 
@@ -232,7 +237,7 @@ class PromptHooks:
 
     def register(self, hooks: Any, context: Any) -> None:
         async def noted(event: str, data: dict[str, Any]) -> Any:
-            from agentls.core.models import HookResult
+            from agentls.core.types.messages import HookResult
 
             return HookResult()
 

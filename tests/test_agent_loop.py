@@ -18,21 +18,25 @@ from typing import Any
 
 import pytest
 
-from agentls.core import events
-from agentls.core.errors import MalformedToolCall
-from agentls.core.hooks import HookRegistry
-from agentls.core.models import HookResult, ToolCall, ToolResult
-from agentls.core.orchestrator import Orchestrator, TurnLimits
-from agentls.core.repeat_calls import RepeatedCalls
-from agentls.core.session_types import Message, Session
-from agentls.core.stream_guard import StreamGuard, repeating_tail
-from agentls.core.tool_context import ToolNeed, ToolRefused
-from agentls.core.tools import ToolExecutor
+from agentls.core.agent.orchestrator import Orchestrator, TurnLimits
+from agentls.core.agent.repeat_calls import RepeatedCalls
+from agentls.core.agent.stream_guard import StreamGuard, repeating_tail
+from agentls.core.plugins.hooks import HookRegistry
+from agentls.core.tools.contract import ToolNeed, ToolRefused
+from agentls.core.tools.executor import ToolExecutor
+from agentls.core.types import events
+from agentls.core.types.conversation import Message, Session
+from agentls.core.types.errors import MalformedToolCall
+from agentls.core.types.messages import HookResult, ToolCall, ToolResult
 from agentls.features.tools.near_match import nearest_lines
 from agentls.features.tools.text_edits import StringEdit, apply_string_edits
-from agentls.providers.local.chat_template import render_prompt, template_messages, template_tools
-from agentls.providers.local.tool_format import NativeToolCallParser
-from agentls.providers.local.tool_grammar import to_local_messages
+from agentls.providers.local.tool_calls.chat_template import (
+    render_prompt,
+    template_messages,
+    template_tools,
+)
+from agentls.providers.local.tool_calls.grammar import to_local_messages
+from agentls.providers.local.tool_calls.native_format import NativeToolCallParser
 from tests.fakes.http_backend import (
     SSE_DONE,
     FakeBackend,
@@ -362,7 +366,7 @@ class FreeRead(ReadTool):
 @pytest.fixture
 def backend() -> Iterator[FakeBackend]:
     """llama.cpp's server, faked (as in tests/test_local_tool_format.py)."""
-    from agentls.providers.local import catalog
+    from agentls.providers.local.models import catalog
 
     if catalog.runtime_error() is not None:
         pytest.skip("llama-cpp-python[server] is not installed: the provider refuses every call")

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from agentls.core.models import AgentlsError
-from agentls.providers.autogen_client import AgentlsChatCompletionClient, ChatCompletionClient
+from agentls.core.types.messages import AgentlsError
+from agentls.providers.autogen.client import AgentlsChatCompletionClient, ChatCompletionClient
 from tests.fakes.http_backend import (
     SSE_DONE,
     FakeBackend,

@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from agentls.core import models as core_models
-from agentls.core.autogen_types import (
+from agentls.core.compat.autogen_types import (
     AssistantMessage,
     CancellationToken,
     ChatCompletionTokenLogprob,
@@ -28,6 +27,7 @@ from agentls.core.autogen_types import (
     UserMessage,
     validate_model_info,
 )
+from agentls.core.types import messages as core_models
 
 LLM = TypeAdapter(LLMMessage)
 

@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from agentls.core.capabilities import StatusReporter, StatusSource, TemplateSource
-from agentls.core.inline_completion import InlineCompleter
-from agentls.core.models import ToolCall
-from agentls.core.next_edit import NextEditSuggester
-from agentls.core.provider import ProviderConfig
-from agentls.core.registry import PluginRegistry, offers
-from agentls.core.tool_context import ToolContext, ToolNeed
-from agentls.core.tools import DeclaresNeed, RunsTool, ToolExecutor
+from agentls.core.editor.inline_completion import InlineCompleter
+from agentls.core.editor.next_edit import NextEditSuggester
+from agentls.core.plugins.capabilities import StatusReporter, StatusSource, TemplateSource
+from agentls.core.plugins.registry import PluginRegistry, offers
+from agentls.core.provider.contract import ProviderConfig
+from agentls.core.tools.contract import ToolContext, ToolNeed
+from agentls.core.tools.executor import DeclaresNeed, RunsTool, ToolExecutor
+from agentls.core.types.messages import ToolCall
 from agentls.lsp.state import ServerState
 
 

@@ -1,6 +1,6 @@
-"""Checkpoints, pure logic: the store's rows (agentls.core.checkpoint_store),
+"""Checkpoints, pure logic: the store's rows (agentls.core.checkpoints.store),
 the schema upgrade of a database from before checkpoints, the recording
-editor (agentls.core.checkpoints.CheckpointingEditor) over a stand-in
+editor (agentls.core.checkpoints.files.CheckpointingEditor) over a stand-in
 applier, and restore planning against files on disk. The real server and
 editor paths are in tests/e2e/test_checkpoints.py."""
 
@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from agentls.core.checkpoint_store import ABSENT, CheckpointStore, content_hash
-from agentls.core.checkpoints import (
+from agentls.core.checkpoints.files import (
     CheckpointingEditor,
     TurnCheckpoints,
     current_text,
     plan_restore,
     prompt_turn,
 )
-from agentls.core.edits import EditOutcome, EditRequest
-from agentls.core.session_store import SCHEMA_VERSION, SessionNotFound, SessionStore
-from agentls.core.session_types import Message
-from agentls.core.tool_context import ToolContext
+from agentls.core.checkpoints.store import ABSENT, CheckpointStore, content_hash
+from agentls.core.editor.edits import EditOutcome, EditRequest
+from agentls.core.sessions.store import SCHEMA_VERSION, SessionNotFound, SessionStore
+from agentls.core.tools.contract import ToolContext
+from agentls.core.types.conversation import Message
 
 
 @pytest.fixture
@@ -34,7 +34,7 @@ def store(tmp_path: Path) -> SessionStore:
 def test_a_database_from_before_checkpoints_is_upgraded(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite3"
     raw = sqlite3.connect(path)
-    from agentls.core.session_schema import MIGRATIONS
+    from agentls.core.sessions.schema import MIGRATIONS
 
     for statement in MIGRATIONS[0]:
         raw.execute(statement)
@@ -192,7 +192,7 @@ def test_plan_restore(store: SessionStore, tmp_path: Path) -> None:
     files = checkpoints.files_since("s", 1) or []
 
     def lookup(path: str):  # type: ignore[no-untyped-def]
-        from agentls.core.edits import DocumentSnapshot
+        from agentls.core.editor.edits import DocumentSnapshot
 
         text = current_text(path, None)
         return None if text is None else DocumentSnapshot(Path(path).as_uri(), path, text, None)

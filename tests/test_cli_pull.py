@@ -16,8 +16,8 @@ from tests.fakes.hf_hub import FakeHub
 
 pytest.importorskip("huggingface_hub", reason="huggingface_hub (agentls[local]) not installed")
 
-from agentls.providers.local import hub
-from agentls.providers.local.recommended import recommended_for
+from agentls.providers.local.models import hub
+from agentls.providers.local.models.recommended import recommended_for
 
 REPO = "test-org/tiny-GGUF"
 

@@ -1,4 +1,4 @@
-"""Code blocks of a reply applied to files (features/code_blocks.py): pure
+"""Code blocks of a reply applied to files (features/reply_edits/blocks.py): pure
 logic, the replies are the packaged 1.5B's own (bench/README.md, "Agent
 tasks: edits written in the reply")."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from agentls.core.reply_edits import ReplyEdits, gave_up_text, reply_note, written_call
-from agentls.features.code_blocks import apply_reply, find_code_blocks, prose_of, read_reply
+from agentls.core.editor.reply_edits import ReplyEdits, gave_up_text, reply_note, written_call
+from agentls.features.reply_edits.blocks import apply_reply, find_code_blocks, prose_of, read_reply
 
 SCORES = "def average(values):\n    return sum(values) / len(values)\n"
 REPORT = ('from scores import average\n\n\ndef summary(scores):\n'

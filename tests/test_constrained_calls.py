@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from agentls.core.provider import CompletionOptions, FimChunk, FimRequest, FimUsage
-from agentls.providers.local.constrained_calls import call_schema, constrained_calls
-from agentls.providers.local.schema_grammar import SchemaGrammar
-from agentls.providers.local.tool_format import NativeToolCallParser
+from agentls.core.provider.contract import CompletionOptions, FimChunk, FimRequest, FimUsage
+from agentls.providers.local.tool_calls.constrained import call_schema, constrained_calls
+from agentls.providers.local.tool_calls.native_format import NativeToolCallParser
+from agentls.providers.local.tool_calls.schema_grammar import SchemaGrammar
 
 READ = {"name": "read_file", "description": "Read a file.",
         "parameters": {"type": "object", "properties": {"path": {"type": "string"}},

@@ -1,4 +1,4 @@
-"""The context budget (core/context.py) through the real turn loop, with a
+"""The context budget (core/context/fitting.py) through the real turn loop, with a
 scripted provider that reports a small window and records every request.
 
 Covered: 50 turns of large tool results never produce a request over the
@@ -17,23 +17,23 @@ from typing import Any
 
 import pytest
 
-from agentls.core import events
-from agentls.core.context import (
+from agentls.core.agent.orchestrator import Orchestrator
+from agentls.core.context.fitting import (
     COMPACTION_PROMPT,
     MESSAGE_OVERHEAD_TOKENS,
     Budget,
     is_compaction,
     learned_window,
 )
-from agentls.core.hooks import HookRegistry
-from agentls.core.models import HookResult, ModelError, StreamChunk
-from agentls.core.orchestrator import Orchestrator
-from agentls.core.provider import CompletionOptions, ProviderConfig, ToolSpec
-from agentls.core.session_store import SessionStore
-from agentls.core.session_types import Message, Session
-from agentls.core.tokens import estimate_tokens
-from agentls.core.tool_context import ToolNeed
-from agentls.core.tools import ToolExecutor
+from agentls.core.context.tokens import estimate_tokens
+from agentls.core.plugins.hooks import HookRegistry
+from agentls.core.provider.contract import CompletionOptions, ProviderConfig, ToolSpec
+from agentls.core.sessions.store import SessionStore
+from agentls.core.tools.contract import ToolNeed
+from agentls.core.tools.executor import ToolExecutor
+from agentls.core.types import events
+from agentls.core.types.conversation import Message, Session
+from agentls.core.types.messages import HookResult, ModelError, StreamChunk
 from agentls.providers.scripted import ScriptedProvider
 
 WINDOW = 4096
@@ -112,7 +112,7 @@ class AgentModel(ScriptedProvider):
         last = messages[-1]
         if last.role == "user":
             n = int(last.content.rsplit(" ", 1)[-1])
-            from agentls.core.models import ToolCallDelta
+            from agentls.core.types.messages import ToolCallDelta
 
             yield StreamChunk(tool_call_deltas=[ToolCallDelta(
                 index=0, id=f"call_{n}", name="fetch", arguments=json.dumps({"n": n}))],
@@ -396,8 +396,8 @@ async def test_a_context_length_error_without_numbers_still_teaches_a_smaller_wi
 
 
 def test_reported_usage_scales_later_estimates_up_never_down() -> None:
-    from agentls.core.context import ContextManager
-    from agentls.core.tokens import EstimateCounter
+    from agentls.core.context.fitting import ContextManager
+    from agentls.core.context.tokens import EstimateCounter
 
     manager = ContextManager()
     counter = EstimateCounter()
@@ -420,8 +420,8 @@ def test_reported_usage_scales_later_estimates_up_never_down() -> None:
 
 
 def test_one_head_and_tail_cut_serves_the_size_caps_and_the_excerpts() -> None:
-    from agentls.core.compaction import excerpt
-    from agentls.core.size_caps import cap_text, head_and_tail
+    from agentls.core.context.compaction import excerpt
+    from agentls.core.support.size_caps import cap_text, head_and_tail
 
     text = "".join(chr(ord("a") + i % 26) for i in range(3000))
     assert head_and_tail(text, 90, lambda omitted: f"[{omitted}]", head_share=(2, 3)) == (

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from agentls.core.context import is_compaction
-from agentls.core.orchestrator import Orchestrator
-from agentls.core.session_store import SessionStore
-from agentls.core.session_types import Message
-from agentls.core.tokens import estimate_tokens
+from agentls.core.agent.orchestrator import Orchestrator
+from agentls.core.context.fitting import is_compaction
+from agentls.core.context.tokens import estimate_tokens
+from agentls.core.sessions.store import SessionStore
+from agentls.core.types.conversation import Message
 from tests.test_provider_local import SKIP, make_provider
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(SKIP is not None, reason=SKIP or "")]
@@ -50,7 +50,7 @@ async def test_a_session_past_the_local_window_still_answers(tmp_path: Any) -> N
     # SmolLM2 (a dev fixture; 8192-token window): filling the window of the
     # default 1.5B chat model took over 15 min of prompt processing on a
     # loaded 2-core machine; what is tested is the budget, not the model.
-    from agentls.core.provider import ProviderConfig
+    from agentls.core.provider.contract import ProviderConfig
     from agentls.providers.local import SMOLLM2, LocalProvider, smollm2_path
 
     if smollm2_path() is None:
@@ -94,7 +94,7 @@ async def test_a_session_past_the_local_window_still_answers(tmp_path: Any) -> N
 def test_the_budget_counts_with_the_gguf_s_own_tokenizer() -> None:
     from llama_cpp import Llama
 
-    from agentls.core.context import ContextManager
+    from agentls.core.context.fitting import ContextManager
     from agentls.providers.local import locate_model_file
 
     provider = make_provider()

@@ -15,8 +15,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentls.core.edits import DocumentSnapshot, EditOutcome, EditRequest
-from agentls.core.tool_context import ToolContext
+from agentls.core.editor.edits import DocumentSnapshot, EditOutcome, EditRequest
+from agentls.core.tools.contract import ToolContext
 from agentls.features.tools.files import (
     EditFileTool,
     StringEdit,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from agentls.core.edit_paths import UnsafeEditPath, edit_uris, unsafe_edit_path
+from agentls.core.editor.edit_paths import UnsafeEditPath, edit_uris, unsafe_edit_path
 
 
 def to_path(uri: str) -> str | None:

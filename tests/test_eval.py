@@ -10,9 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agentls.eval.report import edit_similarity, score, summary, table
-from agentls.eval.runner import Outcome
-from agentls.eval.tasks import cut_tasks, package_sources, repository_sources
+from agentls.eval.completion.report import edit_similarity, score, summary, table
+from agentls.eval.completion.runner import Outcome
+from agentls.eval.completion.tasks import cut_tasks, package_sources, repository_sources
 
 SOURCE = '''"""A module."""
 
@@ -75,7 +75,7 @@ def test_scores() -> None:
     assert 0.7 < edit_similarity("return a * c", "return a * b") < 1.0
     tasks = cut_tasks([("p", Path("/"), Path("/dev/null"))], count=1, seed=1)
     assert tasks == []  # an empty file gives no task
-    from agentls.eval.tasks import Task
+    from agentls.eval.completion.tasks import Task
 
     task = Task(id="line:x.py:1", kind="line", source="p", path="x.py", language_id="python",
                 text="", offset=0, line=0, character=0, expected="return a * b")
@@ -115,7 +115,7 @@ def test_the_def_mul_case_is_caught() -> None:
     line under `def mul(a, b):`. An answer that starts with a line break
     (which left "    " behind before the fix in postprocess.py) scores as
     wrong; the right insert scores as exact."""
-    from agentls.eval.tasks import Task
+    from agentls.eval.completion.tasks import Task
 
     source = "def mul(a, b):\n    return a * b\n"
     cursor = source.index("return")
@@ -139,7 +139,7 @@ def test_next_edit_tasks_from_git_history_through_the_server(tmp_path: Path) -> 
     task: the signature change is sent as the user's edit, the use is the
     target. With a scripted base model that answers the rewrite, the
     suggestion matches the commit exactly."""
-    from agentls.eval.edit_tasks import cut_edit_tasks
+    from agentls.eval.completion.edit_tasks import cut_edit_tasks
 
     repo = tmp_path / "git"
     repo.mkdir()

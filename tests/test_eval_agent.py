@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from agentls.eval.agent_metrics import text_calls, turn_metrics
-from agentls.eval.agent_report import agent_summary, agent_table, task_table
-from agentls.eval.agent_suite import (
+from agentls.eval.agent.metrics import text_calls, turn_metrics
+from agentls.eval.agent.report import agent_summary, agent_table, task_table
+from agentls.eval.agent.suite import (
     AGENT_KINDS,
     AgentTask,
     check_task,
     load_agent_tasks,
     materialize,
 )
-from agentls.eval.workspace_edit import EditRefused, apply_workspace_edit
+from agentls.eval.agent.workspace_edit import EditRefused, apply_workspace_edit
 
 TASKS = load_agent_tasks()
 

@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agentls.eval.agent_runner import run_agent_task
-from agentls.eval.agent_suite import load_agent_tasks
+from agentls.eval.agent.runner import run_agent_task
+from agentls.eval.agent.suite import load_agent_tasks
 from agentls.eval.cli import main
 from tests.e2e.helpers import server_env
 
@@ -112,6 +112,6 @@ async def test_a_turn_past_its_time_limit_is_cancelled_and_checked(tmp_path: Pat
     assert row["timed_out"] is True
     # "cancelled" also when the cancel lands before the turn has loaded its
     # session status (that was a KeyError, reported as `failed`: fixed in
-    # core/session_statuses.py)
+    # core/sessions/statuses.py)
     assert row["status"] == "cancelled", row["error"]
     assert row["passed"] is False and row["check"] == "failed"

@@ -1,4 +1,4 @@
-"""`agentls eval --humaneval` (server/eval/humaneval.py, execute.py): holes
+"""`agentls eval --humaneval` (server/eval/completion/humaneval.py, execute.py): holes
 cut from HumanEval's reference solutions put back give the solution, the
 same seed gives the same holes, and a completion is judged by running the
 problem's tests in a subprocess with a time limit."""
@@ -11,8 +11,14 @@ import sys
 
 import pytest
 
-from agentls.eval.execute import run_program
-from agentls.eval.humaneval import Problem, cut_holes, load_problems, problem_of, program_for
+from agentls.eval.completion.execute import run_program
+from agentls.eval.completion.humaneval import (
+    Problem,
+    cut_holes,
+    load_problems,
+    problem_of,
+    program_for,
+)
 
 PROBLEM = Problem(
     task_id="Local/0",

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agentls.eval.cli import main
-from agentls.eval.humaneval import cut_holes, load_problems
+from agentls.eval.completion.humaneval import cut_holes, load_problems
 from tests.fakes import fim_engines
 from tests.fakes.fim_engines import FimModel, default_fill
 from tests.fakes.http_backend import FakeBackend

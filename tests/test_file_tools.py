@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from agentls.core.edits import DocumentSnapshot, EditOutcome, EditRequest
-from agentls.core.models import ToolCall
-from agentls.core.tool_context import ToolContext, ToolRefused
-from agentls.core.tools import ToolExecution, ToolExecutor
+from agentls.core.editor.edits import DocumentSnapshot, EditOutcome, EditRequest
+from agentls.core.tools.contract import ToolContext, ToolRefused
+from agentls.core.tools.executor import ToolExecution, ToolExecutor
+from agentls.core.types.messages import ToolCall
 from agentls.features.tools.files import (
     PREVIEW_MAX_LINES,
     DeleteFileTool,

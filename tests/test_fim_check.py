@@ -1,5 +1,5 @@
 """`agentls check` says which prompt form inline completion sends the
-configured model, and why (providers/fim_probe.py), against loopback fakes
+configured model, and why (providers/fim/probe.py), against loopback fakes
 of the engines (tests/fakes/fim_engines.py)."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def test_check_shows_the_suffix_fim_a_server_does_right(
 
 
 async def test_the_embedded_model_plans_from_its_gguf(tmp_path: Path) -> None:
-    from agentls.core.provider import ProviderConfig
+    from agentls.core.provider.contract import ProviderConfig
     from agentls.providers.local import LocalProvider
     from tests.test_local_fim import qwen_like, write_gguf
 

@@ -1,4 +1,4 @@
-"""Which FIM prompt form each serving engine gets (providers/fim_probe.py),
+"""Which FIM prompt form each serving engine gets (providers/fim/probe.py),
 against loopback fakes that reproduce each engine's real quirk
 (tests/fakes/fim_engines.py): the engine's own FIM only when a known-answer
 probe shows it honours the suffix; else the model's FIM template in a raw
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from agentls.core.provider import CompletionOptions, FimRequest, ProviderConfig
-from agentls.providers.fim_templates import (
+from agentls.core.provider.contract import CompletionOptions, FimRequest, ProviderConfig
+from agentls.providers.fim.templates import (
     PROBE_PREFIX,
     PROBE_SUFFIX,
     build_fim_prompt,
@@ -19,8 +19,8 @@ from agentls.providers.fim_templates import (
     family_in_text,
     probe_verdict,
 )
-from agentls.providers.ollama import OllamaProvider
-from agentls.providers.openai import OpenAIProvider
+from agentls.providers.ollama.provider import OllamaProvider
+from agentls.providers.openai.provider import OpenAIProvider
 from tests.fakes import fim_engines
 from tests.fakes.fim_engines import QWEN, FimModel
 from tests.fakes.http_backend import FakeBackend

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentls.core import events
-from agentls.core.hooks import HookRegistry
-from agentls.core.injections import InjectionBudget, InjectionLimits, InjectionRefused
-from agentls.core.models import HookResult
+from agentls.core.plugins.hooks import HookRegistry
+from agentls.core.plugins.injections import InjectionBudget, InjectionLimits, InjectionRefused
+from agentls.core.types import events
+from agentls.core.types.messages import HookResult
 
 
 def answer(result: HookResult | Any, calls: list[str] | None = None, tag: str = ""):  # type: ignore[no-untyped-def]

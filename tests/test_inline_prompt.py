@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentls.core.positions import PositionOutOfRange, offset_at, position_at
+from agentls.core.editor.positions import PositionOutOfRange, offset_at, position_at
 from agentls.features.inline_completion.document import cursor_context
 from agentls.features.inline_completion.neighbours import (
     NeighbourIndex,

@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 
-from agentls.core.models import AgentlsError, ModelError, ProviderInfo, StreamChunk
-from agentls.core.provider import (
+from agentls.core.provider.contract import (
     BaseProvider,
     CompletionOptions,
     FimRequest,
     ProviderConfig,
     ToolSpec,
 )
-from agentls.core.session_types import Message
-from agentls.core.settings import InlineCompletionSettings
+from agentls.core.settings.load import InlineCompletionSettings
+from agentls.core.types.conversation import Message
+from agentls.core.types.messages import AgentlsError, ModelError, ProviderInfo, StreamChunk
 from agentls.features.inline_completion import (
     InlineCompletionFeature,
     InlineRequest,

@@ -1,4 +1,4 @@
-"""Project instruction files (core/instructions.py) on a real directory tree."""
+"""Project instruction files (core/context/instructions.py) on a real directory tree."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from agentls.core.instructions import (
+from agentls.core.context.instructions import (
     DEFAULT_INSTRUCTION_FILES,
     MAX_INSTRUCTION_DEPTH,
     ProjectInstructions,
     render_instructions,
 )
-from agentls.features.sensitive_paths import ModelFileAccess
+from agentls.features.policy.sensitive import ModelFileAccess
 
 
 def project(root: Path | None, names: Sequence[str] = DEFAULT_INSTRUCTION_FILES

@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 
-from agentls.core.edits import DocumentSnapshot
-from agentls.core.hook_modules import HookContext, register_hook_modules
-from agentls.core.hooks import HookRegistry
-from agentls.core.models import HookResult
-from agentls.core.settings import AgentlsSettings, SessionSettings
+from agentls.core.editor.edits import DocumentSnapshot
+from agentls.core.plugins.hook_modules import HookContext, register_hook_modules
+from agentls.core.plugins.hooks import HookRegistry
+from agentls.core.settings.load import AgentlsSettings, SessionSettings
+from agentls.core.types.messages import HookResult
 from agentls.features import linters as linters_module
 from agentls.features.linters import (
     DIAGNOSTIC_SOURCE,
@@ -531,7 +531,7 @@ async def test_no_linters_configured(ws: Path) -> None:
 
 
 async def test_registered_as_an_entry_point() -> None:
-    from agentls.core.registry import PluginRegistry
+    from agentls.core.plugins.registry import PluginRegistry
 
     registry = PluginRegistry.discover()
     modules = [m for m in registry.plugins("hook") if getattr(m, "name", "") == "linters"]

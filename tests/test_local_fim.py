@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from agentls.providers.local import catalog
 from agentls.providers.local.fim import FimTokens, build_fim_prompt, fim_tokens
-from agentls.providers.local.gguf_meta import GgufError, model_facts, read_metadata
-from agentls.providers.local.recommended import RECOMMENDED, recommended_for
+from agentls.providers.local.models import catalog
+from agentls.providers.local.models.gguf_meta import GgufError, model_facts, read_metadata
+from agentls.providers.local.models.recommended import RECOMMENDED, recommended_for
 
 # --------------------------------------------------------------------------- a GGUF writer
 
@@ -217,9 +217,9 @@ def test_recommendations_follow_memory() -> None:
 async def test_chat_with_a_model_without_a_template_says_so(tmp_path: Path) -> None:
     """A base model (no tokenizer.chat_template) is refused for chat before
     any child starts, with a message naming the model and a chat model."""
-    from agentls.core.models import ModelError
-    from agentls.core.provider import ProviderConfig
-    from agentls.core.session_types import Message
+    from agentls.core.provider.contract import ProviderConfig
+    from agentls.core.types.conversation import Message
+    from agentls.core.types.messages import ModelError
     from agentls.providers.local import LocalProvider
 
     path = write_gguf(tmp_path / "base-coder.gguf", qwen_like(**{

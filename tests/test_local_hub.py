@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from agentls.core.models import ModelError
+from agentls.core.types.messages import ModelError
 from tests.fakes.hf_hub import FakeHub
 
 hub = pytest.importorskip(
-    "agentls.providers.local.hub", reason="the local provider package is not importable"
+    "agentls.providers.local.models.hub", reason="the local provider package is not importable"
 )
 pytest.importorskip("huggingface_hub", reason="huggingface_hub (agentls[local]) not installed")
 
-from agentls.providers.local.downloads import DownloadManager  # noqa: E402
+from agentls.providers.local.models.downloads import DownloadManager  # noqa: E402
 
 REPO = "test-org/tiny-GGUF"
 FILE = "tiny.Q4_K_M.gguf"

@@ -1,4 +1,4 @@
-"""Packaged models (providers/local/packaged.py, catalog.py): chunk packages
+"""Packaged models (providers/local/models/packaged.py, catalog.py): chunk packages
 found through importlib.metadata without importing them, joined once into
 the cache, checked against the pinned SHA-256, re-checked cheaply.
 
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from agentls.core.models import ModelError
-from agentls.providers.local import catalog
-from agentls.providers.local.gguf_meta import read_metadata
-from agentls.providers.local.packaged import (
+from agentls.core.types.messages import ModelError
+from agentls.providers.local.models import catalog
+from agentls.providers.local.models.gguf_meta import read_metadata
+from agentls.providers.local.models.packaged import (
     PackagedFile,
     PackagedPart,
     locate_parts,
@@ -99,7 +99,7 @@ def test_a_stamped_file_is_not_hashed_again(
     spec = packaged()
     cache = tmp_path / "cache"
     packaged_path("toy", spec, locate_parts(spec), cache)
-    from agentls.providers.local import packaged as module
+    from agentls.providers.local.models import packaged as module
 
     def no_hashing(path: Path) -> str:
         raise AssertionError(f"hashed {path} again")

@@ -16,22 +16,25 @@ from typing import Any
 
 import pytest
 
-from agentls.core.models import ModelError, StreamChunk
-from agentls.core.orchestrator import Orchestrator
-from agentls.core.provider import CompletionOptions, ProviderConfig
-from agentls.core.session_types import Message, Session
-from agentls.core.tools import ToolExecutor
-from agentls.providers.local import catalog
-from agentls.providers.local.chat_template import (
+from agentls.core.agent.orchestrator import Orchestrator
+from agentls.core.provider.contract import CompletionOptions, ProviderConfig
+from agentls.core.tools.executor import ToolExecutor
+from agentls.core.types.conversation import Message, Session
+from agentls.core.types.messages import ModelError, StreamChunk
+from agentls.providers.local.models import catalog
+from agentls.providers.local.models.gguf_meta import model_facts
+from agentls.providers.local.process import _ModelProcess
+from agentls.providers.local.provider import LocalProvider
+from agentls.providers.local.tool_calls.chat_template import (
     render_prompt,
     template_messages,
     template_tools,
 )
-from agentls.providers.local.chat_tools import native_request
-from agentls.providers.local.gguf_meta import model_facts
-from agentls.providers.local.process import _ModelProcess
-from agentls.providers.local.provider import LocalProvider
-from agentls.providers.local.tool_format import NativeToolCallParser, detect_tool_format
+from agentls.providers.local.tool_calls.chat_tools import native_request
+from agentls.providers.local.tool_calls.native_format import (
+    NativeToolCallParser,
+    detect_tool_format,
+)
 from tests.fakes.http_backend import (
     SSE_DONE,
     FakeBackend,

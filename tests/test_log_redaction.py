@@ -1,11 +1,11 @@
-"""The log's redacting filter (agentls.core.log_redaction); through the real
+"""The log's redacting filter (agentls.core.support.log_redaction); through the real
 server in tests/reliability/test_transport_files.py."""
 
 from __future__ import annotations
 
 import logging
 
-from agentls.core.log_redaction import REDACTED, SecretRedactor, secret_names
+from agentls.core.support.log_redaction import REDACTED, SecretRedactor, secret_names
 
 
 def _record(message: str, *args: object, exc: BaseException | None = None) -> logging.LogRecord:

@@ -12,7 +12,7 @@ from typing import Any
 
 from lsprotocol import types
 
-from agentls.core.approval import (
+from agentls.core.approval.gate import (
     EDIT_OPTIONS,
     ApprovalGate,
     ApprovalQuestion,
@@ -20,9 +20,9 @@ from agentls.core.approval import (
     PolicyAnswer,
     options_from_labels,
 )
-from agentls.core.session_types import Message
-from agentls.core.tool_context import ToolNeed
-from agentls.lsp.channels import (
+from agentls.core.tools.contract import ToolNeed
+from agentls.core.types.conversation import Message
+from agentls.lsp.agent.channels import (
     LspApprovalChannel,
     LspDisplayChannel,
     LspTurnObserver,

@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 from lsprotocol import types
 
-from agentls.core.approval import ApprovalGate, ApprovalQuestion, Clearance, PolicyAnswer
-from agentls.core.edits import EditRequest
-from agentls.core.settings import ApprovalSettings
-from agentls.core.tool_context import ToolNeed
-from agentls.lsp.channels import LspApprovalChannel
-from agentls.lsp.edits import (
+from agentls.core.approval.gate import ApprovalGate, ApprovalQuestion, Clearance, PolicyAnswer
+from agentls.core.editor.edits import EditRequest
+from agentls.core.settings.load import ApprovalSettings
+from agentls.core.tools.contract import ToolNeed
+from agentls.lsp.agent.channels import LspApprovalChannel
+from agentls.lsp.agent.edits import (
     APPROVAL_ACTIONS,
     LspDocumentLookup,
     LspEditApplier,

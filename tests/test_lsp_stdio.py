@@ -1,4 +1,4 @@
-"""stdin read through the event loop (agentls.lsp.stdio): the framing
+"""stdin read through the event loop (agentls.lsp.wire.stdio): the framing
 guarantees of BoundedReader, over a real OS pipe. The real server uses this
 reader in every subprocess test (pytest-lsp and the reliability harness
 start it with pipes); these cover the edges those cannot reach cheaply."""
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agentls.lsp.stdio import PipeReader, can_read_as_pipe
+from agentls.lsp.wire.stdio import PipeReader, can_read_as_pipe
 
 
 async def _reader_over(data: bytes, **limits: int) -> PipeReader:
@@ -96,13 +96,13 @@ def test_only_pipes_and_sockets_not_shared_with_stdout_are_read_by_the_loop(
 
 
 # --------------------------------------------------------------------------- sockets
-# agentls.lsp.transport's StrictFrameReader: the socket transports hand pygls
+# agentls.lsp.wire.transport's StrictFrameReader: the socket transports hand pygls
 # only well-formed frames (the behaviour through the real server is in
 # tests/reliability/test_transport.py; these pin the edges).
 
 
 def _socket_reader(data: bytes, token: str | None = None) -> Any:
-    from agentls.lsp.transport import MAX_HEADER_LINE_BYTES, StrictFrameReader, handshake_check
+    from agentls.lsp.wire.transport import MAX_HEADER_LINE_BYTES, StrictFrameReader, handshake_check
 
     stream = asyncio.StreamReader(limit=MAX_HEADER_LINE_BYTES)
     stream.feed_data(data)
@@ -148,7 +148,7 @@ async def test_socket_frames_pass_with_content_type_and_the_token_is_taken_out()
 ], ids=["http", "unknown-header", "bare-lf", "negative", "twice", "too-big", "no-length",
         "spaced-name", "too-many-lines", "long-line"])
 async def test_what_is_not_an_lsp_frame_ends_the_socket_stream(data: bytes) -> None:
-    from agentls.lsp.transport import FrameError
+    from agentls.lsp.wire.transport import FrameError
 
     reader = _socket_reader(data)
     with pytest.raises(FrameError):
@@ -158,7 +158,7 @@ async def test_what_is_not_an_lsp_frame_ends_the_socket_stream(data: bytes) -> N
 @pytest.mark.parametrize("options", [{}, {"agentlsToken": "wrong-token-value"},
                                      {"agentlsToken": 12345}])
 async def test_the_first_frame_needs_the_token(options: dict[str, Any]) -> None:
-    from agentls.lsp.transport import FrameError
+    from agentls.lsp.wire.transport import FrameError
 
     body = _initialize(**options)
     with pytest.raises(FrameError):
@@ -166,7 +166,7 @@ async def test_the_first_frame_needs_the_token(options: dict[str, Any]) -> None:
 
 
 async def test_the_first_frame_must_be_initialize() -> None:
-    from agentls.lsp.transport import FrameError
+    from agentls.lsp.wire.transport import FrameError
 
     body = b'{"jsonrpc": "2.0", "id": 1, "method": "agentls/status", "params": {}}'
     with pytest.raises(FrameError):

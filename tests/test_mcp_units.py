@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from agentls.core.settings import load_settings
-from agentls.core.tools import ToolExecutor
+from agentls.core.settings.load import load_settings
+from agentls.core.tools.executor import ToolExecutor
 from agentls.features.mcp.config import (
     child_environment,
     provider_key_names,
@@ -26,7 +26,7 @@ from agentls.features.mcp.names import MAX_NAME, assign_names, server_part
 from agentls.features.mcp.results import MAX_RESULT_CHARS, render_result
 from agentls.features.mcp.schema import normalize_input_schema
 from agentls.features.mcp.server_config import McpServerConfig
-from agentls.features.policy import Policy
+from agentls.features.policy.rules import Policy
 
 # --------------------------------------------------------------------------- names
 
@@ -199,9 +199,9 @@ def test_tool_executor_rereads_dynamic_plugins_when_their_version_moves() -> Non
 
 
 def test_policy_hands_mcp_calls_to_the_gate_and_rules_allow_or_deny(tmp_path: Path) -> None:
-    from agentls.core.approval import ApprovalQuestion
-    from agentls.core.settings import ApprovalSettings
-    from agentls.core.tool_context import default_need
+    from agentls.core.approval.gate import ApprovalQuestion
+    from agentls.core.settings.load import ApprovalSettings
+    from agentls.core.tools.contract import default_need
 
     policy = Policy(ApprovalSettings(rules=[{"tool": "mcp__time__*", "action": "allow"},
                                             {"tool": "mcp__evil__*", "action": "deny"}]),

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from agentls.core.registry import PluginRegistry
-from agentls.features import mentions
-from agentls.features.mentions import (
+from agentls.core.plugins.registry import PluginRegistry
+from agentls.features.prompt import mentions
+from agentls.features.prompt.mentions import (
     MentionsFeature,
     expand_mentions,
     find_mentions,
@@ -177,9 +177,9 @@ def test_mentions_is_an_installed_feature_with_ui_elements(ws: Path) -> None:
 
 
 def test_a_half_typed_prefix_completes_to_the_whole_one_for_files_and_mcp() -> None:
-    from agentls.features import mentions
     from agentls.features.mcp import feature as mcp
-    from agentls.features.mention_prefix import complete_mention_prefix
+    from agentls.features.prompt import mentions
+    from agentls.features.prompt.mention_prefix import complete_mention_prefix
 
     for pattern, prefix in ((mentions._TYPING_PREFIX, "@file:"), (mcp._TYPING_PREFIX, "@mcp:")):
         for typed in ("@", prefix[:2], prefix[:-1]):

@@ -12,7 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
-from agentls.core.models import (
+from agentls.core.types.conversation import (
+    Message,
+    PartialMessage,
+    ProviderRequestCancelled,
+    Session,
+    ToolDescriptor,
+)
+from agentls.core.types.messages import (
     ConfigField,
     HookResult,
     ModelError,
@@ -26,13 +33,6 @@ from agentls.core.models import (
     ToolCallDelta,
     ToolResult,
     Usage,
-)
-from agentls.core.session_types import (
-    Message,
-    PartialMessage,
-    ProviderRequestCancelled,
-    Session,
-    ToolDescriptor,
 )
 
 EXAMPLES: list[BaseModel] = [

@@ -1,12 +1,12 @@
-"""Files a chat prompt names are attached (features/named_files.py)."""
+"""Files a chat prompt names are attached (features/prompt/named_files.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from agentls.core.prompt_enrichment import PromptDraft, PromptSources
-from agentls.features.mentions import MentionsFeature
-from agentls.features.named_files import (
+from agentls.core.editor.prompt_enrichment import PromptDraft, PromptSources
+from agentls.features.prompt.mentions import MentionsFeature
+from agentls.features.prompt.named_files import (
     NAMED_FILE_MAX_CHARS,
     NamedFilesFeature,
     named_paths,

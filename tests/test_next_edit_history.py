@@ -1,4 +1,4 @@
-"""The user's edit history (server/core/edit_history.py): keystrokes coalesce
+"""The user's edit history (server/core/editor/history.py): keystrokes coalesce
 into hunks, hunks follow the text as it moves, typed-then-deleted text
 leaves nothing, the agent's edits never become hunks, and everything is
 bounded."""
@@ -10,8 +10,8 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentls.core import edit_history
-from agentls.core.edit_history import EditHistory, TextChange
+from agentls.core.editor import history as edit_history
+from agentls.core.editor.history import EditHistory, TextChange
 
 URI = "file:///w/a.py"
 

@@ -9,9 +9,9 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentls.core.edit_history import Hunk
-from agentls.core.next_edit import SuggestedEdit
-from agentls.core.positions import position_at
+from agentls.core.editor.history import Hunk
+from agentls.core.editor.next_edit import SuggestedEdit
+from agentls.core.editor.positions import position_at
 from agentls.features.next_edit.prompt import (
     BASE_EXAMPLE,
     REGION_END,

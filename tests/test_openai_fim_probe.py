@@ -1,5 +1,5 @@
 """Fill-in-the-middle on OpenAI-compatible servers is decided by asking the
-server (providers/fim_probe.py): the known-answer probe, the errors real
+server (providers/fim/probe.py): the known-answer probe, the errors real
 servers send for `suffix`, the override, against a loopback fake speaking
 their wire formats (tests/fakes/http_backend.py; the engines' FIM quirks are
 in tests/test_fim_engines.py)."""
@@ -11,11 +11,16 @@ from typing import Any
 
 import pytest
 
-from agentls.core.models import ModelError
-from agentls.core.provider import CompletionOptions, FimRequest, FimUnsupported, ProviderConfig
-from agentls.providers import fim_probe
-from agentls.providers.fim_probe import rejection, says_fim_unsupported
-from agentls.providers.openai import OpenAIProvider
+from agentls.core.provider.contract import (
+    CompletionOptions,
+    FimRequest,
+    FimUnsupported,
+    ProviderConfig,
+)
+from agentls.core.types.messages import ModelError
+from agentls.providers.fim import probe as fim_probe
+from agentls.providers.fim.probe import rejection, says_fim_unsupported
+from agentls.providers.openai.provider import OpenAIProvider
 from tests.fakes.http_backend import (
     SSE_DONE,
     FakeBackend,

@@ -8,22 +8,22 @@ from typing import Any
 
 import pytest
 
-from agentls.core import events
-from agentls.core.approval import ApprovalRequest
-from agentls.core.hooks import HookRegistry
-from agentls.core.injections import InjectionLimits
-from agentls.core.models import HookResult
-from agentls.core.orchestrator import (
+from agentls.core.agent.orchestrator import (
     Orchestrator,
     TurnInProgress,
     TurnLimits,
     TurnObserver,
 )
-from agentls.core.provider import ProviderConfig
-from agentls.core.session_store import SessionStore
-from agentls.core.session_types import Message, Session
-from agentls.core.tool_context import ToolNeed
-from agentls.core.tools import ToolExecutor
+from agentls.core.approval.gate import ApprovalRequest
+from agentls.core.plugins.hooks import HookRegistry
+from agentls.core.plugins.injections import InjectionLimits
+from agentls.core.provider.contract import ProviderConfig
+from agentls.core.sessions.store import SessionStore
+from agentls.core.tools.contract import ToolNeed
+from agentls.core.tools.executor import ToolExecutor
+from agentls.core.types import events
+from agentls.core.types.conversation import Message, Session
+from agentls.core.types.messages import HookResult
 from agentls.providers.scripted import ScriptedProvider
 
 
@@ -554,7 +554,7 @@ async def test_suppress_output_is_marked_on_stored_injections() -> None:
 def test_a_status_update_before_the_status_was_loaded_starts_one() -> None:
     # A turn cancelled before it loaded its session's status still finishes:
     # the update starts a status instead of raising KeyError.
-    from agentls.core.session_statuses import SessionStatuses
+    from agentls.core.sessions.statuses import SessionStatuses
 
     statuses = SessionStatuses()
     ended = statuses.update("never-loaded", status="cancelled")

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from agentls.core.plugins import FeaturePlugin, ToolPlugin, plugin_call
-from agentls.core.provider import Provider, ProviderConfig
-from agentls.core.registry import PluginRegistry, UnknownPlugin, _Slot, select_enabled
+from agentls.core.plugins.protocols import FeaturePlugin, ToolPlugin, plugin_call
+from agentls.core.plugins.registry import PluginRegistry, UnknownPlugin, _Slot, select_enabled
+from agentls.core.provider.contract import Provider, ProviderConfig
 
 
 class Feature:
@@ -277,9 +277,9 @@ def test_third_party_plugins_discovered(third_party: Path) -> None:
 
 async def test_agent_core_provider_plugin_entry_point_runs_a_turn(third_party: Path) -> None:
     from agentls.app import build_provider
-    from agentls.core.orchestrator import Orchestrator
-    from agentls.core.session_types import Session
-    from agentls.core.settings import load_settings
+    from agentls.core.agent.orchestrator import Orchestrator
+    from agentls.core.settings.load import load_settings
+    from agentls.core.types.conversation import Session
 
     settings = load_settings(init_options={"provider": "echoplugin"}, environ={}).settings
     provider = build_provider(settings)

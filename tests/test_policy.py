@@ -1,4 +1,4 @@
-"""The approval policy (features/policy.py), asked the gate's typed question
+"""The approval policy (features/policy/rules.py), asked the gate's typed question
 with the need the real tools declare: confinement to the workspace folders
 before any prompt (`..`, absolute paths, symlinked folders and files,
 not-yet-existing nested paths, case tricks, Windows separators, empty
@@ -17,25 +17,25 @@ from typing import Any
 
 import pytest
 
-from agentls.core import events
-from agentls.core.approval import (
+from agentls.core.agent.orchestrator import Orchestrator
+from agentls.core.approval.gate import (
     ApprovalGate,
     ApprovalQuestion,
     ApprovalRequest,
     PolicyAnswer,
 )
-from agentls.core.hook_modules import HookContext, register_hook_modules
-from agentls.core.hooks import HookRegistry
-from agentls.core.models import HookResult, ToolCall
-from agentls.core.orchestrator import Orchestrator
-from agentls.core.provider import ProviderConfig
-from agentls.core.registry import PluginRegistry
-from agentls.core.session_types import Session
-from agentls.core.settings import AgentlsSettings, ApprovalSettings
-from agentls.core.tool_context import ToolNeed, ToolRefused
-from agentls.core.tools import ToolExecutor
-from agentls.features import policy_paths as policy_module
-from agentls.features.policy import Policy, PolicyHooks
+from agentls.core.plugins.hook_modules import HookContext, register_hook_modules
+from agentls.core.plugins.hooks import HookRegistry
+from agentls.core.plugins.registry import PluginRegistry
+from agentls.core.provider.contract import ProviderConfig
+from agentls.core.settings.load import AgentlsSettings, ApprovalSettings
+from agentls.core.tools.contract import ToolNeed, ToolRefused
+from agentls.core.tools.executor import ToolExecutor
+from agentls.core.types import events
+from agentls.core.types.conversation import Session
+from agentls.core.types.messages import HookResult, ToolCall
+from agentls.features.policy import paths as policy_module
+from agentls.features.policy.rules import Policy, PolicyHooks
 from agentls.features.tools.command import RunCommandTool
 from agentls.features.tools.files import DeleteFileTool, EditFileTool, RenameFileTool, WriteFileTool
 from agentls.features.tools.readonly import ListFilesTool, ReadFileTool, SearchTextTool

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from agentls.core.models import ModelError, StreamChunk, ToolCall
-from agentls.core.provider import CompletionOptions, ProviderConfig
-from agentls.core.session_types import Message, ProviderRequestCancelled
-from agentls.providers.anthropic import (
+from agentls.core.provider.contract import CompletionOptions, ProviderConfig
+from agentls.core.types.conversation import Message, ProviderRequestCancelled
+from agentls.core.types.messages import ModelError, StreamChunk, ToolCall
+from agentls.providers.anthropic.provider import (
     AnthropicProvider,
     model_limits,
     to_anthropic_messages,

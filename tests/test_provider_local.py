@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from agentls.core.models import ModelError, StreamChunk
-from agentls.core.provider import CompletionOptions, FimRequest, ProviderConfig
-from agentls.core.session_types import Message, ProviderRequestCancelled
+from agentls.core.provider.contract import CompletionOptions, FimRequest, ProviderConfig
+from agentls.core.types.conversation import Message, ProviderRequestCancelled
+from agentls.core.types.messages import ModelError, StreamChunk
 from agentls.providers import local
 from agentls.providers.local import (
     GEMMA3,
@@ -37,13 +37,13 @@ from agentls.providers.local import (
     SMOLLM2,
     LocalProvider,
     ToolReplyDecoder,
-    catalog,
     installed_parts,
     locate_model_file,
     runtime_error,
     to_local_messages,
     tool_reply_schema,
 )
+from agentls.providers.local.models import catalog
 
 READ_FILE = {
     "name": "read_file",
@@ -74,9 +74,9 @@ def test_importing_the_provider_does_not_need_llama_cpp() -> None:
         """
         import asyncio, sys
         sys.modules["llama_cpp"] = None  # as if llama-cpp-python were not installed
-        from agentls.core.models import ModelError
-        from agentls.core.provider import ProviderConfig
-        from agentls.core.session_types import Message
+        from agentls.core.types.messages import ModelError
+        from agentls.core.provider.contract import ProviderConfig
+        from agentls.core.types.conversation import Message
         from agentls.providers.local import LocalProvider
 
         provider = LocalProvider(ProviderConfig(name="local"))
@@ -516,7 +516,7 @@ def test_child_exits_when_the_editor_process_is_killed() -> None:
     code = textwrap.dedent(
         """
         import asyncio
-        from agentls.core.provider import ProviderConfig
+        from agentls.core.provider.contract import ProviderConfig
         from agentls.providers.local import LocalProvider
 
         async def main():

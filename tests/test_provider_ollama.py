@@ -17,17 +17,17 @@ from typing import Any, TypeVar
 
 import pytest
 
-from agentls.core.models import ModelError, StreamChunk, ToolCall
-from agentls.core.provider import (
+from agentls.core.provider.contract import (
     CompletionOptions,
     FimChunk,
     FimRequest,
     FimUsage,
     ProviderConfig,
 )
-from agentls.core.session_types import Message, ProviderRequestCancelled
-from agentls.providers import ollama as ollama_module
-from agentls.providers.ollama import OllamaProvider
+from agentls.core.types.conversation import Message, ProviderRequestCancelled
+from agentls.core.types.messages import ModelError, StreamChunk, ToolCall
+from agentls.providers.ollama import provider as ollama_module
+from agentls.providers.ollama.provider import OllamaProvider
 from tests.fakes.http_backend import (
     CLOSE,
     STALL,

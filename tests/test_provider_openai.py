@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from agentls.core.models import ModelError, StreamChunk, ToolCall
-from agentls.core.provider import CompletionOptions, FimRequest, ProviderConfig
-from agentls.core.session_types import Message, ProviderRequestCancelled
-from agentls.providers.http import (
+from agentls.core.provider.contract import CompletionOptions, FimRequest, ProviderConfig
+from agentls.core.types.conversation import Message, ProviderRequestCancelled
+from agentls.core.types.messages import ModelError, StreamChunk, ToolCall
+from agentls.providers.http.client import (
     HttpClient,
     LineSplitter,
     ResponseFormatError,
@@ -26,7 +26,7 @@ from agentls.providers.http import (
     parse_retry_after,
     redact,
 )
-from agentls.providers.openai import OpenAIProvider
+from agentls.providers.openai.provider import OpenAIProvider
 from tests.fakes.http_backend import (
     CLOSE,
     SSE_DONE,

@@ -1,4 +1,4 @@
-"""Pure logic of core/question_documents.py and the approval gate's use of
+"""Pure logic of core/approval/documents.py and the approval gate's use of
 it (issue 22 items 2 and 6: a question never hides a byte that changes the
 answer). Through the real server: tests/reliability/test_approval_documents.py."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from agentls.core.approval import ApprovalGate, ApprovalRequest
-from agentls.core.question_documents import QuestionDocuments, fits_message, shown_question
+from agentls.core.approval.documents import QuestionDocuments, fits_message, shown_question
+from agentls.core.approval.gate import ApprovalGate, ApprovalRequest
 
 RLO = "\u202e"
 
@@ -106,8 +106,8 @@ def test_old_question_files_are_removed(tmp_path: Path) -> None:
 
 
 def test_an_edit_too_long_for_a_message_names_its_title_and_diff_size(tmp_path: Path) -> None:
-    from agentls.core.approval import ApprovalQuestion, PolicyAnswer
-    from agentls.core.tool_context import ToolNeed
+    from agentls.core.approval.gate import ApprovalQuestion, PolicyAnswer
+    from agentls.core.tools.contract import ToolNeed
 
     diff = "\n".join(["--- a/x.py", "+++ b/x.py", "@@ -1,1 +1,300 @@", "-old",
                       *(f"+new {i}" for i in range(299))])

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from agentls.core.settings import AgentlsSettings
-from agentls.core.tool_context import ToolContext, ToolRefused
+from agentls.core.settings.load import AgentlsSettings
+from agentls.core.tools.contract import ToolContext, ToolRefused
 from agentls.features.tools.command import (
     MAX_TIMEOUT_SECONDS,
     STREAM_CAP_BYTES,

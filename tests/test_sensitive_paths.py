@@ -1,4 +1,4 @@
-"""features/sensitive_paths.py: the protected table and the one check for a
+"""features/policy/sensitive.py: the protected table and the one check for a
 file's text reaching the model (ModelFileAccess), on a real directory tree."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agentls.core.file_access import ModelFile, ReadableFile, Withheld
-from agentls.features.sensitive_paths import (
+from agentls.core.editor.file_access import ModelFile, ReadableFile, Withheld
+from agentls.features.policy.sensitive import (
     PROTECTED,
     PROTECTED_PATTERNS,
     ModelFileAccess,
@@ -136,7 +136,7 @@ def test_mcp_contents_answering_with_a_secret_uri_are_kept_back(tree: Path) -> N
 def _corpus() -> list[str]:
     import random
 
-    from agentls.features.sensitive_paths import _SECRET_EXCEPTIONS, SECRET_PATTERNS
+    from agentls.features.policy.sensitive import _SECRET_EXCEPTIONS, SECRET_PATTERNS
 
     names = {"src", "a", "x.py", "README.md", "Id_RSA.pub", "notes.env", ".ENV.local",
              "my-credentials-prod.json", "w.code-workspace", "mise.dev.toml", "config"}
@@ -159,7 +159,7 @@ def test_the_fast_matcher_agrees_with_wcmatch() -> None:
     the patterns' own names, in both letter cases."""
     from wcmatch import glob
 
-    from agentls.features.sensitive_paths import _SECRET_EXCEPTIONS, SECRET_PATTERNS
+    from agentls.features.policy.sensitive import _SECRET_EXCEPTIONS, SECRET_PATTERNS
 
     flags = glob.GLOBSTAR | glob.DOTGLOB | glob.IGNORECASE | glob.BRACE
 

@@ -1,4 +1,4 @@
-"""Tests of agentls.core.session_store: SQLite persistence of sessions."""
+"""Tests of agentls.core.sessions.store: SQLite persistence of sessions."""
 
 from __future__ import annotations
 
@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from agentls.core.models import AgentlsError, SessionStatus
-from agentls.core.session_store import (
+from agentls.core.sessions.store import (
     SessionNotFound,
     SessionStore,
     SessionStoreError,
     default_store_path,
 )
-from agentls.core.session_types import Message
+from agentls.core.types.conversation import Message
+from agentls.core.types.messages import AgentlsError, SessionStatus
 
 SUBPROCESS_TIMEOUT = 30.0  # seconds; bounds every wait on the crash-test child
 
@@ -280,8 +280,8 @@ def test_default_path_honours_the_environment(tmp_path: Path) -> None:
 
 CRASH_CHILD = """
 import sys
-from agentls.core.session_store import SessionStore
-from agentls.core.session_types import Message
+from agentls.core.sessions.store import SessionStore
+from agentls.core.types.conversation import Message
 
 store = SessionStore(sys.argv[1])
 store.create_session("crash", metadata={"pid": 1})
@@ -445,7 +445,7 @@ def test_a_locked_database_gives_an_actionable_error(db_path: Path) -> None:
 
 
 def test_disk_full_message_names_the_path() -> None:
-    from agentls.core.session_store import _describe_sqlite_error
+    from agentls.core.sessions.store import _describe_sqlite_error
 
     text = _describe_sqlite_error(
         sqlite3.OperationalError("database or disk is full"), Path("/x/s.sqlite3"), "saving"

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentls.core.settings import (
+from agentls.core.settings.load import (
     AgentlsSettings,
     ApprovalRule,
     LoadedSettings,
@@ -20,7 +20,7 @@ from agentls.core.settings import (
     load_settings,
     user_config_path,
 )
-from agentls.core.workspace_trust import TrustDecision, TrustStore, digest
+from agentls.core.trust.workspace import TrustDecision, TrustStore, digest
 
 
 @pytest.fixture
@@ -80,9 +80,9 @@ def test_defaults_match_protocol_table(no_user_config: Path) -> None:
 
 def test_no_user_rules_by_default_the_policy_holds_the_built_in_ones() -> None:
     # One table of built-in actions by the kind of call a tool declares
-    # (features/policy.py BUILTIN_ACTIONS), after the user's rules; the
+    # (features/policy/rules.py BUILTIN_ACTIONS), after the user's rules; the
     # settings default is just "no rules of your own".
-    from agentls.features.policy import BUILTIN_ACTIONS
+    from agentls.features.policy.rules import BUILTIN_ACTIONS
 
     assert default_settings().approval.rules == []
     assert BUILTIN_ACTIONS == {"none": "allow", "read": "allow", "edit": "ask", "run": "ask",
@@ -551,7 +551,7 @@ def test_settings_do_not_alias_the_callers_dicts(no_user_config: Path) -> None:
 
 
 def test_core_settings_import_neither_pygls_nor_httpx() -> None:
-    code = ("import sys, agentls.core.settings; "
+    code = ("import sys, agentls.core.settings.load; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pygls', 'httpx')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
@@ -562,7 +562,7 @@ def test_settings_load_without_pydantic(tmp_path: Path) -> None:
     """The first inline completion reads the settings; pydantic's import would
     cost it ~73 ms and ~6 MiB (issue 13), so the settings layer must not need it."""
     code = (
-        "import sys, pathlib, agentls.core.settings as s\n"
+        "import sys, pathlib, agentls.core.settings.load as s\n"
         "loaded = s.load_settings(init_options={'model': 'm', 'inlineCompletion': "
         "{'debounceMs': 'x'}, 'approval': {'rules': [{'tool': 'read_*', 'action': 'allow'}]}}, "
         "environ={'AGENTLS_INLINE_COMPLETION__MAX_TOKENS': '64', 'AGENTLS_PROVIDER': 'openai', "

@@ -1,5 +1,5 @@
 """Runaway streams: the output cap and the degeneration detector
-(server/core/stream_guard.py), as pure logic and through a chat turn whose
+(server/core/agent/stream_guard.py), as pure logic and through a chat turn whose
 model is the real openai provider talking to a loopback fake that streams
 forever (tests/fakes/http_backend.py)."""
 
@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentls.core.orchestrator import Orchestrator
-from agentls.core.provider import ProviderConfig
-from agentls.core.session_types import Session
-from agentls.core.stream_guard import StreamGuard, repeating_tail
-from agentls.providers.openai import OpenAIProvider
+from agentls.core.agent.orchestrator import Orchestrator
+from agentls.core.agent.stream_guard import StreamGuard, repeating_tail
+from agentls.core.provider.contract import ProviderConfig
+from agentls.core.types.conversation import Session
+from agentls.providers.openai.provider import OpenAIProvider
 from tests.fakes.http_backend import (
     SSE_DONE,
     STALL,

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from agentls.core.plugins import FeaturePlugin, plugin_call
-from agentls.core.registry import PluginRegistry
-from agentls.features import templates as tm
-from agentls.features.templates import (
+from agentls.core.plugins.protocols import FeaturePlugin, plugin_call
+from agentls.core.plugins.registry import PluginRegistry
+from agentls.features.prompt import templates as tm
+from agentls.features.prompt.templates import (
     BUILTIN_TEMPLATES,
     TemplatesFeature,
     find_template,

@@ -1,4 +1,4 @@
-"""Token counting for the context budget (core/tokens.py).
+"""Token counting for the context budget (core/context/tokens.py).
 
 tiktoken itself needs its BPE file from the network on first use, which a
 test machine may not have; the loader's behaviour (background, fallback to
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from agentls.core import tokens
-from agentls.core.tokens import (
+from agentls.core.context import tokens
+from agentls.core.context.tokens import (
     EstimateCounter,
     TiktokenCounter,
     counter_for,
@@ -103,7 +103,7 @@ def test_counters_are_shared_per_model(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_tiktoken_is_not_imported_at_start_up_or_by_a_turn_module() -> None:
     script = (
         "import sys\n"
-        "import agentls.lsp.server, agentls.core.context, agentls.core.orchestrator\n"
+        "import agentls.lsp.server, agentls.core.context.fitting, agentls.core.agent.orchestrator\n"
         "import agentls.features.inline_completion\n"
         "print('tiktoken' in sys.modules)\n"
     )

@@ -1,4 +1,4 @@
-"""The typed tool contract (core/tool_context.py, core/tools.py): a seed
+"""The typed tool contract (core/tools/contract.py, core/tools/executor.py): a seed
 tool (execute_tool_async with a context dict) runs through the one adapter
 and sees no orchestrator and no verdict; a tool that declares no need is
 asked about; the ToolContext is frozen and a caller's reserved keys never
@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from agentls.core.approval import ApprovalRequest
-from agentls.core.models import ToolCall
-from agentls.core.orchestrator import Orchestrator
-from agentls.core.provider import ProviderConfig
-from agentls.core.session_types import Session
-from agentls.core.tool_context import ToolContext, ToolNeed, ToolRefused, default_need
-from agentls.core.tools import ToolExecutor
+from agentls.core.agent.orchestrator import Orchestrator
+from agentls.core.approval.gate import ApprovalRequest
+from agentls.core.provider.contract import ProviderConfig
+from agentls.core.tools.contract import ToolContext, ToolNeed, ToolRefused, default_need
+from agentls.core.tools.executor import ToolExecutor
+from agentls.core.types.conversation import Session
+from agentls.core.types.messages import ToolCall
 from agentls.providers.scripted import ScriptedProvider
 
 

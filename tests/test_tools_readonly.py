@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from agentls.core.models import ToolCall
-from agentls.core.registry import PluginRegistry
-from agentls.core.tool_context import ToolContext
-from agentls.core.tools import ToolExecution, ToolExecutor
+from agentls.core.plugins.registry import PluginRegistry
+from agentls.core.tools.contract import ToolContext
+from agentls.core.tools.executor import ToolExecution, ToolExecutor
+from agentls.core.types.messages import ToolCall
 from agentls.features.tools import ListFilesTool, ReadFileTool, SearchTextTool, readonly
 from agentls.features.tools.workspace import IgnoreRules, Workspace, matches_glob
 

@@ -1,8 +1,8 @@
 """Pure logic behind issue 22 items 2, 4, 5 and 6: what a trust question
-shows (core/trust_display.py), how it is asked (core/trust_question.py),
-trust keyed by the workspace path (core/workspace_trust.py), MCP names by
+shows (core/trust/display.py), how it is asked (core/trust/question.py),
+trust keyed by the workspace path (core/trust/workspace.py), MCP names by
 origin (features/mcp/names.py) and the hub names checked before they
-become paths (providers/local/hub_names.py). Through the real server:
+become paths (providers/local/models/hub_names.py). Through the real server:
 tests/reliability/test_trust_*.py."""
 
 from __future__ import annotations
@@ -17,16 +17,16 @@ from typing import Any
 
 import pytest
 
-from agentls.core.approval import ApprovalGate, ApprovalRequest
-from agentls.core.trust_display import (
+from agentls.core.approval.gate import ApprovalGate, ApprovalRequest
+from agentls.core.trust.display import (
     env_references,
     server_block_lines,
     setting_lines,
     shown_argv,
     visible,
 )
-from agentls.core.trust_question import TrustAsker, TrustQuestion
-from agentls.core.workspace_trust import TrustStore, locate
+from agentls.core.trust.question import TrustAsker, TrustQuestion
+from agentls.core.trust.workspace import TrustStore, locate
 from agentls.features.mcp.names import assign_names, server_part
 
 # --------------------------------------------------------------------------- display
@@ -201,7 +201,7 @@ def hub_response(headers: dict[str, str], *, redirect: bool = False) -> Any:
 ])
 def test_hub_answers_that_would_become_paths_are_refused(headers: dict[str, str]) -> None:
     pytest.importorskip("httpx2")
-    from agentls.providers.local.hub_names import HubAnswerRefused, check_hub_answer
+    from agentls.providers.local.models.hub_names import HubAnswerRefused, check_hub_answer
 
     with pytest.raises(HubAnswerRefused, match="HF_ENDPOINT"):
         check_hub_answer(hub_response(headers))
@@ -209,7 +209,7 @@ def test_hub_answers_that_would_become_paths_are_refused(headers: dict[str, str]
 
 def test_ordinary_hub_answers_pass() -> None:
     pytest.importorskip("httpx2")
-    from agentls.providers.local.hub_names import check_hub_answer, safe_repo_path
+    from agentls.providers.local.models.hub_names import check_hub_answer, safe_repo_path
 
     check_hub_answer(hub_response({"X-Repo-Commit": "a" * 40, "X-Linked-Etag": f'"{"b" * 64}"'}))
     check_hub_answer(hub_response({"ETag": 'W/"not-a-repo-file/answer"'}))  # no commit: ignored

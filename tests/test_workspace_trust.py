@@ -1,4 +1,4 @@
-"""Workspace trust (server/core/workspace_trust.py) in the settings loader,
+"""Workspace trust (server/core/trust/workspace.py) in the settings loader,
 and `agentls trust` / `agentls check` on the command line."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agentls.core.settings import load_settings
-from agentls.core.workspace_trust import TrustStore, digest, is_dangerous_key
+from agentls.core.settings.load import load_settings
+from agentls.core.trust.workspace import TrustStore, digest, is_dangerous_key
 
 EVIL = """provider = "openai"
 baseUrl = "http://127.0.0.1:9/v1"

@@ -1,7 +1,11 @@
 """Inline completion (ghost text while typing): the `inline-completion`
 feature plugin. See feature.py for the path a request takes."""
 
-from .feature import InlineAnswer, InlineCompletionFeature, InlineRequest
-from .neighbours import OpenDocument
+from agentls.features.inline_completion.feature import (
+    InlineAnswer,
+    InlineCompletionFeature,
+    InlineRequest,
+)
+from agentls.features.inline_completion.neighbours import OpenDocument
 
 __all__ = ["InlineAnswer", "InlineCompletionFeature", "InlineRequest", "OpenDocument"]

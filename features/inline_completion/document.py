@@ -1,5 +1,5 @@
 """The text around the cursor that every later step (cache, prompt,
-post-processing) reads (LSP positions to offsets: agentls.core.positions).
+post-processing) reads (LSP positions to offsets: agentls.core.editor.positions).
 
 Runs on every inline completion request, so it only slices: no splitting of
 the whole document into lines.

@@ -21,9 +21,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from agentls import __version__
-from agentls.core.errors import AgentlsError, ModelError, ProviderRequestCancelled
-from agentls.core.inline_completion import InlineAnswer, InlineRequest
-from agentls.core.provider import (
+from agentls.core.editor.inline_completion import InlineAnswer, InlineRequest
+from agentls.core.provider.contract import (
     ChunkStream,
     CompletionOptions,
     FimChoice,
@@ -32,19 +31,19 @@ from agentls.core.provider import (
     FimUnsupported,
     Provider,
 )
-from agentls.core.settings import InlineCompletionSettings
-
-from .cache import CompletionCache
-from .document import cursor_context
-from .neighbours import NeighbourIndex, display_path
-from .notices import notice_for
-from .postprocess import postprocess, reached_end
-from .prompt import TokenCounter, build_prompt, context_budget
-from .scheduler import LatestPerDocument
-from .withheld import WithheldBuffers
+from agentls.core.settings.load import InlineCompletionSettings
+from agentls.core.types.errors import AgentlsError, ModelError, ProviderRequestCancelled
+from agentls.features.inline_completion.cache import CompletionCache
+from agentls.features.inline_completion.document import cursor_context
+from agentls.features.inline_completion.neighbours import NeighbourIndex, display_path
+from agentls.features.inline_completion.notices import notice_for
+from agentls.features.inline_completion.postprocess import postprocess, reached_end
+from agentls.features.inline_completion.prompt import TokenCounter, build_prompt, context_budget
+from agentls.features.inline_completion.scheduler import LatestPerDocument
+from agentls.features.inline_completion.withheld import WithheldBuffers
 
 if TYPE_CHECKING:
-    from agentls.core.models import StreamChunk
+    from agentls.core.types.messages import StreamChunk
 
 __all__ = ["InlineAnswer", "InlineCompletionFeature", "InlineRequest"]
 
@@ -64,7 +63,7 @@ _NOTHING = InlineAnswer()
 
 class InlineCompletionFeature:
     """FeaturePlugin `inline-completion` (switch off with features.disabled);
-    the InlineCompleter of core/inline_completion.py."""
+    the InlineCompleter of core/editor/inline_completion.py."""
 
     name = "inline-completion"
     version = __version__

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
-from agentls.core.inline_completion import OpenDocument
+from agentls.core.editor.inline_completion import OpenDocument
 
 __all__ = ["NeighbourIndex", "OpenDocument", "Snippet", "display_path"]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from agentls.core.errors import AgentlsError, ModelError
-from agentls.core.inline_completion import UserNotice
+from agentls.core.editor.inline_completion import UserNotice
+from agentls.core.types.errors import AgentlsError, ModelError
 
 __all__ = ["INLINE", "NEXT_EDIT", "UserNotice", "notice_for"]
 

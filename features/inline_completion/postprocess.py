@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from itertools import islice
 
-from .document import CursorContext
-from .prompt import FILL_MARKER
+from agentls.features.inline_completion.document import CursorContext
+from agentls.features.inline_completion.prompt import FILL_MARKER
 
 __all__ = [
     "cut_at_block_end",
@@ -42,7 +42,7 @@ _FENCE_OPEN = re.compile(r"```[\w+#.-]*[ \t]*\n")
 _BLOCK_OPENERS = (":", "{", "(", "[", "=>", "->", " do", " then", "begin")
 _BLOCK_CLOSERS = ("end", "fi", "done", "esac", "end;", "end,")
 _BRACKET_SCAN_CHARS = 6000  # how much of the prefix decides which brackets are open
-# The end-of-fill tokens of the FIM families (providers/fim_templates.py),
+# The end-of-fill tokens of the FIM families (providers/fim/templates.py),
 # when an engine writes them out as text instead of stopping on them.
 _END_TOKENS = re.compile(
     r"<\|(?:endoftext|fim_(?:prefix|suffix|middle|pad)|file_sep|repo_name|im_end|EOT"

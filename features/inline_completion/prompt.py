@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from .document import CursorContext
-from .neighbours import Snippet
+from agentls.features.inline_completion.document import CursorContext
+from agentls.features.inline_completion.neighbours import Snippet
 
 if TYPE_CHECKING:
-    from agentls.core.session_types import Message
+    from agentls.core.types.conversation import Message
 
 __all__ = [
     "CHAT_SYSTEM_PROMPT",
@@ -155,7 +155,7 @@ def build_prompt(
             stop=("\n",) if ctx.mid_line else (),
         )
     # Only a chat prompt needs Message (pydantic): the FIM path stays without it.
-    from agentls.core.session_types import Message
+    from agentls.core.types.conversation import Message
 
     return CompletionPrompt(
         fim=False,

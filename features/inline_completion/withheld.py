@@ -1,5 +1,5 @@
 """Which editor buffers' text may not go to the model for inline completion:
-the secret-file rule read_file asks for (features/sensitive_paths.py
+the secret-file rule read_file asks for (features/policy/sensitive.py
 `buffer_withheld`: `.env`, keys, credentials, also through a symlink), so
 typing in a `.env` sends nothing, and an open `.env` tab is never a
 neighbouring snippet for another file.
@@ -22,7 +22,7 @@ _LIMIT = 1024  # URIs remembered; forgotten all at once past it
 
 
 def _withheld(uri: str) -> str | None:
-    from ..sensitive_paths import buffer_withheld
+    from agentls.features.policy.sensitive import buffer_withheld
 
     return buffer_withheld(uri)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentls.core.models import HookResult
+from agentls.core.types.messages import HookResult
 from agentls.features.linters.config import Linter, configured_linters, linters_for
 from agentls.features.linters.parse import Finding
 from agentls.features.linters.report import (
@@ -27,9 +27,9 @@ from agentls.features.linters.report import (
 from agentls.features.linters.run import LintRun, run_linter
 
 if TYPE_CHECKING:
-    from agentls.core.hook_modules import HookContext
-    from agentls.core.hooks import HookRegistry
-    from agentls.core.settings import AgentlsSettings
+    from agentls.core.plugins.hook_modules import HookContext
+    from agentls.core.plugins.hooks import HookRegistry
+    from agentls.core.settings.load import AgentlsSettings
 
 log = logging.getLogger("agentls.linters")
 

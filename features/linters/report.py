@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentls.core.positions import code_units
+from agentls.core.editor.positions import code_units
 from agentls.features.linters.parse import _LINE_BREAK, _LSP_SEVERITY, Finding
 
 DIAGNOSTIC_SOURCE = "agentls"

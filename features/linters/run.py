@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from agentls.core.process_group import kill_process_group
+from agentls.core.support.process_group import kill_process_group
 from agentls.features.linters.config import Linter
 from agentls.features.linters.parse import Finding, _first_line, parse_output
 

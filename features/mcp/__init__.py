@@ -2,6 +2,6 @@
 inside the agent (docs/mcp.md). The SDK is imported only once a server is
 configured."""
 
-from .feature import McpFeature
+from agentls.features.mcp.feature import McpFeature
 
 __all__ = ["McpFeature"]

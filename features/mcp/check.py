@@ -8,7 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import os_environ, provider_key_names, read_workspace_file, server_specs
+from agentls.features.mcp.config import (
+    os_environ,
+    provider_key_names,
+    read_workspace_file,
+    server_specs,
+)
 
 __all__ = ["McpCheck", "check_servers"]
 
@@ -29,8 +34,7 @@ async def check_servers(settings: Any, workspace_root: Path | None, trust_store:
                         environ: Mapping[str, str] | None = None,
                         within: float = 60.0) -> list[McpCheck]:
     from agentls import __version__
-
-    from .manager import McpManager
+    from agentls.features.mcp.manager import McpManager
 
     workspace = read_workspace_file(workspace_root)
     trusted = False

@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentls.core.settings_schema import DEFAULT_API_KEY_ENV
-from agentls.core.workspace_trust import digest, locate
+from agentls.core.settings.schema import DEFAULT_API_KEY_ENV
+from agentls.core.trust.workspace import digest, locate
 
 if TYPE_CHECKING:
-    from .server_config import McpServerConfig
+    from agentls.features.mcp.server_config import McpServerConfig
 
 __all__ = [
     "WORKSPACE_FILE",
@@ -136,7 +136,9 @@ def parse_servers(block: Mapping[str, Any], origin: Origin, where: str
             problems.append(f"{where}: server name {str(name)!r} must be 1-64 letters, "
                             "digits, '_', '.' or '-'; skipped.")
             continue
-        from .server_config import validated  # pydantic: only when there is a block
+        from agentls.features.mcp.server_config import (
+            validated,  # pydantic: only when there is a block
+        )
 
         try:
             config = validated(raw)

@@ -28,11 +28,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from typing import Any, Literal
 
-from agentls.core.log_redaction import register_secret
-
-from .config import McpServerSpec, child_environment, resolved_headers
-from .stderr import StderrTail
-from .wire import (
+from agentls.core.support.log_redaction import register_secret
+from agentls.features.mcp.config import McpServerSpec, child_environment, resolved_headers
+from agentls.features.mcp.stderr import StderrTail
+from agentls.features.mcp.wire import (
     describe,
     first_of,
     import_sdk,

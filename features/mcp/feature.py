@@ -1,12 +1,12 @@
 """The MCP feature plugin (entry point `mcp`): owns the servers of one
 language server process and offers what they have.
 
-- Lifecycle (core/feature_host.py): `start(host)` after the settings are
+- Lifecycle (core/plugins/feature_host.py): `start(host)` after the settings are
   read and after every change applies the configured servers in the
   background (nothing waits for a server); `aclose()` stops them all.
 - Workspace `.mcp.json`: its servers start only after the user agreed to
   this content of the file (one question per content, asked through the
-  server's TrustAsker, core/trust_question.py, like `.agentls.toml`'s, and
+  server's TrustAsker, core/trust/question.py, like `.agentls.toml`'s, and
   remembered in the user's trust store with kind "mcp"; "Don't allow" is
   remembered too). The question shows every server whole.
 - Tools: `tool_plugins()` gives McpTools (features/mcp/tools.py).
@@ -26,9 +26,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentls.features.mention_prefix import complete_mention_prefix
-
-from .config import (
+from agentls.features.mcp.config import (
     WORKSPACE_FILE,
     WorkspaceServers,
     os_environ,
@@ -36,11 +34,12 @@ from .config import (
     read_workspace_file,
     server_specs,
 )
+from agentls.features.prompt.mention_prefix import complete_mention_prefix
 
 if TYPE_CHECKING:
-    from agentls.core.hook_modules import HookContext
-    from agentls.core.hooks import HookRegistry
-    from agentls.core.models import HookResult
+    from agentls.core.plugins.hook_modules import HookContext
+    from agentls.core.plugins.hooks import HookRegistry
+    from agentls.core.types.messages import HookResult
 
 __all__ = ["ALLOW", "DONT_ALLOW", "McpFeature", "McpHooks", "find_resource_mentions"]
 
@@ -87,8 +86,7 @@ class McpFeature:
     def manager(self) -> Any:
         if self._manager is None:
             from agentls import __version__
-
-            from .manager import McpManager
+            from agentls.features.mcp.manager import McpManager
 
             environ = self._host.environ if self._host and self._host.environ is not None \
                 else os_environ()
@@ -165,8 +163,8 @@ class McpFeature:
 
     def trust_question(self, ws: WorkspaceServers) -> Any:
         """The `.mcp.json` question: every server whole (core/trust_display)."""
-        from agentls.core.trust_display import env_references, server_block_lines, visible
-        from agentls.core.trust_question import TrustQuestion
+        from agentls.core.trust.display import env_references, server_block_lines, visible
+        from agentls.core.trust.question import TrustQuestion
 
         mine = set(self._host.settings.mcp_servers) if self._host else set()
         started = {s.name for s in ws.servers}
@@ -197,8 +195,8 @@ class McpFeature:
         host = self._host
         asker = host.trust
         if asker is None:  # a host without the server's asker: same flow, its channel
-            from agentls.core.approval import ApprovalGate
-            from agentls.core.trust_question import TrustAsker
+            from agentls.core.approval.gate import ApprovalGate
+            from agentls.core.trust.question import TrustAsker
 
             asker = TrustAsker(ApprovalGate(host.approval), host.trust_store)
         try:
@@ -223,7 +221,7 @@ class McpFeature:
 
     # -- contributions ---------------------------------------------------------
     def tool_plugins(self) -> list[Any]:
-        from .tools import McpTools
+        from agentls.features.mcp.tools import McpTools
 
         return [McpTools(self.manager)]
 
@@ -313,7 +311,7 @@ class McpHooks:
     def register(self, hooks: HookRegistry, context: HookContext) -> None:
         # Imported here: hooks are registered for a chat turn; the feature's
         # start, in every session, must not import the pydantic models.
-        from agentls.core.models import HookResult
+        from agentls.core.types.messages import HookResult
 
         async def attach(event: str, data: dict[str, Any]) -> HookResult:
             prompt = data.get("prompt")
@@ -344,8 +342,8 @@ class McpHooks:
 
 async def _resource_block(manager: Any, server: str, uri: str,
                           folders: list[Path] | None = None) -> str:
-    from .connection import McpCallError
-    from .results import attachable_contents, render_content, withheld_resource
+    from agentls.features.mcp.connection import McpCallError
+    from agentls.features.mcp.results import attachable_contents, render_content, withheld_resource
 
     conn = manager.connections.get(server)
     if conn is None:

@@ -11,10 +11,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .config import McpServerSpec
-from .connection import McpConnection
-from .names import assign_names
-from .schema import normalize_input_schema
+from agentls.features.mcp.config import McpServerSpec
+from agentls.features.mcp.connection import McpConnection
+from agentls.features.mcp.names import assign_names
+from agentls.features.mcp.schema import normalize_input_schema
 
 __all__ = ["McpManager", "McpTool"]
 

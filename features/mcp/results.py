@@ -98,8 +98,8 @@ def withheld_resource(uri: Any, folders: Sequence[str | Path]) -> str | None:
     `file:` URIs name a file to check; the secret rule applies wherever the
     file is (a server the user set up may serve files outside the
     workspace, never a secret one without read_file's question)."""
-    from agentls.core.file_access import Withheld
-    from agentls.features.sensitive_paths import ModelFileAccess
+    from agentls.core.editor.file_access import Withheld
+    from agentls.features.policy.sensitive import ModelFileAccess
 
     if not isinstance(uri, str) or not uri[:5].lower() == "file:":
         return None

@@ -41,7 +41,7 @@ _Seconds = Annotated[float, BeforeValidator(_reject_bool), Field(gt=0, allow_inf
 class _Model(BaseModel):
     """camelCase on the wire, snake_case in Python, immutable, no stray keys.
 
-    pydantic here, unlike the settings (core/settings_schema.py, msgspec):
+    pydantic here, unlike the settings (core/settings/schema.py, msgspec):
     this module is imported only when a server block is read, never on the
     start-up or inline-completion path nor by the MCP feature's start
     without servers.

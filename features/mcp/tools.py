@@ -7,7 +7,7 @@ Approval is the turn's, like for every tool: `tool_need` declares a call
 server claims about the tool: readOnlyHint, destructiveHint...; when that
 is too long for a message the gate sends it as a document and the message
 is `approval_summary`). The policy
-(features/policy.py) and the approval gate decide before `run_tool`: a
+(features/policy/rules.py) and the approval gate decide before `run_tool`: a
 `deny` rule stops the call, an `allow` rule lets it through without a
 question, otherwise the user is asked with Allow once / Allow for session /
 Deny. A server's claims are shown, never trusted: a read-only hint does not
@@ -22,11 +22,10 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from agentls.core.tool_context import ToolContext, ToolNeed, default_need, failure_result
-
-from .connection import McpCallError
-from .manager import McpManager, McpTool
-from .results import render_result
+from agentls.core.tools.contract import ToolContext, ToolNeed, default_need, failure_result
+from agentls.features.mcp.connection import McpCallError
+from agentls.features.mcp.manager import McpManager, McpTool
+from agentls.features.mcp.results import render_result
 
 __all__ = ["McpTools", "approval_prompt", "approval_summary"]
 
@@ -40,7 +39,7 @@ def approval_prompt(tool: McpTool, arguments: dict[str, Any]) -> str:
     """The question for one call: every argument whole (no cut: the server
     receives all of it), with characters that would not show as themselves
     (U+202E, zero-width, control) written as <U+XXXX> (core/trust_display)."""
-    from agentls.core.trust_display import visible
+    from agentls.core.trust.display import visible
 
     try:
         shown = json.dumps(arguments, ensure_ascii=False, indent=1, default=str)
@@ -61,7 +60,7 @@ def approval_summary(tool: McpTool, arguments: dict[str, Any]) -> str:
     """The question's short form, for when its whole text (approval_prompt)
     is too long for a message: the tool, the server, how many arguments
     and how long they are (the document holds every byte of them)."""
-    from agentls.core.trust_display import visible
+    from agentls.core.trust.display import visible
 
     try:
         size = len(json.dumps(arguments, ensure_ascii=False, default=str))

@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from .config import McpServerSpec
+from agentls.features.mcp.config import McpServerSpec
 
 __all__ = ["describe", "first_of", "import_sdk", "is_connection_lost", "is_timeout", "paged",
            "render_prompt", "wire"]
@@ -22,7 +22,7 @@ def import_sdk() -> None:
 
 
 def render_prompt(result: dict[str, Any]) -> str:
-    from .results import render_content
+    from agentls.features.mcp.results import render_content
 
     parts: list[str] = []
     for message in result.get("messages") or []:

@@ -7,7 +7,7 @@
     -> minimal edits -> drop the ones not worth showing
 
 Knows nothing of LSP: the language server hands over a NextEditRequest
-(core/next_edit.py) and turns the SuggestedEdits into ranges.
+(core/editor/next_edit.py) and turns the SuggestedEdits into ranges.
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from agentls import __version__
-from agentls.core.errors import AgentlsError, ModelError, ProviderRequestCancelled
-from agentls.core.provider import (
+from agentls.core.provider.contract import (
     ChunkStream,
     CompletionOptions,
     FimChoice,
@@ -31,14 +30,14 @@ from agentls.core.provider import (
     FimUnsupported,
     Provider,
 )
-
-from ..inline_completion.scheduler import LatestPerDocument
-from ..sensitive_paths import buffer_withheld
+from agentls.core.types.errors import AgentlsError, ModelError, ProviderRequestCancelled
+from agentls.features.inline_completion.scheduler import LatestPerDocument
+from agentls.features.policy.sensitive import buffer_withheld
 
 if TYPE_CHECKING:
-    from agentls.core.models import StreamChunk
-    from agentls.core.next_edit import NextEditAnswer, NextEditRequest
-    from agentls.core.settings import NextEditSettings
+    from agentls.core.editor.next_edit import NextEditAnswer, NextEditRequest
+    from agentls.core.settings.load import NextEditSettings
+    from agentls.core.types.messages import StreamChunk
 
 __all__ = ["NextEditFeature"]
 
@@ -67,7 +66,7 @@ class NextEditFeature:
         self._answers: OrderedDict[tuple[Any, ...], tuple[str, NextEditAnswer]] = OrderedDict()
 
     def get_config_schema(self) -> dict[str, Any]:
-        from agentls.core.settings import NextEditSettings
+        from agentls.core.settings.load import NextEditSettings
 
         return NextEditSettings.model_json_schema(by_alias=True)
 
@@ -82,14 +81,18 @@ class NextEditFeature:
         inlineCompletion.model, else the provider's default)."""
         # Imported here: the registry builds every feature plugin when inline
         # completion first asks for its own, and that path need not load these.
-        from agentls.core.next_edit import NextEditAnswer
-
-        from ..inline_completion.neighbours import display_path
-        from ..inline_completion.notices import NEXT_EDIT, notice_for
-        from .prompt import before_edit, build_prompt, describe_change, render_edits
-        from .region import editable_region
-        from .rewrite import extract_rewrite, minimal_edits
-        from .suppress import worth_showing
+        from agentls.core.editor.next_edit import NextEditAnswer
+        from agentls.features.inline_completion.neighbours import display_path
+        from agentls.features.inline_completion.notices import NEXT_EDIT, notice_for
+        from agentls.features.next_edit.prompt import (
+            before_edit,
+            build_prompt,
+            describe_change,
+            render_edits,
+        )
+        from agentls.features.next_edit.region import editable_region
+        from agentls.features.next_edit.rewrite import extract_rewrite, minimal_edits
+        from agentls.features.next_edit.suppress import worth_showing
 
         if not settings.enabled:
             return NextEditAnswer(why_none="nextEdit.enabled is false")
@@ -145,7 +148,7 @@ class NextEditFeature:
                 answer = await self._ask(chosen, prompt, settings, model, len(region.text))
             except FimUnsupported as exc:
                 # The provider's probe found no continuation endpoint for this
-                # model (providers/fim_probe.py): chat, now and from then on.
+                # model (providers/fim/probe.py): chat, now and from then on.
                 log.info("Next edit: %s; using chat prompts", exc)
                 self.continuation.refused(chosen, model)
                 completion_model = False

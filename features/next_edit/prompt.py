@@ -14,10 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from agentls.core.edit_history import Hunk
-from agentls.core.session_types import Message
-
-from .region import CURSOR_MARKER, EditableRegion
+from agentls.core.editor.history import Hunk
+from agentls.core.types.conversation import Message
+from agentls.features.next_edit.region import CURSOR_MARKER, EditableRegion
 
 __all__ = [
     "REGION_END",

@@ -9,10 +9,9 @@ from __future__ import annotations
 import re
 from difflib import SequenceMatcher
 
-from agentls.core.next_edit import SuggestedEdit
-
-from .prompt import REGION_END, REGION_START
-from .region import CURSOR_MARKER, EditableRegion
+from agentls.core.editor.next_edit import SuggestedEdit
+from agentls.features.next_edit.prompt import REGION_END, REGION_START
+from agentls.features.next_edit.region import CURSOR_MARKER, EditableRegion
 
 __all__ = ["extract_rewrite", "minimal_edits", "similarity"]
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from agentls.core.edit_history import Hunk
-from agentls.core.next_edit import SuggestedEdit
+from agentls.core.editor.history import Hunk
+from agentls.core.editor.next_edit import SuggestedEdit
 
 __all__ = ["apply_edits", "worth_showing"]
 

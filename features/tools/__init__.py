@@ -5,6 +5,6 @@ Read-only: `read_file`, `list_files`, `search_text`. Shared path rules
 live in `workspace`.
 """
 
-from .readonly import ListFilesTool, ReadFileTool, SearchTextTool
+from agentls.features.tools.readonly import ListFilesTool, ReadFileTool, SearchTextTool
 
 __all__ = ["ListFilesTool", "ReadFileTool", "SearchTextTool"]

@@ -6,7 +6,7 @@ calls become workspace edits"; issue 5 item 4).
   approval prompt shows exactly that.
 - Runs only with approval: it declares its need (kind "run", the exact
   command line, its folder) and the turn's approval gate asks the user
-  unless a rule allows that exact command line (features/policy.py). The
+  unless a rule allows that exact command line (features/policy/rules.py). The
   seed entry point `execute_tool_async` refuses: there is no way to run it
   around the gate.
 - `cwd` must resolve (`..`, symlinks) inside a workspace folder; default:
@@ -45,12 +45,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agentls.core.process_group import kill_process_group
-from agentls.core.tool_context import Progress, ToolContext, ToolNeed
-
-from .command_env import command_environment
-from .single_tool import SingleTool, ToolRefused
-from .workspace import Workspace
+from agentls.core.support.process_group import kill_process_group
+from agentls.core.tools.contract import Progress, ToolContext, ToolNeed
+from agentls.features.tools.command_env import command_environment
+from agentls.features.tools.single_tool import SingleTool, ToolRefused
+from agentls.features.tools.workspace import Workspace
 
 log = logging.getLogger("agentls.tools.command")
 

@@ -11,10 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentls.core.edits import MAX_TEXT_CHARS, DocumentSnapshot, EditRequest, UnreadableDocument
-
-from .single_tool import ToolRefused
-from .text_edits import (
+from agentls.core.editor.edits import (
+    MAX_TEXT_CHARS,
+    DocumentSnapshot,
+    EditRequest,
+    UnreadableDocument,
+)
+from agentls.features.tools.single_tool import ToolRefused
+from agentls.features.tools.text_edits import (
     StringEdit,
     bounded,
     changed_line_ranges,
@@ -22,7 +26,12 @@ from .text_edits import (
     text_edits,
     unified_diff,
 )
-from .workspace import NoWorkspace, OutsideWorkspace, Workspace, WorkspacePathError
+from agentls.features.tools.workspace import (
+    NoWorkspace,
+    OutsideWorkspace,
+    Workspace,
+    WorkspacePathError,
+)
 
 __all__ = [
     "NO_EDITOR",
@@ -191,7 +200,7 @@ def string_edits(arguments: Mapping[str, Any]) -> list[StringEdit]:
 
 def after_texts(output: Mapping[str, Any]) -> dict[str, str | None]:
     """What each path holds once the plan is applied (None: gone), for
-    checkpoints (agentls.core.checkpoints)."""
+    checkpoints (agentls.core.checkpoints.files)."""
     after: dict[str, str | None] = {}
     if output.get("old_path"):
         after[str(output["old_path"])] = None

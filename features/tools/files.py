@@ -42,16 +42,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agentls.core.edits import (
+from agentls.core.editor.edits import (
     DocumentSnapshot,
     UnreadableDocument,
     disk_snapshot,
     edit_refusal,
 )
-from agentls.core.positions import code_units
-from agentls.core.tool_context import ToolContext, ToolNeed
-
-from .file_plans import (
+from agentls.core.editor.positions import code_units
+from agentls.core.tools.contract import ToolContext, ToolNeed
+from agentls.features.tools.file_plans import (
     NO_EDITOR,
     NO_WORKSPACE,
     EditPlan,
@@ -62,8 +61,8 @@ from .file_plans import (
     string_edits,
     text_document_edit,
 )
-from .single_tool import SingleTool, ToolRefused, failure_result
-from .text_edits import (
+from agentls.features.tools.single_tool import SingleTool, ToolRefused, failure_result
+from agentls.features.tools.text_edits import (
     PREVIEW_MAX_CHARS,
     PREVIEW_MAX_LINES,
     PositionMap,
@@ -79,7 +78,7 @@ from .text_edits import (
     unified_diff,
     unified_preview,
 )
-from .workspace import Workspace
+from agentls.features.tools.workspace import Workspace
 
 _PREVIEW_FILE_LIMIT = 1_000_000  # transcript previews skip diffing larger files
 

@@ -19,10 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agentls.core.tool_context import ToolContext, ToolNeed
-
-from .single_tool import SingleTool, ToolRefused, failure_result
-from .workspace import WalkStats, Workspace, WorkspacePathError, matches_glob, open_regular
+from agentls.core.tools.contract import ToolContext, ToolNeed
+from agentls.features.tools.single_tool import SingleTool, ToolRefused, failure_result
+from agentls.features.tools.workspace import (
+    WalkStats,
+    Workspace,
+    WorkspacePathError,
+    matches_glob,
+    open_regular,
+)
 
 __all__ = [
     "LIST_MAX_FILES",

@@ -1,7 +1,7 @@
 """`SingleTool`: the plugin scaffolding every built-in tool shares.
 
 Each built-in tool plugin offers exactly one tool whose schema is its class
-attributes, and is a `TypedTool` (core/tools.py): subclasses write
+attributes, and is a `TypedTool` (core/tools/executor.py): subclasses write
 `tool_need` (what a call will do, for the approval gate), `call` (the work,
 raising ToolRefused or WorkspacePathError for a failure the model should
 read) and `render` (the output as the model sees it). The failure branch of
@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from agentls.core.tool_context import ToolContext, ToolNeed, ToolRefused, failure_result
-
-from .workspace import WorkspacePathError
+from agentls.core.tools.contract import ToolContext, ToolNeed, ToolRefused, failure_result
+from agentls.features.tools.workspace import WorkspacePathError
 
 __all__ = ["TOOLS_VERSION", "SingleTool", "ToolRefused", "error_text", "failure_result"]
 

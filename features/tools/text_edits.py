@@ -12,10 +12,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from agentls.core.positions import code_units
-from agentls.core.tool_context import ToolRefused
-
-from .near_match import nearest_lines
+from agentls.core.editor.positions import code_units
+from agentls.core.tools.contract import ToolRefused
+from agentls.features.tools.near_match import nearest_lines
 
 __all__ = [
     "PREVIEW_MAX_CHARS",

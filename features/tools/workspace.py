@@ -27,11 +27,10 @@ from urllib.parse import unquote, urlsplit
 
 from wcmatch import fnmatch, glob
 
-from agentls.core.errors import AgentlsError
-from agentls.core.tool_context import ToolContext
-from agentls.features.sensitive_paths import secret_match
-
-from .ignore import DEFAULT_IGNORED_DIRS, IgnoreRules
+from agentls.core.tools.contract import ToolContext
+from agentls.core.types.errors import AgentlsError
+from agentls.features.policy.sensitive import secret_match
+from agentls.features.tools.ignore import DEFAULT_IGNORED_DIRS, IgnoreRules
 
 __all__ = [
     "DEFAULT_IGNORED_DIRS",

@@ -43,7 +43,7 @@ only the child does.
 
 from __future__ import annotations
 
-from .catalog import (
+from agentls.providers.local.models.catalog import (
     CATALOG,
     CMAKE_ARGS,
     DEFAULT_CHAT_MODEL,
@@ -62,13 +62,17 @@ from .catalog import (
     runtime_error,
     smollm2_path,
 )
-from .catalog import GEMMA3_FILE as GEMMA3_FILE
-from .catalog import SMOLLM2_FILE as SMOLLM2_FILE
+from agentls.providers.local.models.catalog import GEMMA3_FILE as GEMMA3_FILE
+from agentls.providers.local.models.catalog import SMOLLM2_FILE as SMOLLM2_FILE
 
 # The children not yet reaped (the same dict, never rebound; tests read it).
-from .process import _CHILDREN as _CHILDREN
-from .provider import LocalProvider
-from .tool_grammar import ToolReplyDecoder, to_local_messages, tool_reply_schema
+from agentls.providers.local.process import _CHILDREN as _CHILDREN
+from agentls.providers.local.provider import LocalProvider
+from agentls.providers.local.tool_calls.grammar import (
+    ToolReplyDecoder,
+    to_local_messages,
+    tool_reply_schema,
+)
 
 __all__ = [
     "CATALOG",

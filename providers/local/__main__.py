@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from .worker import _worker_main
+from agentls.providers.local.worker import _worker_main
 
 if __name__ == "__main__":
     sys.exit(_worker_main(sys.argv[1:]))

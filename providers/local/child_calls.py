@@ -12,12 +12,16 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
-from agentls.core.models import ModelError
-from agentls.core.progress import ProgressSink, ProgressTask
-from agentls.core.provider import ChunkStream
-
-from .process import _ChildSpec, _describe_exit, _LoopbackOpenAI, _ModelProcess
-from .serving import ServingModels
+from agentls.core.provider.contract import ChunkStream
+from agentls.core.provider.progress import ProgressSink, ProgressTask
+from agentls.core.types.messages import ModelError
+from agentls.providers.local.process import (
+    _ChildSpec,
+    _describe_exit,
+    _LoopbackOpenAI,
+    _ModelProcess,
+)
+from agentls.providers.local.serving import ServingModels
 
 __all__ = ["LOAD_PROGRESS_AFTER", "ChildCalls"]
 

@@ -14,20 +14,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import agentls.providers.local.hub as hub
-from agentls.core.errors import ModelError
-from agentls.core.progress import NullProgress, ProgressSink
-from agentls.core.provider import ProviderConfig
-
-from .catalog import (
+import agentls.providers.local.models.hub as hub
+from agentls.core.provider.contract import ProviderConfig
+from agentls.core.provider.progress import NullProgress, ProgressSink
+from agentls.core.types.errors import ModelError
+from agentls.providers.local.models.catalog import (
     CATALOG,
     DEFAULT_CHAT_MODEL,
     DEFAULT_COMPLETION_MODEL,
     _model_installed,
     _unknown_model,
 )
-from .downloads import DOWNLOADS
-from .process import _ChildSpec
+from agentls.providers.local.models.downloads import DOWNLOADS
+from agentls.providers.local.process import _ChildSpec
 
 DEFAULT_STARTUP_TIMEOUT = 60.0
 

@@ -7,7 +7,7 @@ the GGUF's `tokenizer.ggml.fim_pre_token_id` / `fim_suf_token_id` /
 `fim_mid_token_id` (older files: `prefix_token_id` / `suffix_token_id` /
 `middle_token_id`) map to strings of `tokenizer.ggml.tokens`; files written
 before those keys existed are recognised by the token strings the families
-use (the family table is providers/fim_templates.py, shared with the HTTP
+use (the family table is providers/fim/templates.py, shared with the HTTP
 providers). A model with neither gets no FIM (its suffix is only used to
 trim).
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..fim_templates import FAMILIES, FimTokens, build_fim_prompt
+from agentls.providers.fim.templates import FAMILIES, FimTokens, build_fim_prompt
 
 __all__ = ["FimTokens", "build_fim_prompt", "fim_tokens"]
 

@@ -34,14 +34,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentls.core.errors import ModelError
-from agentls.core.process_group import kill_process_group
-from agentls.core.provider import ProviderConfig
-
-from ..fim_probe import FimSupport
-from ..http import HttpClient
-from ..openai import OpenAIProvider
-from .catalog import INSTALL_COMMAND, locate_model_file
+from agentls.core.provider.contract import ProviderConfig
+from agentls.core.support.process_group import kill_process_group
+from agentls.core.types.errors import ModelError
+from agentls.providers.fim.probe import FimSupport
+from agentls.providers.http.client import HttpClient
+from agentls.providers.local.models.catalog import INSTALL_COMMAND, locate_model_file
+from agentls.providers.openai.provider import OpenAIProvider
 
 logger = logging.getLogger("agentls.providers.local")
 
@@ -71,7 +70,7 @@ def rss_bytes(pid: int) -> int | None:
 def check_gguf_file(path: Path, model: str) -> None:
     """Before a child is started: the file exists, is a GGUF, and fits in
     the memory this machine has left; else a ModelError saying what to do."""
-    import agentls.providers.local.hub as hub
+    import agentls.providers.local.models.hub as hub
 
     if not path.is_file():
         raise ModelError(

@@ -36,15 +36,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentls.core.models import (
-    ConfigField,
-    ModelError,
-    ModelInfo,
-    ProviderInfo,
-    StreamChunk,
-)
-from agentls.core.progress import NullProgress, ProgressSink
-from agentls.core.provider import (
+from agentls.core.context.tokens import LazyCounter
+from agentls.core.provider.contract import (
     BaseProvider,
     CompletionOptions,
     FimChunk,
@@ -53,29 +46,40 @@ from agentls.core.provider import (
     ProviderConfig,
     ToolSpec,
 )
-from agentls.core.session_types import Message
-from agentls.core.tokens import LazyCounter
-
-from .catalog import (
+from agentls.core.provider.progress import NullProgress, ProgressSink
+from agentls.core.types.conversation import Message
+from agentls.core.types.messages import (
+    ConfigField,
+    ModelError,
+    ModelInfo,
+    ProviderInfo,
+    StreamChunk,
+)
+from agentls.providers.local.child_calls import ChildCalls
+from agentls.providers.local.choice import LAST_SERVED, ModelChoice, _int_option
+from agentls.providers.local.fim import build_fim_prompt
+from agentls.providers.local.models.catalog import (
     CATALOG,
     DEFAULT_CHAT_MODEL,
     DEFAULT_COMPLETION_MODEL,
     locate_model_file,
     runtime_error,
 )
-from .chat_tools import decode_grammar, decode_native, grammar_notice, native_request
-from .child_calls import ChildCalls
-from .choice import LAST_SERVED, ModelChoice, _int_option
-from .constrained_calls import CALL_TAGS, constrained_calls
-from .downloads import DOWNLOADS
-from .fim import build_fim_prompt
-from .gguf_meta import GgufError, ModelFacts, model_facts
-from .listing import list_local_models
-from .process import _ChildSpec, _ModelProcess, rss_bytes
-from .recommended import RECOMMENDED_CHAT
-from .serving import ServingModels
-from .tool_format import NATIVE_FORMATS
-from .tool_grammar import to_local_messages, tool_reply_schema
+from agentls.providers.local.models.downloads import DOWNLOADS
+from agentls.providers.local.models.gguf_meta import GgufError, ModelFacts, model_facts
+from agentls.providers.local.models.listing import list_local_models
+from agentls.providers.local.models.recommended import RECOMMENDED_CHAT
+from agentls.providers.local.process import _ChildSpec, _ModelProcess, rss_bytes
+from agentls.providers.local.serving import ServingModels
+from agentls.providers.local.tool_calls.chat_tools import (
+    decode_grammar,
+    decode_native,
+    grammar_notice,
+    native_request,
+)
+from agentls.providers.local.tool_calls.constrained import CALL_TAGS, constrained_calls
+from agentls.providers.local.tool_calls.grammar import to_local_messages, tool_reply_schema
+from agentls.providers.local.tool_calls.native_format import NATIVE_FORMATS
 
 logger = logging.getLogger("agentls.providers.local")
 

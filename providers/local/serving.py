@@ -25,10 +25,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from agentls.core.errors import ModelError
-from agentls.core.progress import ProgressSink
-
-from .process import _ChildSpec, _ModelProcess
+from agentls.core.provider.progress import ProgressSink
+from agentls.core.types.errors import ModelError
+from agentls.providers.local.process import _ChildSpec, _ModelProcess
 
 __all__ = ["ServingModels"]
 

@@ -22,8 +22,8 @@ import threading
 import time
 from collections.abc import Sequence
 
-from .choice import _default_threads
-from .schema_grammar import SchemaGrammar
+from agentls.providers.local.choice import _default_threads
+from agentls.providers.local.tool_calls.schema_grammar import SchemaGrammar
 
 _READY = "AGENTLS_LOCAL_READY"
 

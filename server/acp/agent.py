@@ -47,17 +47,15 @@ from acp.schema import (
 )
 
 from agentls import __version__
-from agentls.core.turn_endings import ended_with_explanation
-
-from . import commands, updates
-from .channels import AcpTurnObserver, ClientLink
-from .prompt import client_servers, prompt_text, user_message
-from .workspace import AcpHost, AcpWorkspace
+from agentls.acp import commands, updates
+from agentls.acp.channels import AcpTurnObserver, ClientLink
+from agentls.acp.prompt import client_servers, prompt_text, user_message
+from agentls.acp.workspace import AcpHost, AcpWorkspace
+from agentls.core.agent.endings import ended_with_explanation
 
 if TYPE_CHECKING:
-    from agentls.core.session_types import Session
-
-    from .stdio import GuardedTransport
+    from agentls.acp.stdio import GuardedTransport
+    from agentls.core.types.conversation import Session
 
 __all__ = ["AgentlsAcpAgent"]
 
@@ -271,7 +269,7 @@ class AgentlsAcpAgent:
         return workspace
 
     async def _load(self, sid: str) -> Session:
-        from agentls.core.session_store import SessionNotFound
+        from agentls.core.sessions.store import SessionNotFound
 
         try:
             session: Session = await self._store(self.host.store().load, sid)
@@ -283,7 +281,7 @@ class AgentlsAcpAgent:
         return session
 
     async def _store(self, function: Any, *args: Any, **kwargs: Any) -> Any:
-        from agentls.core.session_store import SessionNotFound, SessionStoreError
+        from agentls.core.sessions.store import SessionNotFound, SessionStoreError
 
         try:
             return await asyncio.to_thread(function, *args, **kwargs)
@@ -294,8 +292,8 @@ class AgentlsAcpAgent:
 
     # -- prompt turns ------------------------------------------------------------------
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
-        from agentls.core.errors import AgentlsError
-        from agentls.core.size_caps import prompt_too_large
+        from agentls.core.support.size_caps import prompt_too_large
+        from agentls.core.types.errors import AgentlsError
 
         workspace = self._session(session_id)
         if session_id in self.turns:
@@ -342,7 +340,7 @@ class AgentlsAcpAgent:
 
         from acp.schema import SessionInfoUpdate
 
-        from agentls.core.session_rows import title_from
+        from agentls.core.sessions.rows import title_from
 
         title = title_from(message)
         if title:
@@ -372,7 +370,7 @@ class AgentlsAcpAgent:
 
     async def _own_command(self, workspace: AcpWorkspace, session: Session, name: str,
                            rest: str) -> PromptResponse:
-        from agentls.core.errors import AgentlsError
+        from agentls.core.types.errors import AgentlsError
 
         try:
             text = await commands.run_command(workspace, session, name, rest)

@@ -30,14 +30,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentls.core.approval import ApprovalRequest, MessageLevel
-from agentls.core.observer import TurnObserver
-
-from . import updates
+from agentls.acp import updates
+from agentls.core.agent.observer import TurnObserver
+from agentls.core.approval.gate import ApprovalRequest, MessageLevel
 
 if TYPE_CHECKING:
-    from agentls.core.session_types import Message
-    from agentls.core.tool_context import ToolNeed
+    from agentls.core.tools.contract import ToolNeed
+    from agentls.core.types.conversation import Message
 
 __all__ = ["UNOFFERED", "AcpApprovalChannel", "AcpDisplayChannel", "AcpTurnObserver",
            "ClientLink"]

@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Any
 from acp.schema import AvailableCommand, AvailableCommandInput, UnstructuredCommandInput
 
 if TYPE_CHECKING:
-    from agentls.core.session_types import Session
-
-    from .workspace import AcpWorkspace
+    from agentls.acp.workspace import AcpWorkspace
+    from agentls.core.types.conversation import Session
 
 __all__ = ["OWN_COMMANDS", "available_commands", "own_command", "run_command"]
 
@@ -33,8 +32,8 @@ OWN_COMMANDS = {
 
 
 def available_commands(workspace: AcpWorkspace) -> list[AvailableCommand]:
-    from agentls.core.capabilities import TemplateSource
-    from agentls.core.registry import offering
+    from agentls.core.plugins.capabilities import TemplateSource
+    from agentls.core.plugins.registry import offering
 
     found = [_command(name, description, hint)
              for name, (description, hint) in OWN_COMMANDS.items()]
@@ -81,7 +80,7 @@ async def run_command(workspace: AcpWorkspace, session: Session, name: str, rest
 
 
 async def _compact(workspace: AcpWorkspace, session: Session) -> str:
-    from agentls.core.session_rows import message_text
+    from agentls.core.sessions.rows import message_text
 
     orchestrator = workspace.get_orchestrator()
     summary = await orchestrator.compact(session)
@@ -91,7 +90,7 @@ async def _compact(workspace: AcpWorkspace, session: Session) -> str:
 
 
 async def _checkpoints(workspace: AcpWorkspace, session_id: str) -> str:
-    from agentls.core.checkpoint_store import CheckpointStore
+    from agentls.core.checkpoints.store import CheckpointStore
 
     store = CheckpointStore(workspace.host.store())
     found = await asyncio.to_thread(store.list_checkpoints, session_id)
@@ -106,8 +105,8 @@ async def _checkpoints(workspace: AcpWorkspace, session_id: str) -> str:
 
 
 async def _restore(workspace: AcpWorkspace, session_id: str, rest: str) -> str:
-    from agentls.core.checkpoint_store import CheckpointStore
-    from agentls.core.checkpoints import OUTSIDE_CHECKPOINTS_NOTE, NoCheckpoint, restore_turn
+    from agentls.core.checkpoints.files import OUTSIDE_CHECKPOINTS_NOTE, NoCheckpoint, restore_turn
+    from agentls.core.checkpoints.store import CheckpointStore
 
     words = rest.split()
     force = "--force" in words

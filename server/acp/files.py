@@ -26,17 +26,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from agentls.core.edit_paths import unsafe_edit_path
-from agentls.core.edits import (
+from agentls.acp import updates
+from agentls.acp.channels import ClientLink
+from agentls.core.editor.edit_paths import unsafe_edit_path
+from agentls.core.editor.edits import (
     DocumentSnapshot,
     EditOutcome,
     EditRequest,
     UnreadableDocument,
     disk_snapshot,
 )
-
-from . import updates
-from .channels import ClientLink
 
 __all__ = ["AcpFiles"]
 

@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlsplit
 from acp.schema import EmbeddedResourceContentBlock, ResourceContentBlock, TextContentBlock
 
 if TYPE_CHECKING:
-    from .workspace import AcpWorkspace
+    from agentls.acp.workspace import AcpWorkspace
 
 __all__ = ["client_servers", "prompt_text", "user_message"]
 
@@ -46,8 +46,8 @@ def prompt_text(blocks: list[Any]) -> tuple[str, list[str]]:
 
 async def user_message(workspace: AcpWorkspace, enrichers: Any, text: str,
                         attachments: list[str]) -> Any:
-    from agentls.core.prompt_enrichment import PromptDraft, PromptSources
-    from agentls.core.session_types import Message
+    from agentls.core.editor.prompt_enrichment import PromptDraft, PromptSources
+    from agentls.core.types.conversation import Message
 
     channels = workspace.channels
     sources = PromptSources(workspace_folders=(str(workspace.root),),

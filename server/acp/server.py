@@ -16,7 +16,7 @@ log = logging.getLogger("agentls.acp")
 
 def run() -> int:
     """Serve ACP on stdin/stdout (logging is set up by the caller)."""
-    from .stdio import claim_stdout
+    from agentls.acp.stdio import claim_stdout
 
     out_fd = claim_stdout()
     try:
@@ -33,8 +33,8 @@ def run() -> int:
 async def serve(out_fd: int) -> None:
     from acp.agent.connection import AgentSideConnection
 
-    from .agent import AgentlsAcpAgent
-    from .stdio import GuardedTransport, open_streams
+    from agentls.acp.agent import AgentlsAcpAgent
+    from agentls.acp.stdio import GuardedTransport, open_streams
 
     reader, writer = await open_streams(out_fd)
     transport = GuardedTransport(reader, writer)

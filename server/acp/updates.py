@@ -29,9 +29,9 @@ from acp.schema import (
 )
 
 if TYPE_CHECKING:
-    from agentls.core.approval import ApprovalRequest, MessageLevel
-    from agentls.core.session_types import Message
-    from agentls.core.tool_context import ToolNeed
+    from agentls.core.approval.gate import ApprovalRequest, MessageLevel
+    from agentls.core.tools.contract import ToolNeed
+    from agentls.core.types.conversation import Message
 
 __all__ = [
     "assistant_text",

@@ -19,17 +19,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .channels import AcpApprovalChannel, AcpDisplayChannel, ClientLink
-from .files import AcpFiles
+from agentls.acp.channels import AcpApprovalChannel, AcpDisplayChannel, ClientLink
+from agentls.acp.files import AcpFiles
 
 if TYPE_CHECKING:
-    from agentls.core.agent import AgentBundle, EditorChannels
-    from agentls.core.orchestrator import Orchestrator
-    from agentls.core.provider import Provider
-    from agentls.core.registry import PluginRegistry
-    from agentls.core.session_store import SessionStore
-    from agentls.core.settings import AgentlsSettings, LoadedSettings
-    from agentls.core.workspace_trust import TrustStore
+    from agentls.core.agent.bundle import AgentBundle, EditorChannels
+    from agentls.core.agent.orchestrator import Orchestrator
+    from agentls.core.plugins.registry import PluginRegistry
+    from agentls.core.provider.contract import Provider
+    from agentls.core.sessions.store import SessionStore
+    from agentls.core.settings.load import AgentlsSettings, LoadedSettings
+    from agentls.core.trust.workspace import TrustStore
 
 __all__ = ["AcpHost", "AcpWorkspace"]
 
@@ -54,7 +54,7 @@ class AcpHost:
 
     def store(self) -> SessionStore:
         if self._store is None:
-            from agentls.core.session_store import SessionStore
+            from agentls.core.sessions.store import SessionStore
 
             self._store = SessionStore.open_default(self.environ)
         return self._store
@@ -62,7 +62,7 @@ class AcpHost:
     @property
     def trust_store(self) -> TrustStore:
         if self._trust is None:
-            from agentls.core.workspace_trust import TrustStore
+            from agentls.core.trust.workspace import TrustStore
 
             self._trust = TrustStore.default(self.environ)
         return self._trust
@@ -94,7 +94,7 @@ class AcpWorkspace:
     @property
     def registry(self) -> PluginRegistry:
         if self._registry is None:
-            from agentls.core.registry import PluginRegistry
+            from agentls.core.plugins.registry import PluginRegistry
 
             self._registry = PluginRegistry.discover()
         return self._registry
@@ -111,7 +111,7 @@ class AcpWorkspace:
         return self.loaded.settings
 
     def _load(self) -> LoadedSettings:
-        from agentls.core.settings import load_settings
+        from agentls.core.settings.load import load_settings
 
         names = self.registry.names("provider")
 
@@ -158,9 +158,9 @@ class AcpWorkspace:
 
     # -- the agent ------------------------------------------------------------------
     def _channels(self) -> EditorChannels:
-        from agentls.core.agent import EditorChannels
-        from agentls.core.approval import ApprovalGate
-        from agentls.core.question_documents import APPROVAL_QUESTIONS_FOLDER, QuestionDocuments
+        from agentls.core.agent.bundle import EditorChannels
+        from agentls.core.approval.documents import APPROVAL_QUESTIONS_FOLDER, QuestionDocuments
+        from agentls.core.approval.gate import ApprovalGate
 
         link = self.host.link
 
@@ -168,7 +168,7 @@ class AcpWorkspace:
             return self.active_session or link.last_session
 
         def questions() -> Path:
-            from agentls.core.state_dir import default_state_dir
+            from agentls.core.support.state_dir import default_state_dir
 
             return default_state_dir(self.host.environ) / APPROVAL_QUESTIONS_FOLDER
 
@@ -205,8 +205,8 @@ class AcpWorkspace:
     def get_orchestrator(self) -> Orchestrator:
         agent = self.agent()
         if self.orchestrator is None:
-            from agentls.core.checkpoint_store import CheckpointStore
-            from agentls.core.orchestrator import Orchestrator
+            from agentls.core.agent.orchestrator import Orchestrator
+            from agentls.core.checkpoints.store import CheckpointStore
 
             store = self.host.store()
             self.orchestrator = Orchestrator(agent, sink=store, checkpoints=CheckpointStore(store))
@@ -237,13 +237,13 @@ class AcpWorkspace:
         self._spawn(self.start_features())
 
     def trust_asker(self) -> Any:
-        from agentls.core.trust_question import TrustAsker
+        from agentls.core.trust.question import TrustAsker
 
         return TrustAsker(self.channels.gate, self.host.trust_store,
                           display=self.channels.display)
 
     async def _ask_settings_trust(self) -> None:
-        from agentls.core.trust_question import settings_question
+        from agentls.core.trust.question import settings_question
 
         trust = self.loaded.workspace_trust
         if trust is None or trust.state in ("none", "trusted", "refused"):
@@ -259,9 +259,9 @@ class AcpWorkspace:
             self.reload()
 
     async def start_features(self) -> None:
-        from agentls.core.capabilities import Startable
-        from agentls.core.feature_host import FeatureHost
-        from agentls.core.registry import offering
+        from agentls.core.plugins.capabilities import Startable
+        from agentls.core.plugins.feature_host import FeatureHost
+        from agentls.core.plugins.registry import offering
 
         try:
             enabled = {id(f): f for f in offering(self.features(), Startable)}
@@ -299,8 +299,8 @@ class AcpWorkspace:
 
 
 async def _close_feature(feature: object) -> None:
-    from agentls.core.capabilities import Closable
-    from agentls.core.registry import offers
+    from agentls.core.plugins.capabilities import Closable
+    from agentls.core.plugins.registry import offers
 
     if not offers(feature, Closable):
         return

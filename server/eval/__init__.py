@@ -1,3 +1,3 @@
-"""`agentls eval`: measure inline completion on real code (tasks.py cuts
-the tasks, runner.py runs them through the language server, report.py
-scores them). bench/eval_completions.py runs it on installed packages."""
+"""`agentls eval`: completion quality on real code (completion/) and agent
+turns on small repository tasks (agent/), both through the real language
+server. bench/eval_completions.py runs it on installed packages."""

@@ -128,13 +128,13 @@ def settings_from(args: argparse.Namespace, *, chat: bool = False) -> dict[str, 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from .report import score
-    from .runner import run_tasks
-    from .tasks import KINDS, cut_tasks, package_sources, repository_sources
+    from agentls.eval.completion.report import score
+    from agentls.eval.completion.runner import run_tasks
+    from agentls.eval.completion.tasks import KINDS, cut_tasks, package_sources, repository_sources
 
     args = build_parser().parse_args(argv)
     if args.agent:
-        from .agent_cli import run_agent_eval
+        from agentls.eval.agent.cli import run_agent_eval
 
         return run_agent_eval(args, settings_from(args, chat=True))
     if args.tasks is None:
@@ -174,10 +174,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _humaneval(args: argparse.Namespace) -> int:
-    from .execute import run_program
-    from .humaneval import HUMANEVAL_KINDS, cut_holes, load_problems, problem_of, program_for
-    from .report import score
-    from .runner import run_tasks
+    from agentls.eval.completion.execute import run_program
+    from agentls.eval.completion.humaneval import (
+        HUMANEVAL_KINDS,
+        cut_holes,
+        load_problems,
+        problem_of,
+        program_for,
+    )
+    from agentls.eval.completion.report import score
+    from agentls.eval.completion.runner import run_tasks
 
     kinds = [k.strip() for k in (args.kinds or ",".join(HUMANEVAL_KINDS)).split(",")
              if k.strip()]
@@ -213,7 +219,7 @@ def _humaneval(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace, settings: dict[str, Any],
             rows: list[dict[str, Any]]) -> int:
     """The totals table, and every row in --json when asked."""
-    from .report import summary, table
+    from agentls.eval.completion.report import summary, table
 
     totals = summary(rows)
     print(table(totals))
@@ -226,8 +232,8 @@ def _report(args: argparse.Namespace, settings: dict[str, Any],
 
 
 def _next_edit(args: argparse.Namespace) -> int:
-    from .edit_runner import run_edit_tasks, summarize_edits
-    from .edit_tasks import cut_edit_tasks
+    from agentls.eval.completion.edit_runner import run_edit_tasks, summarize_edits
+    from agentls.eval.completion.edit_tasks import cut_edit_tasks
 
     repo = args.repo or Path.cwd()
     tasks = cut_edit_tasks(repo, count=args.tasks)

@@ -17,15 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
-from agentls.core.plugins import plugin_name
-
-from . import inline_registration
-from .convert import to_plain
-from .reload import close_retired_providers, prepare_models, report_problems
-from .trust import schedule_trust_question, trust_asker
+from agentls.core.plugins.protocols import plugin_name
+from agentls.lsp.reload import close_retired_providers, prepare_models, report_problems
+from agentls.lsp.suggestions import inline_registration
+from agentls.lsp.trust import schedule_trust_question, trust_asker
+from agentls.lsp.wire.convert import to_plain
 
 if TYPE_CHECKING:
-    from .server import AgentlsLanguageServer
+    from agentls.lsp.server import AgentlsLanguageServer
 
 log = logging.getLogger("agentls.lsp.lifecycle")
 
@@ -89,10 +88,10 @@ async def _start_features_when_warm(ls: AgentlsLanguageServer) -> None:
 
 async def start_features(ls: AgentlsLanguageServer) -> None:
     """(Re)start long-running features (the Startable capability,
-    core/capabilities.py) with the current settings; stop those no longer
+    core/plugins/capabilities.py) with the current settings; stop those no longer
     enabled. Each start only schedules its work, so this returns at once."""
-    from agentls.core.capabilities import Startable
-    from agentls.core.registry import offering
+    from agentls.core.plugins.capabilities import Startable
+    from agentls.core.plugins.registry import offering
 
     try:
         enabled = {id(f): f for f in offering(ls.state.features(), Startable)}
@@ -121,8 +120,8 @@ async def stop_features(ls: AgentlsLanguageServer) -> None:
 
 
 async def _close_feature(feature: object) -> None:
-    from agentls.core.capabilities import Closable
-    from agentls.core.registry import offers
+    from agentls.core.plugins.capabilities import Closable
+    from agentls.core.plugins.registry import offers
 
     if not offers(feature, Closable):
         return

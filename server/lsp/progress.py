@@ -18,9 +18,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agentls.core.progress import ProgressTask
-
-    from .server import AgentlsLanguageServer
+    from agentls.core.provider.progress import ProgressTask
+    from agentls.lsp.server import AgentlsLanguageServer
 
 log = logging.getLogger("agentls.lsp.progress")
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 
 if TYPE_CHECKING:
-    from .server import AgentlsLanguageServer
+    from agentls.lsp.server import AgentlsLanguageServer
 
 __all__ = ["close_retired_providers", "prepare_models", "report_problems"]
 
@@ -43,8 +43,8 @@ async def close_retired_providers(ls: AgentlsLanguageServer) -> None:
             successor = ls.state.provider()
         except Exception:  # settings that cannot build one were reported already
             successor = None
-    from agentls.core.capabilities import TakesOver
-    from agentls.core.registry import offers
+    from agentls.core.plugins.capabilities import TakesOver
+    from agentls.core.plugins.registry import offers
 
     for provider in retired:
         if offers(successor, TakesOver):
@@ -69,8 +69,8 @@ def prepare_models(ls: AgentlsLanguageServer) -> None:
     names = [name for name in (settings.model, settings.inline_completion.model) if name]
     if not any(name.startswith(("hf:", "hf.co/", "huggingface.co/")) for name in names):
         return
-    from agentls.core.capabilities import ModelPreparer
-    from agentls.core.registry import offers
+    from agentls.core.plugins.capabilities import ModelPreparer
+    from agentls.core.plugins.registry import offers
 
     try:
         provider = ls.state.provider()

@@ -1,15 +1,12 @@
 """The pygls language server object. Handlers stay thin: each translates one
-LSP method into calls on the core (ARCHITECTURE.md, "Style to follow").
+LSP method into calls on the core (docs/architecture.md, "Style to follow").
 
-Each area registers its handlers from its own module (`register(server)`),
-listed in AREAS; capabilities are computed by pygls from what is registered,
-so only implemented features are advertised.
+`create_server` (lsp/handlers.py) makes it with every area's handlers.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import sys
 import threading
@@ -21,20 +18,13 @@ from pygls.io_ import StdoutWriter, run_async
 from pygls.lsp.server import LanguageServer
 
 from agentls import __version__
-
-from .protocol import AgentlsProtocol, BoundedReader
-from .state import ServerState
-from .stdio import PipeReader, can_read_as_pipe
+from agentls.lsp.state import ServerState
+from agentls.lsp.wire.protocol import AgentlsProtocol, BoundedReader
+from agentls.lsp.wire.stdio import PipeReader, can_read_as_pipe
 
 log = logging.getLogger("agentls.lsp")
 
 # Modules under agentls.lsp with a `register(server)` function.
-AREAS: tuple[str, ...] = (
-    "lifecycle", "progress", "status", "completion", "code_actions", "chat", "context",
-    "inline", "next_edit", "checkpoints",
-)
-
-
 class AgentlsLanguageServer(LanguageServer):
     def __init__(self, state: ServerState | None = None) -> None:
         super().__init__("agentls", __version__, protocol_cls=AgentlsProtocol)
@@ -89,7 +79,7 @@ class AgentlsLanguageServer(LanguageServer):
     def start_socket(self, path: Path, *, chosen: bool = False) -> None:
         """Serve on a Unix socket only this user can reach (transport.py),
         one client at a time, until `exit`."""
-        from . import transport
+        from agentls.lsp.wire import transport
 
         path = transport.prepare_socket_path(path, chosen=chosen)
         service = transport.SocketService(self, token=None, unix=True)
@@ -113,7 +103,7 @@ class AgentlsLanguageServer(LanguageServer):
         """Serve on TCP; a client must present the token first (transport.py).
         Without `token`, a random one is written to `token_file` (default: the
         user's runtime folder), mode 0600."""
-        from . import transport
+        from agentls.lsp.wire import transport
 
         written: list[Path] = []
         service = transport.SocketService(self, token=token, unix=False)
@@ -149,7 +139,7 @@ class AgentlsLanguageServer(LanguageServer):
         transport.run_service(self, start, service, cleanup)
 
     def _prepare_for_clients(self) -> None:
-        from .transport import NoClientWriter
+        from agentls.lsp.wire.transport import NoClientWriter
 
         self.protocol.set_writer(NoClientWriter())
         cast(AgentlsProtocol, self.protocol).connected = False
@@ -202,10 +192,3 @@ class AgentlsLanguageServer(LanguageServer):
             except Exception:
                 log.exception("Closing the provider failed")
         self.state.close_store()
-
-
-def create_server(state: ServerState | None = None) -> AgentlsLanguageServer:
-    server = AgentlsLanguageServer(state)
-    for area in AREAS:
-        importlib.import_module(f"agentls.lsp.{area}").register(server)
-    return server

@@ -17,17 +17,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 if TYPE_CHECKING:
-    from agentls.core.agent import AgentBundle, EditorChannels
-    from agentls.core.edit_history import EditHistory
-    from agentls.core.feature_host import FeatureHost
-    from agentls.core.hooks import HookRegistry
-    from agentls.core.orchestrator import Orchestrator
-    from agentls.core.progress import ProgressSink
-    from agentls.core.provider import Provider
-    from agentls.core.registry import PluginRegistry
-    from agentls.core.session_store import SessionStore
-    from agentls.core.settings import AgentlsSettings, LoadedSettings, SettingsProblem
-    from agentls.core.workspace_trust import TrustStore
+    from agentls.core.agent.bundle import AgentBundle, EditorChannels
+    from agentls.core.agent.orchestrator import Orchestrator
+    from agentls.core.editor.history import EditHistory
+    from agentls.core.plugins.feature_host import FeatureHost
+    from agentls.core.plugins.hooks import HookRegistry
+    from agentls.core.plugins.registry import PluginRegistry
+    from agentls.core.provider.contract import Provider
+    from agentls.core.provider.progress import ProgressSink
+    from agentls.core.sessions.store import SessionStore
+    from agentls.core.settings.load import AgentlsSettings, LoadedSettings, SettingsProblem
+    from agentls.core.trust.workspace import TrustStore
 
 T = TypeVar("T")
 
@@ -101,7 +101,7 @@ class ServerState:
         self._told: set[str] = set()
         # Settings problems shown at the last report (lifecycle.report_problems).
         self.reported_problems: set[str] = set()
-        # Agent turns: the editor's channels (set by agentls.lsp.chat), the
+        # Agent turns: the editor's channels (set by agentls.lsp.agent.chat), the
         # bundle built from them and the settings (agent()), and one
         # orchestrator per process (get_orchestrator).
         self.channels: EditorChannels | None = None
@@ -116,7 +116,7 @@ class ServerState:
     @property
     def registry(self) -> PluginRegistry:
         if self._registry is None:
-            from agentls.core.registry import PluginRegistry
+            from agentls.core.plugins.registry import PluginRegistry
 
             self._registry = PluginRegistry.discover()
         return self._registry
@@ -124,7 +124,7 @@ class ServerState:
     @property
     def trust_store(self) -> TrustStore:
         if self._trust_store is None:
-            from agentls.core.workspace_trust import TrustStore
+            from agentls.core.trust.workspace import TrustStore
 
             self._trust_store = TrustStore.default(self.environ)
         return self._trust_store
@@ -160,7 +160,7 @@ class ServerState:
         # The registry's entry-point scan first: it also answers pydantic's
         # plugin scan, which importing the settings schema would start.
         provider_names = self.registry.names("provider")
-        from agentls.core.settings import load_settings
+        from agentls.core.settings.load import load_settings
 
         previous = self._loaded
         before = ({k: previous.settings.to_wire().get(k) for k in _PROVIDER_KEYS}
@@ -182,7 +182,7 @@ class ServerState:
     @property
     def edit_history(self) -> EditHistory:
         if self._edit_history is None:
-            from agentls.core.edit_history import EditHistory
+            from agentls.core.editor.history import EditHistory
 
             self._edit_history = EditHistory()
         return self._edit_history
@@ -198,8 +198,8 @@ class ServerState:
                 provider = build_provider(self.settings, self.registry)
                 self._provider, self._provider_error = provider, None
                 if self.progress is not None:
-                    from agentls.core.capabilities import ProgressAware
-                    from agentls.core.registry import offers
+                    from agentls.core.plugins.capabilities import ProgressAware
+                    from agentls.core.plugins.registry import offers
 
                     if offers(provider, ProgressAware):
                         provider.attach_progress(self.progress)
@@ -223,7 +223,7 @@ class ServerState:
     # -- sessions ------------------------------------------------------------------
     def store(self) -> SessionStore:
         if self._store is None:
-            from agentls.core.session_store import SessionStore
+            from agentls.core.sessions.store import SessionStore
 
             self._store = SessionStore.open_default(self.environ or _os_environ())
         return self._store
@@ -259,7 +259,7 @@ class ServerState:
         known = self._features_for[1]
         key = (name, contract)
         if key not in known:
-            from agentls.core.registry import offers
+            from agentls.core.plugins.registry import offers
 
             found = self.registry.enabled_one(
                 "feature", name, self.feature_config(), disabled=self.settings.features.disabled,
@@ -271,7 +271,7 @@ class ServerState:
         """Enabled tool plugins (features.disabled applies to them too), and
         those the enabled features contribute (MCP servers' tools)."""
         from agentls.app import enabled_plugins
-        from agentls.core.capabilities import contributed_tool_plugins
+        from agentls.core.plugins.capabilities import contributed_tool_plugins
 
         return [*enabled_plugins("tool", self.settings, self.registry, self.feature_config()),
                 *contributed_tool_plugins(self.features())]
@@ -288,9 +288,9 @@ class ServerState:
             pass
 
     def feature_host(self, trust: Any = None) -> FeatureHost:
-        """What long-running features get at start (core/feature_host.py);
+        """What long-running features get at start (core/plugins/feature_host.py);
         `trust`: the TrustAsker workspace-trust questions go through."""
-        from agentls.core.feature_host import FeatureHost
+        from agentls.core.plugins.feature_host import FeatureHost
 
         channels = self.channels
         return FeatureHost(
@@ -345,8 +345,8 @@ class ServerState:
         the provider cannot be built."""
         agent = self.agent()
         if self.orchestrator is None:
-            from agentls.core.checkpoint_store import CheckpointStore
-            from agentls.core.orchestrator import Orchestrator
+            from agentls.core.agent.orchestrator import Orchestrator
+            from agentls.core.checkpoints.store import CheckpointStore
 
             store = self.store()
             self.orchestrator = Orchestrator(agent, sink=store,

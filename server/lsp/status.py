@@ -6,7 +6,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .server import AgentlsLanguageServer
+    from agentls.lsp.server import AgentlsLanguageServer
 
 log = logging.getLogger("agentls.lsp.status")
 
@@ -14,11 +14,11 @@ log = logging.getLogger("agentls.lsp.status")
 def register(server: AgentlsLanguageServer) -> None:
     @server.feature("agentls/status")
     async def status(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
-        from agentls.core.capabilities import StatusReporter, StatusSource
-        from agentls.core.models import AgentlsError
-        from agentls.core.plugins import plugin_name
-        from agentls.core.registry import offering, offers
-        from agentls.core.reply_edits import resolved_edit_format
+        from agentls.core.editor.reply_edits import resolved_edit_format
+        from agentls.core.plugins.capabilities import StatusReporter, StatusSource
+        from agentls.core.plugins.protocols import plugin_name
+        from agentls.core.plugins.registry import offering, offers
+        from agentls.core.types.messages import AgentlsError
 
         # Asked right after initialize: answer once the client's settings
         # are read (bounded), so `mcp` lists the servers the user configured.
@@ -64,7 +64,7 @@ def register(server: AgentlsLanguageServer) -> None:
 
     @server.feature("agentls/models")
     async def models(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
-        from agentls.core.models import AgentlsError, ModelError
+        from agentls.core.types.messages import AgentlsError, ModelError
 
         try:
             provider = ls.state.provider()

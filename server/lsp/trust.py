@@ -3,7 +3,7 @@ LSP side of every workspace-trust question: the TrustAsker built here asks
 through the server's one approval gate (window/showMessageRequest) and
 opens a long question's whole text with window/showDocument. The MCP
 feature's `.mcp.json` question goes through the same asker (FeatureHost
-.trust); the mechanism is agentls.core.trust_question.
+.trust); the mechanism is agentls.core.trust.question.
 
 Until the user answers, the file's keys that can send data or run code are
 ignored (the settings loader already left them out). "Trust" records the
@@ -22,15 +22,14 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 if TYPE_CHECKING:
-    from agentls.core.trust_question import TrustAsker, TrustQuestion
-    from agentls.core.workspace_trust import WorkspaceTrust
-
-    from .server import AgentlsLanguageServer
+    from agentls.core.trust.question import TrustAsker, TrustQuestion
+    from agentls.core.trust.workspace import WorkspaceTrust
+    from agentls.lsp.server import AgentlsLanguageServer
 
 log = logging.getLogger("agentls.lsp.trust")
 
 def trust_question(trust: WorkspaceTrust) -> TrustQuestion:
-    from agentls.core.trust_question import settings_question
+    from agentls.core.trust.question import settings_question
 
     return settings_question(trust)
 
@@ -43,10 +42,9 @@ def question(trust: WorkspaceTrust) -> str:
 def trust_asker(ls: AgentlsLanguageServer) -> TrustAsker:
     """The server's TrustAsker: the one approval gate (the editor channels'),
     the user's trust store, showDocument for long questions."""
-    from agentls.core.approval import ApprovalGate
-    from agentls.core.trust_question import TrustAsker
-
-    from .channels import LspApprovalChannel, LspDisplayChannel, LspDocumentOpener
+    from agentls.core.approval.gate import ApprovalGate
+    from agentls.core.trust.question import TrustAsker
+    from agentls.lsp.agent.channels import LspApprovalChannel, LspDisplayChannel, LspDocumentOpener
 
     channels = ls.state.channels
     gate = channels.gate if channels is not None else ApprovalGate(
@@ -85,12 +83,12 @@ async def _ask(ls: AgentlsLanguageServer, trust: WorkspaceTrust) -> None:
         return
     if decision is None:
         return
-    from .reload import close_retired_providers, prepare_models, report_problems
+    from agentls.lsp.reload import close_retired_providers, prepare_models, report_problems
 
     # Re-read: a trusted file's keys apply now; a refused one is reported as such.
     report_problems(ls, ls.state.reload_settings())
     prepare_models(ls)
     await close_retired_providers(ls)
-    from .inline_registration import sync
+    from agentls.lsp.suggestions.inline_registration import sync
 
     await sync(ls)

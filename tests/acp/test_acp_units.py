@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from agentls.acp.stdio import _invalid
 from agentls.acp.updates import permission_options, tool_kind
-from agentls.core.approval import EDIT_OPTIONS, ONCE_OPTIONS, ApprovalOption, ApprovalRequest
+from agentls.core.approval.gate import EDIT_OPTIONS, ONCE_OPTIONS, ApprovalOption, ApprovalRequest
 
 
 def kinds(request: ApprovalRequest) -> list[tuple[str, str]]:

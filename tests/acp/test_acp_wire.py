@@ -132,7 +132,7 @@ async def test_a_50_mb_prompt_is_refused_and_the_agent_goes_on(tmp_path: Path) -
 
 
 async def test_a_client_that_vanishes_mid_turn(tmp_path: Path) -> None:
-    from agentls.core.session_store import SessionStore
+    from agentls.core.sessions.store import SessionStore
 
     workspace = tmp_path / "ws"
     workspace.mkdir()

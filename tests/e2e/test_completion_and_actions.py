@@ -305,7 +305,7 @@ class _Broken:
 
 
 def _in_process_server(tmp_path: Path) -> Any:
-    from agentls.lsp.server import create_server
+    from agentls.lsp.handlers import create_server
     from agentls.lsp.state import ServerState
 
     server = create_server(ServerState(environ={"AGENTLS_CONFIG_FILE": str(tmp_path / "none")}))
@@ -318,7 +318,7 @@ def _in_process_server(tmp_path: Path) -> Any:
 def test_every_enabled_plugin_feeds_document_completions(tmp_path: Path) -> None:
     from pygls.workspace import TextDocument
 
-    from agentls.lsp.completion import document_completions
+    from agentls.lsp.suggestions.completion import document_completions
 
     server = _in_process_server(tmp_path)
     text = "first line\n\N{GRINNING FACE} see @sr"
@@ -342,8 +342,8 @@ def test_every_enabled_plugin_feeds_document_completions(tmp_path: Path) -> None
 def test_disabled_features_give_no_completions_templates_or_actions(tmp_path: Path) -> None:
     from pygls.workspace import TextDocument
 
-    from agentls.lsp.code_actions import build_actions
-    from agentls.lsp.completion import feature_completions, list_templates
+    from agentls.lsp.agent.code_actions import build_actions
+    from agentls.lsp.suggestions.completion import feature_completions, list_templates
 
     server = _in_process_server(tmp_path)
     document = TextDocument((tmp_path / "a.py").as_uri(), "x = pi\n", version=1,

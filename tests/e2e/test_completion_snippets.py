@@ -15,7 +15,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from agentls.lsp.completion import as_snippet
+from agentls.lsp.suggestions.completion import as_snippet
 from tests.e2e.helpers import server_env
 from tests.e2e.test_completion_and_actions import _complete, _open, bounded
 

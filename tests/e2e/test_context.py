@@ -68,7 +68,7 @@ def chat_requests(backend: FakeBackend) -> list[dict[str, Any]]:
 
 def settings_for(backend: FakeBackend, **extra: Any) -> dict[str, Any]:
     # The prompts name the files the scripted model then reads: attached to
-    # the prompt as well (features/named_files.py), each would be sent twice.
+    # the prompt as well (features/prompt/named_files.py), each would be sent twice.
     return {"provider": "openai", "baseUrl": backend.url + "/v1", "model": "test-model",
             "features": {"disabled": ["named-files"]}, **extra}
 

@@ -202,11 +202,13 @@ def test_an_inline_completion_session_imports_no_pydantic(
                 "position": {"line": line, "character": character},
                 "context": {"triggerKind": 1}}, timeout=60)
             assert [item["insertText"] for item in answer["items"]] == ["x * 2"]
-            assert {"agentls.providers.http", "agentls.core.settings"} <= imported_modules(stderr)
+            assert {"agentls.providers.http.client",
+                    "agentls.core.settings.load"} <= imported_modules(stderr)
             assert not pydantic_modules(), pydantic_modules()
             if number == 0:
                 # The features load once the first completion was answered.
-                wait_until(lambda: {"agentls.core.feature_host", "agentls.features.mcp.feature",
+                wait_until(lambda: {"agentls.core.plugins.feature_host",
+                                    "agentls.features.mcp.feature",
                                     "agentls.features.tools"} <= imported_modules(stderr),
                            "the features loaded")
         assert len(fake_backend.requests_to(COMPLETIONS)) == 3  # the probe, two completions

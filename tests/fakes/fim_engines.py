@@ -32,7 +32,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from agentls.providers.fim_templates import FimTokens, family_by_name
+from agentls.providers.fim.templates import FimTokens, family_by_name
 
 from .http_backend import (
     SSE_DONE,

@@ -15,9 +15,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agentls.core.hook_modules import HookContext
-from agentls.core.hooks import HookRegistry
-from agentls.core.models import HookResult
+from agentls.core.plugins.hook_modules import HookContext
+from agentls.core.plugins.hooks import HookRegistry
+from agentls.core.types.messages import HookResult
 
 FLOOD_BYTES = 2 * 1024 * 1024
 FLOOD_MARK = "FLOOD-INJECTION-"

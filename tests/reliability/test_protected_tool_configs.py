@@ -4,7 +4,7 @@ any file that makes another agent, a VCS, the editor, CI, the shell or a
 package manager run commands still asks every time (Allow once / Deny
 only), and the question says why.
 
-The list lives in features/sensitive_paths.py (PROTECTED, one reason per
+The list lives in features/policy/sensitive.py (PROTECTED, one reason per
 entry); build files the user runs on purpose (package.json, Makefile) are
 deliberately not on it and go through under "Allow for session".
 """

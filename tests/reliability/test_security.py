@@ -486,7 +486,7 @@ def test_prompt_injection_cannot_change_the_approval_policy(
 
 def test_injection_size_limits_hold_end_to_end(tmp_path: Path, workspace: Path) -> None:
     # Four different calls (identical ones would be answered from the first
-    # result, then end the turn: core/repeat_calls.py), each a hook trigger.
+    # result, then end the turn: core/agent/repeat_calls.py), each a hook trigger.
     listings = [{}, {"path": "src"}, {"glob": "*.py"}, {"glob": "*.md"}]
     responses = [*[{"tool_calls": [{"id": f"l{n}", "name": "list_files", "arguments": args}]}
                    for n, args in enumerate(listings)], {"text": "done"}]

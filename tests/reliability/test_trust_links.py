@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from agentls.core.workspace_trust import TrustStore, digest
+from agentls.core.trust.workspace import TrustStore, digest
 from tests.reliability.harness import LspProcess, wait_until
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX symlinks")

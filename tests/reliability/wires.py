@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agentls.core.provider import BaseProvider
+from agentls.core.provider.contract import BaseProvider
 from tests.fakes.http_backend import (
     SSE_DONE,
     Chunk,
@@ -50,7 +50,7 @@ class Wire:
 
     def provider(self, url: str, **config: Any) -> BaseProvider:
         from agentls.app import build_provider
-        from agentls.core.settings import AgentlsSettings
+        from agentls.core.settings.load import AgentlsSettings
 
         options = config.pop("options", {})
         settings = AgentlsSettings(provider=self.name, model="test-model",

@@ -1,0 +1,1 @@
+"""The approval policy: confinement, protected and secret paths, the user's rules."""

@@ -1,0 +1,1 @@
+"""What enriches a chat prompt: `@file:` mentions, the files it names, `/` templates."""

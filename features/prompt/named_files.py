@@ -1,0 +1,117 @@
+"""Files a chat prompt names are attached to it: "fix the bug in
+pricing.py" sends pricing.py's text along, as an `@file:` mention would.
+
+A model that has not seen a file guesses at it: the small local models
+edited files they had never read, with invented `old_string`s, and answered
+questions about files without reading them (bench/README.md, "Agent
+tasks"). Aider adds the files a chat names in the same spirit. What counts
+as naming a file: a word with a file extension (or a `/`) that is a file
+of the workspace, by its relative path, or by its name alone when exactly
+one file has that name. Only small files are attached whole (a large one is
+left for read_file to page through), at most a few per prompt, never a
+secret file (sensitive_paths.ModelFileAccess, the rule read_file asks
+under), never twice (an `@file:` mention already attached it). The
+message's footer ("Attached: ...") lists them, like mentions.
+
+Turned off with `features.disabled: ["named-files"]`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from agentls.core.editor.file_access import Withheld
+from agentls.core.editor.prompt_enrichment import PromptDraft, PromptSources
+from agentls.features.policy.sensitive import ModelFileAccess
+from agentls.features.prompt.mentions import LISTINGS, render_attachments
+from agentls.features.tools.workspace import Workspace, WorkspacePathError
+
+__all__ = ["NAMED_FILE_MAX_CHARS", "NamedFilesFeature", "find_named_file", "named_paths"]
+
+NAMED_FILE_MAX_CHARS = 12_000  # a file larger than this is not attached
+NAMED_FILES_MAX_TOTAL_CHARS = 24_000
+MAX_NAMED_FILES = 4
+
+# A path-like word: letters, digits, `_ . / -`, ending in `.ext`; not part of
+# a URL, an e-mail address, a mention or a longer word.
+_NAMED = re.compile(r"(?<![\w@:/.-])((?:[\w-]+/)*[\w.-]*\w\.[A-Za-z0-9]{1,8})(?![\w/-])")
+
+
+def named_paths(text: str) -> list[str]:
+    """The path-like words of `text`, in order, each once."""
+    found: list[str] = []
+    for match in _NAMED.finditer(text):
+        word = match.group(1)
+        if word not in found:
+            found.append(word)
+    return found
+
+
+class NamedFilesFeature:
+    """FeaturePlugin and PromptEnricher (see the module doc)."""
+
+    name = "named-files"
+    version = "0.1.0"
+    priority = 55  # after the `@file:` mentions and templates (50)
+
+    def enrich_prompt(self, draft: PromptDraft, sources: PromptSources) -> PromptDraft:
+        words = named_paths(draft.text)
+        if not words or not sources.workspace_folders:
+            return draft
+        workspace = Workspace.of(sources.workspace_folders, sources.documents)
+        access = ModelFileAccess(sources.workspace_folders)
+        already = set(draft.metadata.get("mentions") or ())
+        attachments: list[dict[str, object]] = []
+        budget = NAMED_FILES_MAX_TOTAL_CHARS
+        for word in words:
+            if len(attachments) >= MAX_NAMED_FILES:
+                break
+            resolved = find_named_file(workspace, word, sources.workspace_folders)
+            if resolved is None:
+                continue
+            rel = workspace.relative(resolved)
+            if rel in already or isinstance(access.check(rel), Withheld):
+                continue
+            try:
+                content = workspace.read_text(resolved, limit=NAMED_FILE_MAX_CHARS + 1).text
+            except (OSError, WorkspacePathError, UnicodeError):
+                continue
+            if content is None or len(content) > min(NAMED_FILE_MAX_CHARS, budget):
+                continue
+            if content.strip() and content.strip() in draft.text:
+                continue  # already in the prompt (a selection of the whole file, a paste)
+            already.add(rel)
+            budget -= len(content)
+            attachments.append({"path": rel, "content": content, "truncated": False})
+        if not attachments:
+            return draft
+        listed = [*(draft.metadata.get("mentions") or ()), *(a["path"] for a in attachments)]
+        return replace(
+            draft,
+            attachments=(*draft.attachments, render_attachments(attachments)),
+            metadata={**draft.metadata, "mentions": listed},
+        )
+
+
+def find_named_file(workspace: Workspace, word: str, folders: tuple[str, ...]) -> Path | None:
+    """The workspace file `word` names: by its path, else by its name when
+    exactly one file of the (first) folder's listing has it."""
+    try:
+        resolved = workspace.resolve(word)
+    except WorkspacePathError:
+        resolved = None
+    if resolved is not None and resolved.is_file():
+        return resolved
+    if "/" in word:
+        return None
+    matches = [rel for rel in LISTINGS.files(str(folders[0]))
+               if rel.rsplit("/", 1)[-1] == word]
+    if len(matches) != 1:
+        return None
+    try:
+        found = workspace.resolve(matches[0])
+    except WorkspacePathError:
+        return None
+    return found if found.is_file() else None

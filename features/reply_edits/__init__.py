@@ -1,0 +1,1 @@
+"""File changes a model writes in its reply, turned into approved edits."""

@@ -1,0 +1,158 @@
+"""File changes written in the reply, for models that fumble the file tools
+(core/editor/reply_edits.py has the contract and why).
+
+On when `session.editFormat` is "file-blocks", or "auto" with the embedded
+`local` provider (the small models run on the user's CPU). The model is
+told to write each changed file whole as `<file path="...">...</file>`, the
+form files are shown to it in (mentions, named files); the file-changing
+tools (write_file, edit_file, rename_file, delete_file) are not offered to
+it. A final reply's blocks are read by
+features/reply_edits/blocks.py: a block names its file by that tag, a fence's
+info, the line before it or a first-line path comment, or (Python) by the
+definitions it replaces; a Python block that is not the whole file is
+merged by definition. Each changed file becomes one `write_file` call, run
+through the one approval call site (core/agent/tool_calls.py): the user approves
+it like any edit, checkpoints and linters see it. A `<file path>` block for
+a file that does not exist creates it. Secret files (ModelFileAccess) are
+never read or written this way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from agentls.core.editor.file_access import Withheld
+from agentls.core.editor.reply_edits import (
+    ReplyEdits,
+    ReplySources,
+    resolved_edit_format,
+    written_call,
+)
+from agentls.features.policy.sensitive import ModelFileAccess
+from agentls.features.prompt.named_files import find_named_file, named_paths
+from agentls.features.tools.workspace import Workspace, WorkspacePathError
+
+__all__ = ["INSTRUCTIONS", "ReplyEditsFeature", "edit_format"]
+
+MAX_FILE_CHARS = 200_000  # a larger file is not merged
+# Kept from the model: the small models reached for rename_file to "rename"
+# a function (the file went) and for write_file with the attachment's tags
+# inside the content (bench/README.md, "edits written in the reply").
+HIDDEN_TOOLS = frozenset({"write_file", "edit_file", "rename_file", "delete_file"})
+EXAMPLE_PATH = "relative/path"
+INSTRUCTIONS = (
+    "To change a file, write its complete new content in your reply as "
+    f'<file path="{EXAMPLE_PATH}">...</file>, the same way files are shown to you, one block '
+    "per changed file (a new path creates the file). agentls shows each change to the user "
+    "for approval and applies it. Use tools only to read files, search and run commands."
+)
+
+
+def edit_format(config: dict[str, Any]) -> str:
+    """"tool-calls" or "file-blocks", from `session.editFormat` ("auto": file
+    blocks for the embedded local provider)."""
+    settings = config.get("settings") or {}
+    chosen = (settings.get("session") or {}).get("editFormat") or "auto"
+    return resolved_edit_format(str(chosen), str(settings.get("provider") or ""))
+
+
+class ReplyEditsFeature:
+    """FeaturePlugin and ReplyEditor (see the module doc)."""
+
+    name = "reply-edits"
+    version = "0.1.0"
+    priority = 60
+
+    def is_enabled(self, config: dict[str, Any], tags: list[str], models: list[dict[str, Any]],
+                   context: dict[str, Any]) -> bool:
+        return edit_format(config) == "file-blocks"
+
+    def instructions(self) -> str:
+        return INSTRUCTIONS
+
+    def hidden_tools(self) -> frozenset[str]:
+        return HIDDEN_TOOLS
+
+    def reply_edits(self, reply: str, sources: ReplySources) -> ReplyEdits:
+        if "```" not in reply and "~~~" not in reply and "<file" not in reply \
+                and "#" not in reply and not reply.lstrip().startswith("{"):
+            return ReplyEdits()
+        folders = sources.workspace_folders
+        if not folders:
+            return ReplyEdits()
+        workspace = Workspace.of(folders, sources.documents)
+        access = ModelFileAccess(folders)
+        files: dict[str, str] = {}
+        unseen: list[str] = []
+        seen = "\n".join(sources.seen)
+        for word in named_paths("\n".join((seen, reply))):
+            rel = self._readable(workspace, access, word, folders, files)
+            if rel is not None and rel not in files and rel not in unseen:
+                text = self._read(workspace, rel)
+                if text is not None and text.strip() and text.strip() not in seen:
+                    unseen.append(rel)  # its text was never shown to the model
+                elif text is not None:
+                    files[rel] = text
+        # Imported here, not when features load (the keystroke path): pydantic,
+        # and the block reader's ast/difflib.
+        from agentls.core.types.messages import ToolCall
+        from agentls.features.reply_edits.blocks import (
+            defined_names,
+            find_code_blocks,
+            prose_of,
+            read_reply,
+        )
+
+        named = written_call(reply)
+        if named is not None:  # a function of the code "called" as a tool
+            owners = [path for path, text in files.items() if named in defined_names(text)]
+            return ReplyEdits(defined_in=((named, owners[0]),) if len(owners) == 1 else ())
+        applied, unchanged = read_reply(reply, files)
+        calls = [ToolCall(tool="write_file", arguments={"path": a.path, "content": a.new_text})
+                 for a in applied]
+        blocks = find_code_blocks(reply, [*files, *unseen])
+        calls.extend(ToolCall(tool="write_file",
+                              arguments={"path": block.path, "content": block.text})
+                     for block in blocks
+                     if block.path is not None and block.path not in files
+                     and block.path not in unseen and self._new(workspace, access, block.path))
+        # A file it wrote without having seen it is read for it instead: the
+        # model gets the real text back and goes on from there.
+        written = {block.path for block in blocks}
+        calls.extend(ToolCall(tool="read_file", arguments={"path": path})
+                     for path in unseen if path in written)
+        return ReplyEdits(calls=tuple(calls), unchanged=tuple(unchanged),
+                          words=len(prose_of(reply).split()) >= 3)
+
+    @staticmethod
+    def _readable(workspace: Workspace, access: ModelFileAccess, word: str,
+                  folders: tuple[str, ...], files: dict[str, str]) -> str | None:
+        if word in files:
+            return word
+        resolved = find_named_file(workspace, word, folders)
+        if resolved is None:
+            return None
+        rel = workspace.relative(resolved)
+        return None if isinstance(access.check(rel), Withheld) else rel
+
+    @staticmethod
+    def _read(workspace: Workspace, rel: str) -> str | None:
+        try:
+            read = workspace.read_text(workspace.resolve(rel), limit=MAX_FILE_CHARS + 1)
+        except (OSError, WorkspacePathError, UnicodeError):
+            return None
+        text = read.text
+        return None if text is None or len(text) > MAX_FILE_CHARS else text
+
+    @staticmethod
+    def _new(workspace: Workspace, access: ModelFileAccess, path: str) -> bool:
+        """A path the reply may create: in the workspace, not there yet, not
+        secret, not the instructions' example (the 1.5B once wrote to it)."""
+        if Path(path).is_absolute() or ".." in Path(path).parts or path == EXAMPLE_PATH:
+            return False
+        try:
+            resolved = workspace.resolve(path)
+        except WorkspacePathError:
+            return False
+        return not resolved.exists() and not isinstance(access.check(path), Withheld)

@@ -1,0 +1,1 @@
+"""agentls as an autogen ChatCompletionClient, and the conversion of autogen's messages."""

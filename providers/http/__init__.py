@@ -1,0 +1,1 @@
+"""What the HTTP providers share: the client, errors, framing, the stream reader."""

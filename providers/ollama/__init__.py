@@ -1,0 +1,1 @@
+"""The `ollama` provider: Ollama's native API."""

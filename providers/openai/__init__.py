@@ -1,0 +1,1 @@
+"""The `openai` provider: OpenAI-compatible servers (chat, completions, FIM)."""

@@ -1,0 +1,323 @@
+"""The agent turn loop's owner (ARCHITECTURE.md, "Agent turn"): runs turns
+for any number of sessions, one at a time per session, keeps their statuses,
+cancels them, and compacts a session on request. One turn's loop lives in
+turn.py.
+
+What a turn runs with (provider, tools, hooks, limits, channels) is one
+frozen AgentBundle (core/agent/bundle.py, made by agentls.app.build_agent). The
+orchestrator is given one and may be handed the next (`use`) when the
+settings change: statuses, running turns and cancellation stay with the
+orchestrator, and a running turn finishes with the bundle it started with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from agentls.core.agent.bundle import AgentBundle, ContextSettings, EditorChannels, TurnLimits
+from agentls.core.agent.observer import TurnObserver
+from agentls.core.agent.turn import Turn, TurnResult, TurnStatus
+from agentls.core.agent.turn_host import MessageSink
+from agentls.core.approval.gate import ApprovalChannel, ApprovalGate, DisplayChannel
+from agentls.core.checkpoints.store import CheckpointStore
+from agentls.core.context.fitting import ContextManager
+from agentls.core.context.system_prompt import default_system_prompt
+from agentls.core.editor.reply_edits import ReplyEditor
+from agentls.core.plugins.hooks import HookRegistry
+from agentls.core.provider.contract import Provider, ToolSpec
+from agentls.core.sessions.statuses import SessionStatuses
+from agentls.core.tools.executor import ToolExecutor
+from agentls.core.types import events
+from agentls.core.types.conversation import Message, Session
+from agentls.core.types.messages import AgentlsError, SessionStatus
+
+__all__ = [
+    "MessageSink",
+    "Orchestrator",
+    "TurnInProgress",
+    "TurnLimits",
+    "TurnObserver",
+    "TurnResult",
+    "TurnStatus",
+]
+
+
+class TurnInProgress(AgentlsError):
+    """A second turn was started in a session whose turn is still running."""
+
+
+@dataclass
+class _Running:
+    task: asyncio.Task[Any] | None
+    cancel_requested: bool = False
+
+
+class Orchestrator:
+    """Runs agent turns for any number of sessions (one turn per session at
+    a time) over one provider."""
+
+    def __init__(
+        self,
+        agent: AgentBundle | Provider,
+        *,
+        sink: MessageSink | None = None,
+        checkpoints: CheckpointStore | None = None,
+        hooks: HookRegistry | None = None,
+        tools: ToolExecutor | None = None,
+        approval: ApprovalChannel | None = None,
+        gate: ApprovalGate | None = None,
+        display: DisplayChannel | None = None,
+        limits: TurnLimits | None = None,
+        system_prompt: str | None = None,
+        workspace: str | None = None,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        tool_context: Mapping[str, Any] | None = None,
+    ) -> None:
+        """`agent`: the bundle turns run with. A bare Provider (scripts,
+        tests) is made into one with the keyword parts given here; with a
+        bundle those parts are its own and must not be given again."""
+        parts = (hooks, tools, approval, gate, display, limits, system_prompt, workspace,
+                 model, max_tokens, tool_context)
+        if isinstance(agent, AgentBundle):
+            if any(part is not None for part in parts):
+                raise TypeError("Orchestrator(bundle) takes its parts from the bundle; "
+                                "build a new AgentBundle to change them.")
+            self._agent = agent
+        else:
+            self._agent = AgentBundle(
+                provider=agent, model=model, tools=tools or ToolExecutor([]),
+                hooks=hooks or HookRegistry(), limits=limits or TurnLimits(),
+                max_tokens=max_tokens, workspace=workspace, system_prompt=system_prompt,
+                channels=EditorChannels(approval=approval, gate=gate or ApprovalGate(),
+                                        display=display),
+                tool_context_extra=dict(tool_context or {}),
+            )
+        self.sink = sink
+        # Where turns store files before changing them (None: no checkpoints).
+        self.checkpoints = checkpoints
+        # Builds each request to fit the model's window (compaction, project
+        # instructions): core/context/fitting.py. What it learns about models is
+        # shared by every turn and bundle.
+        self.context = ContextManager()
+        self._apply_context(self._agent.context)
+        self._running: dict[str, _Running] = {}
+        # Per-session statuses, updated by the turns (agentls/status).
+        self.session_statuses = SessionStatuses(self._load_status)
+        self._notices_told: set[tuple[str, str]] = set()  # (session, provider notice)
+        self._ended: set[str] = set()  # sessions session:end was emitted for
+
+    # -- the agent ------------------------------------------------------------
+    @property
+    def agent(self) -> AgentBundle:
+        return self._agent
+
+    def use(self, agent: AgentBundle) -> None:
+        """Run the next turns with `agent` (the settings changed). Turns
+        already running finish with the bundle they started with; statuses,
+        cancellation and what the context manager learned are kept."""
+        self._agent = agent
+        self._apply_context(agent.context)
+
+    def _apply_context(self, settings: ContextSettings | None) -> None:
+        if settings is not None:
+            self.context.window_override = settings.window_override
+            self.context.instructions = settings.instructions
+
+    def _pinned(self) -> Orchestrator:
+        """This orchestrator as one turn sees it: the current bundle, fixed
+        for the turn's life. A shallow copy: the statuses, the running
+        turns, the notices told and the context manager's knowledge are the
+        same objects; only the bundle (and the context settings it carries)
+        no longer follow `use`."""
+        pinned = copy.copy(self)
+        pinned.context = copy.copy(self.context)
+        return pinned
+
+    # The bundle's parts, read by the turn (core/agent/turn.py).
+    @property
+    def provider(self) -> Provider:
+        return self._agent.provider
+
+    @property
+    def model(self) -> str | None:
+        return self._agent.model
+
+    @property
+    def tools(self) -> ToolExecutor:
+        return self._agent.tools
+
+    @property
+    def hooks(self) -> HookRegistry:
+        return self._agent.hooks
+
+    @property
+    def gate(self) -> ApprovalGate:
+        return self._agent.gate
+
+    @property
+    def display(self) -> DisplayChannel | None:
+        return self._agent.channels.display
+
+    @property
+    def limits(self) -> TurnLimits:
+        return self._agent.limits
+
+    @property
+    def workspace(self) -> str | None:
+        return self._agent.workspace
+
+    @property
+    def max_tokens(self) -> int | None:
+        return self._agent.max_tokens
+
+    @property
+    def output_cap(self) -> int | None:
+        return self._agent.output_cap
+
+    @property
+    def tool_context(self) -> Mapping[str, Any]:
+        return self._agent.tool_context()
+
+    @property
+    def approval(self) -> ApprovalChannel | None:
+        return self.gate.channel
+
+    def first_notice(self, session_id: str, notice: str) -> bool:
+        """True the first time a provider notice comes up in a session."""
+        key = (session_id, notice)
+        if key in self._notices_told:
+            return False
+        self._notices_told.add(key)
+        return True
+
+    # -- public ---------------------------------------------------------------
+    @property
+    def reply_editor(self) -> ReplyEditor | None:
+        return self._agent.reply_editor
+
+    def offered_tools(self) -> list[ToolSpec]:
+        """The tools the model is offered: all but those the reply editor
+        keeps from it (it still runs them for the reply's edits)."""
+        specs = self.tools.specs
+        editor = self._agent.reply_editor
+        if editor is None:
+            return specs
+        hidden = editor.hidden_tools()
+        return [spec for spec in specs if spec.get("name") not in hidden]
+
+    def system_prompt(self) -> str:
+        if self._agent.system_prompt is not None:
+            return self._agent.system_prompt
+        editor = self._agent.reply_editor
+        return default_system_prompt(
+            workspace=self.workspace,
+            tools=[spec["name"] for spec in self.offered_tools()],
+            extra=editor.instructions() if editor is not None else "",
+        )
+
+    def is_running(self, session_id: str) -> bool:
+        return session_id in self._running
+
+    def status(self, session_id: str) -> SessionStatus | None:
+        return self.session_statuses.get(session_id)
+
+    def statuses(self) -> list[SessionStatus]:
+        return self.session_statuses.values()
+
+    async def end_sessions(self, reason: str, session_ids: Iterable[str] | None = None) -> None:
+        """Emit session:end (`reason`: "shutdown", "deleted") for the sessions
+        this process ran (or `session_ids` of them), once each. A failing
+        hook is logged by the registry; it never stops the caller."""
+        ran = [s.session_id for s in self.session_statuses.values()]
+        for sid in ran if session_ids is None else [s for s in session_ids if s in ran]:
+            if sid in self._ended:
+                continue
+            self._ended.add(sid)
+            if self.hooks.has_handlers(events.SESSION_END):
+                await self.hooks.emit(events.SESSION_END, {
+                    "session_id": sid, "reason": reason,
+                    "timestamp": datetime.now(UTC).isoformat()})
+
+    def cancel(self, session_id: str) -> bool:
+        """Cancel the running turn of a session: its provider call and any
+        pending approval stop, and run_turn returns status "cancelled"."""
+        running = self._running.get(session_id)
+        if running is None or running.cancel_requested:
+            return False
+        running.cancel_requested = True
+        if running.task is not None:
+            running.task.cancel()
+        return True
+
+    async def run_turn(
+        self,
+        session: Session,
+        prompt: str | Message,
+        *,
+        observer: TurnObserver | None = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> TurnResult:
+        sid = session.session_id
+        if sid in self._running:
+            raise TurnInProgress(
+                f"Session {sid} already has a turn running; wait for it or cancel it first."
+            )
+        task = asyncio.current_task()
+        running = _Running(task)
+        self._running[sid] = running
+        turn = Turn(self._pinned(), self.session_statuses, session,
+                    observer or TurnObserver(), dict(context or {}))
+        try:
+            return await turn.run(prompt)
+        except asyncio.CancelledError:
+            if running.cancel_requested and task is not None:
+                task.uncancel()
+                return await turn.finish_cancelled()
+            # Cancelled from outside (e.g. server shutdown): still leave the
+            # session valid, then let the cancellation propagate.
+            await asyncio.shield(turn.finish_cancelled())
+            raise
+        except Exception:
+            # A store write failed (disk full) or a hook/tool bug escaped: the
+            # turn is over either way, so its status must not stay "running"
+            # (agentls/status would show it forever). The caller reports it.
+            if sid in self.session_statuses and not turn.finished:
+                self.session_statuses.update(sid, status="failed", ended_at=datetime.now(UTC))
+            raise
+        finally:
+            self._running.pop(sid, None)
+
+    async def compact(
+        self, session: Session, *, observer: TurnObserver | None = None
+    ) -> Message | None:
+        """Compact a session on request (agentls/compact): the stored summary
+        message, or None when there is nothing to compact. ModelError when
+        the model failed or a hook vetoed; the session is unchanged then."""
+        sid = session.session_id
+        if sid in self._running:
+            raise TurnInProgress(
+                f"Session {sid} has a turn running; compact it after the turn ends."
+            )
+        self._running[sid] = _Running(asyncio.current_task())
+        try:
+            await self.session_statuses.load(sid)
+            core = self._pinned()
+            turn = Turn(core, self.session_statuses, session, observer or TurnObserver(), {})
+            model = core.model or getattr(core.provider, "default_model", "") or ""
+            return await core.context.compact(
+                turn.context_host(), provider=core.provider, model=model,
+                output_cap=core.output_cap or core.max_tokens,
+            )
+        finally:
+            self._running.pop(sid, None)
+
+    def _load_status(self, sid: str) -> SessionStatus | None:
+        loader = getattr(self.sink, "get_status", None)
+        status = loader(sid) if loader is not None else None
+        return status if isinstance(status, SessionStatus) else None

@@ -1,0 +1,497 @@
+"""One agent turn: the loop that Orchestrator.run_turn runs (ARCHITECTURE.md,
+"Agent turn").
+
+prompt:submit -> request built to fit the window (context.py) -> provider
+stream (deltas to the observer) -> tool calls -> tool:pre (deny / ask_user /
+modify) -> the tool's need, the approval policy and the gate, once per call
+(turn_tools.py) -> tool execution (files checkpointed first) -> tool:post
+(inject_context, stored or ephemeral; turn_hooks.py) -> next iteration ->
+until the model stops, `session.maxIterations` is reached, or the turn is
+cancelled (pending tool calls then get a synthetic cancelled result, so the
+session stays valid for every provider).
+
+Every message is persisted the moment it is final, so a crash loses nothing
+already said. Split from orchestrator.py, which keeps what spans turns (the
+running turns per session, their SessionStatuses, cancellation, compaction
+on request); a turn sees the orchestrator only as a TurnHost (turn_host.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from agentls.core.agent.endings import (
+    TurnStop,
+    empty_reply_text,
+    explanation,
+    malformed_again_text,
+    malformed_messages,
+    max_iterations_text,
+)
+from agentls.core.agent.observer import TurnObserver
+from agentls.core.agent.repeat_calls import RepeatedCalls
+from agentls.core.agent.stream_guard import StreamGuard, StreamStop
+from agentls.core.agent.tool_calls import ToolCalls, interrupted_message
+from agentls.core.agent.turn_host import TurnHost
+from agentls.core.checkpoints.files import TurnCheckpoints
+from agentls.core.context.fitting import ContextHost, ContextOverflow, RequestPlan
+from agentls.core.plugins.injections import InjectionBudget
+from agentls.core.provider.contract import CompletionOptions, ToolCallAccumulator
+from agentls.core.types import events
+from agentls.core.types.conversation import Message, ProviderRequestCancelled, Session
+from agentls.core.types.errors import MalformedToolCall
+from agentls.core.types.messages import ModelError, ModelResponse, SessionStatus, ToolCall, Usage
+
+if TYPE_CHECKING:
+    from agentls.core.sessions.statuses import SessionStatuses
+
+__all__ = ["Turn", "TurnHost", "TurnResult", "TurnStatus"]
+
+log = logging.getLogger("agentls.orchestrator")
+
+TurnStatus = Literal["completed", "failed", "cancelled"]
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    session: Session
+    status: TurnStatus
+    messages: list[Message]
+    usage: Usage
+    error: dict[str, str] | None = None
+    session_status: SessionStatus | None = None
+
+    @property
+    def session_id(self) -> str:
+        return self.session.session_id
+
+    def to_wire(self) -> dict[str, Any]:
+        """The `agentls/chat` result (PROTOCOL.md)."""
+        wire: dict[str, Any] = {
+            "sessionId": self.session_id,
+            "status": self.status,
+            "messages": [m.to_dict() for m in self.messages],
+            "usage": self.usage.model_dump(),
+        }
+        if self.error is not None:
+            wire["error"] = dict(self.error)
+        return wire
+
+
+class Turn(ToolCalls):
+    """State of one running turn."""
+
+    def __init__(
+        self,
+        core: TurnHost,
+        statuses: SessionStatuses,
+        session: Session,
+        observer: TurnObserver,
+        context: dict[str, Any],
+    ) -> None:
+        self.core = core
+        self.statuses = statuses
+        self.session = session
+        self.sid = session.session_id
+        self.observer = observer
+        self.context = context
+        self.budget = InjectionBudget(core.limits.injection)
+        self.messages: list[Message] = []  # this turn's final messages
+        self.usage = Usage()
+        self.pending_injections: list[Message] = []  # stored before the next model call
+        self.ephemeral: list[Message] = []  # the next model call only
+        self.tool_post_appends: list[str] = []  # append_to_last_tool_result texts
+        self.partial_text = ""  # streamed text of the call in progress
+        self.partial_reasoning = ""
+        self.block_kind: str | None = None  # the content block being streamed
+        self.block_text = ""
+        self.unanswered: list[ToolCall] = []  # tool calls still without a result
+        self.refused_notices: list[str] = []  # injections over a limit, told to the user
+        self.stream_stop: StreamStop | None = None  # why the last stream was cut short
+        self.finished = False
+        self.checkpoints: TurnCheckpoints | None = None  # set once the prompt is stored
+        self.turn_start = len(session.messages)  # index of this turn's prompt
+        self.plan: RequestPlan | None = None  # what the last model call was sent
+        self.repeats = RepeatedCalls()  # identical tool calls (repeat_calls.py)
+        self.stop: TurnStop | None = None  # a tool call ended the turn (turn_tools.py)
+        self.need_kind: str | None = None
+        self.malformed = False  # the last reply was a tool call that could not be read
+        self.reply_noted = False  # a reply that did nothing was sent back (turn_tools.py)
+
+    # -- the loop ------------------------------------------------------------
+    async def run(self, prompt: str | Message) -> TurnResult:
+        core = self.core
+        status = await self.statuses.load(self.sid)
+        self.statuses.update(self.sid, status="running", ended_at=None)
+        is_new = not self.session.messages and status.total_messages == 0
+        await self.emit(events.SESSION_START if is_new else events.SESSION_RESUME, {})
+
+        user_message = prompt if isinstance(prompt, Message) else Message("user", prompt)
+        outcome = await self.hook(events.PROMPT_SUBMIT, {"prompt": user_message.content})
+        if not outcome.allowed:
+            return await self.finish("failed", {"code": "denied", "message": outcome.reason})
+        new_prompt = outcome.data.get("prompt") if outcome.data else None
+        if isinstance(new_prompt, str) and new_prompt != user_message.content:
+            user_message = Message(
+                "user", new_prompt, user_message.metadata, user_message.multipart_content
+            )
+        await self.close_interrupted_tool_calls()
+        instructions = core.context.prompt_instructions()
+        if instructions:  # shown with the prompt in the chat views
+            user_message = user_message.with_metadata(instructions=instructions)
+        self.turn_start = len(self.session.messages)
+        await self.persist(user_message)
+        self.checkpoints = TurnCheckpoints.for_prompt(core.checkpoints, self.sid,
+                                                      self.session.messages)
+
+        for iteration in range(1, core.limits.max_iterations + 1):
+            await self.flush_injections()
+            try:
+                response = await self.call_model_retrying(iteration)
+            except MalformedToolCall as exc:
+                if not self.malformed:  # one retry, with a tool error it can correct
+                    self.malformed = True
+                    await self.answer_malformed(exc)
+                    continue
+                await self.answer_malformed(exc, note=False)
+                return await self.explain_end(
+                    "malformed_tool_call", malformed_again_text(exc.reason, self.messages),
+                    {"code": "invalid_response", "message": str(exc)})
+            except ModelError as exc:
+                await self.emit(events.PROVIDER_ERROR,
+                                {"error": str(exc), "code": exc.code, "iteration": iteration})
+                await self.persist_partial({"error": exc.code or "model_error"})
+                return await self.finish(
+                    "failed", {"code": exc.code or "model_error", "message": str(exc)})
+            except ProviderRequestCancelled:
+                raise asyncio.CancelledError from None
+            self.usage = self.usage + response.usage
+            await self.emit(
+                events.PROVIDER_RESPONSE,
+                {
+                    "iteration": iteration,
+                    "finish_reason": response.finish_reason,
+                    "usage": response.usage.model_dump(),
+                    "tool_calls": len(response.tool_calls),
+                },
+            )
+            self.malformed = False
+            message = self.assistant_message(response)
+            if not response.tool_calls and not response.content.strip():
+                # Never a blank answer: say what happened instead.
+                text = empty_reply_text(self.messages)
+                await self.persist(explanation("empty_reply", text, message.metadata))
+                await self.notify(text, "warning")
+                return await self.finish("failed", {"code": "empty_reply", "message": text})
+            edits = None if response.tool_calls else self.read_reply(response.content)
+            calls = response.tool_calls or list(edits.calls if edits else ())
+            if calls and not response.tool_calls:  # edits the reply wrote (reply_edits.py)
+                message = self.with_reply_edits(message, calls)
+            await self.persist(message)
+            if not calls and (retry := self.reply_retry(response.content, edits)):
+                await self.persist(retry)
+                continue
+            if not calls:
+                if (gave_up := self.reply_gave_up(response.content, edits)) is not None:
+                    await self.persist(explanation("reply_did_nothing", gave_up))
+                return await self.finish("completed", None)
+            self.unanswered = list(calls)
+            while self.unanswered:
+                await self.run_tool(self.unanswered[0])
+                self.unanswered.pop(0)
+                if self.stop is not None:
+                    return await self.stop_after_tool(self.stop)
+            if not response.tool_calls and self.reply_edits_settled(calls):
+                return await self.finish("completed", None)
+
+        limit = core.limits.max_iterations
+        return await self.explain_end("max_iterations", max_iterations_text(limit, self.messages), {
+            "code": "max_iterations",
+            "message": f"Stopped after {limit} model calls (session.maxIterations = {limit}). "
+            "Ask the agent to continue, or raise the limit."})
+
+    async def explain_end(self, code: str, text: str, error: dict[str, str]) -> TurnResult:
+        """End the turn as failed with agentls's explanation as its last message."""
+        await self.persist(explanation(code, text))
+        return await self.finish("failed", error)
+
+    async def stop_after_tool(self, stop: TurnStop) -> TurnResult:
+        """A tool call ended the turn: the calls after it get a result saying
+        they did not run (the session stays valid for every provider)."""
+        for call in self.unanswered:
+            await self.persist(interrupted_message(
+                call, "Not run: the turn was stopped before this call.", "stopped",
+                "Error: not run, the turn was stopped before this call."))
+        self.unanswered = []
+        await self.notify(stop.message, "warning")
+        return await self.explain_end(stop.code, stop.message,
+                                      {"code": stop.code, "message": stop.message})
+
+    async def answer_malformed(self, exc: MalformedToolCall, *, note: bool = True) -> None:
+        """Keep what the model wrote (it sees its mistake) and, with `note`,
+        tell it why the call was not run, right after it."""
+        await self.switch_block(None, len(self.session.messages), "")
+        text, self.partial_text = self.partial_text + exc.text, ""
+        await self.emit(events.PROVIDER_ERROR, {"error": str(exc), "code": exc.code,
+                                                "retrying": note})
+        for message in malformed_messages(text, exc.reason, exc.model, note=note):
+            await self.persist(message)
+
+    async def call_model_retrying(self, iteration: int) -> ModelResponse:
+        """call_model; a provider context_length error compacts and retries once."""
+        try:
+            return await self.call_model(iteration)
+        except ModelError as exc:
+            if (exc.code != "context_length" or isinstance(exc, ContextOverflow)
+                    or self.partial_text or self.plan is None):
+                raise
+            core = self.core
+            model = core.model or getattr(core.provider, "default_model", "") or ""
+            core.context.learn(model, exc, self.sid, self.plan.budget.window)
+            await self.emit(events.PROVIDER_ERROR,
+                            {"error": str(exc), "code": exc.code, "iteration": iteration,
+                             "retrying": True})
+        try:
+            return await self.call_model(iteration, force_compact=True)
+        except ModelError as exc:
+            if exc.code == "context_length" and not isinstance(exc, ContextOverflow):
+                raise ModelError(
+                    f"{exc} The request was compacted and retried once and still did not fit. "
+                    "Start a new session, or set contextWindow to the model's real window.",
+                    model=exc.model, code=exc.code,
+                ) from exc
+            raise
+
+    def context_host(self) -> ContextHost:
+        async def veto(event: str, data: dict[str, Any]) -> str | None:
+            outcome = await self.hook(event, data)
+            return None if outcome.allowed else outcome.reason
+
+        async def progress(text: str) -> None:
+            await self.observer.on_progress(self.sid, text)
+
+        return ContextHost(self.sid, lambda: self.session.messages, veto, self.emit,
+                           self.persist, progress)
+
+    async def call_model(self, iteration: int, *, force_compact: bool = False) -> ModelResponse:
+        core = self.core
+        model = core.model or getattr(core.provider, "default_model", "") or ""
+        self.plan = await core.context.prepare(
+            self.context_host(), provider=core.provider, model=model,
+            system=core.system_prompt(), ephemeral=self.ephemeral, tools=core.offered_tools(),
+            turn_start=self.turn_start, output_cap=core.output_cap or core.max_tokens,
+            force_compact=force_compact,
+        )
+        messages = self.plan.messages
+        sent_ephemeral = list(self.ephemeral)
+        await self.emit(
+            events.PROVIDER_REQUEST,
+            {"iteration": iteration, "model": model, "message_count": len(messages)},
+        )
+        await self.observer.on_progress(self.sid, "Calling model")
+        options = CompletionOptions(
+            model=core.model, max_tokens=core.max_tokens, request_id=f"{self.sid}:{iteration}"
+        )
+        index = len(self.session.messages)
+        self.partial_text = ""
+        self.partial_reasoning = ""
+        calls = ToolCallAccumulator()
+        usage = Usage()
+        finish = None
+        want_delta_hooks = core.hooks.has_handlers(events.CONTENT_BLOCK_DELTA)
+        guard = StreamGuard(core.output_cap or core.max_tokens)
+        stop: StreamStop | None = None
+        stream = core.provider.stream(messages, core.offered_tools() or None, options=options)
+        async for chunk in stream:
+            if chunk.notice and core.first_notice(self.sid, chunk.notice):
+                await self.notify(chunk.notice, "warning")
+            if chunk.reasoning:
+                self.partial_reasoning += chunk.reasoning
+                await self.switch_block("thinking", index, chunk.reasoning)
+                await self.observer.on_delta(self.sid, index, chunk.reasoning, "thinking")
+                await self.emit(events.THINKING_DELTA, {"delta": chunk.reasoning})
+            if chunk.delta:
+                self.partial_text += chunk.delta
+                await self.switch_block("text", index, chunk.delta)
+                await self.observer.on_delta(self.sid, index, chunk.delta, "text")
+                if want_delta_hooks:
+                    await self.emit(events.CONTENT_BLOCK_DELTA, {"delta": chunk.delta})
+            calls.add(chunk)
+            if chunk.usage.total_tokens or chunk.usage.input_tokens or chunk.usage.output_tokens:
+                usage = chunk.usage
+            if finish is None and chunk.finish_reason is None:  # the model has not ended it
+                stop = guard.feed(
+                    chunk.delta + chunk.reasoning,
+                    other_chars=sum(len(d.arguments) for d in chunk.tool_call_deltas),
+                    reported_output_tokens=chunk.usage.output_tokens,
+                )
+                if stop is not None:
+                    break
+            if chunk.finish_reason is not None:
+                finish = chunk.finish_reason
+        await self.switch_block(None, index, "")
+        # Sent: kept until now for a context_length retry.
+        self.ephemeral = [m for m in self.ephemeral if all(m is not e for e in sent_ephemeral)]
+        if usage.input_tokens:
+            core.context.calibrate(self.sid, usage.input_tokens,
+                                   core.context.counter(core.provider, model).name)
+        if stop is not None:
+            # Closing the generator cancels the provider's HTTP call.
+            await _close_stream(stream)
+            finish = stop.finish_reason
+            self.stream_stop = stop
+            await self.notify(stop.message, "warning")
+        # A reply cut short may end inside a tool call's arguments: run none.
+        tool_calls = calls.tool_calls(model=model) if stop is None else []
+        if self.partial_reasoning:
+            await self.emit(events.THINKING_FINAL, {"text": self.partial_reasoning})
+        return ModelResponse(
+            model=model,
+            content=self.partial_text,
+            tool_calls=tool_calls,
+            usage=usage,
+            finish_reason=finish or ("tool_calls" if tool_calls else "stop"),
+            reasoning_content=self.partial_reasoning,
+        )
+
+    async def switch_block(self, kind: str | None, index: int, text: str) -> None:
+        """Keep the content block of `kind` open ("text", "thinking"; None at
+        the end of the stream) with `text` added: content_block:end for the
+        block before it, content_block:start for a new one."""
+        if kind != self.block_kind:
+            if self.block_kind is not None:
+                await self.emit(events.CONTENT_BLOCK_END, {
+                    "index": index, "block_type": self.block_kind, "text": self.block_text})
+            self.block_kind, self.block_text = kind, ""
+            if kind is not None:
+                await self.emit(events.CONTENT_BLOCK_START, {"index": index, "block_type": kind})
+        self.block_text += text
+
+    def assistant_message(self, response: ModelResponse) -> Message:
+        metadata: dict[str, Any] = {
+            "finish_reason": response.finish_reason,
+            "model": response.model,
+            "usage": response.usage.model_dump(),
+            "timestamp": _now(),
+        }
+        if response.tool_calls:
+            metadata["tool_calls"] = [tc.model_dump() for tc in response.tool_calls]
+            previews = {tc.id: self.core.tools.preview(tc) for tc in response.tool_calls}
+            if any(previews.values()):
+                metadata["tool_call_previews"] = previews
+        if response.reasoning_content:
+            metadata["reasoning"] = response.reasoning_content
+        if self.plan is not None and self.plan.instruction_files:
+            metadata["instructions"] = list(self.plan.instruction_files)
+        if self.stream_stop is not None:
+            metadata["stopped"] = {
+                "reason": self.stream_stop.reason, "message": self.stream_stop.message
+            }
+            self.stream_stop = None
+        self.partial_text = ""
+        self.partial_reasoning = ""
+        return Message("assistant", response.content, metadata)
+
+    # -- persistence -------------------------------------------------------------
+    async def persist(self, message: Message) -> None:
+        index = len(self.session.messages)
+        self.session = self.session.with_message(message)
+        self.messages.append(message)
+        self.statuses.add(self.sid, total_messages=1)
+        sink = self.core.sink
+        if sink is not None:
+            # Shielded: a cancellation must not abandon a half-written message.
+            await asyncio.shield(asyncio.to_thread(sink.append_message, self.sid, message))
+        await self.observer.on_message(self.sid, index, message)
+
+    async def persist_partial(self, extra: dict[str, Any]) -> None:
+        """Keep text the user already saw stream in, marked incomplete."""
+        if self.partial_text:
+            metadata = {"incomplete": True, "timestamp": _now(), **extra}
+            text, self.partial_text = self.partial_text, ""
+            await self.persist(Message("assistant", text, metadata))
+
+    async def close_interrupted_tool_calls(self) -> None:
+        """Give tool calls that a dead server left unanswered a failed result.
+
+        When the process is killed while a tool runs or an approval is
+        pending, the session ends with an assistant message whose tool calls
+        have no result, and OpenAI and Anthropic reject every later request
+        of that session. Like a cancellation (finish_cancelled), each such
+        call gets a synthetic result, stored before anything new."""
+        messages = self.session.messages
+        answered: set[Any] = set()
+        for message in reversed(messages):
+            if message.role == "tool":
+                answered.add((message.metadata or {}).get("tool_call_id"))
+                continue
+            calls = (message.metadata or {}).get("tool_calls") if message.role == "assistant" \
+                else None
+            if not calls:
+                return  # only the trailing tool round can be cut short
+            for raw in calls:
+                try:
+                    call = ToolCall.model_validate(raw)
+                except ValueError:  # not ours to repair
+                    continue
+                if call.id in answered:
+                    continue
+                await self.persist(interrupted_message(
+                    call, "The agent stopped (the language server exited) before this tool "
+                    "call finished; it may not have run.", "interrupted",
+                    "Error: interrupted before this tool call finished; it may not have run."))
+            return
+
+    async def finish_cancelled(self) -> TurnResult:
+        if self.finished:
+            return self._result("cancelled", None)
+        await self.emit(events.CANCEL_REQUESTED, {})
+        await self.persist_partial({"cancelled": True})
+        for call in self.unanswered:
+            await self.persist(interrupted_message(
+                call, "Cancelled by the user before this tool call finished.", "cancelled",
+                "Error: cancelled by the user."))
+        self.unanswered = []
+        await self.emit(events.CANCEL_COMPLETED, {})
+        return await self.finish(
+            "cancelled", {"code": "cancelled", "message": "The turn was cancelled."}
+        )
+
+    async def finish(self, status: TurnStatus, error: dict[str, str] | None) -> TurnResult:
+        core = self.core
+        self.statuses.update(self.sid, status=status, ended_at=datetime.now(UTC))
+        saved = self.statuses.add(self.sid, total_input_tokens=self.usage.input_tokens,
+                                  total_output_tokens=self.usage.output_tokens)
+        self.finished = True
+        if core.sink is not None:
+            try:
+                await asyncio.shield(asyncio.to_thread(core.sink.update_status, self.sid, saved))
+            except Exception:
+                log.exception("Could not save the status of session %s", self.sid)
+        if status == "completed":
+            await self.emit(events.PROMPT_COMPLETE, {"usage": self.usage.model_dump()})
+        await self.emit(events.ORCHESTRATOR_COMPLETE,
+                        {"status": status, "usage": self.usage.model_dump()})
+        return self._result(status, error)
+
+    def _result(self, status: TurnStatus, error: dict[str, str] | None) -> TurnResult:
+        return TurnResult(self.session, status, list(self.messages), self.usage, error,
+                          self.statuses.get(self.sid))
+
+
+async def _close_stream(stream: Any) -> None:
+    aclose = getattr(stream, "aclose", None)
+    if aclose is None:
+        return
+    try:
+        await aclose()
+    except Exception:  # the stream is abandoned either way
+        log.debug("Closing a stopped model stream failed", exc_info=True)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()

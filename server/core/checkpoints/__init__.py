@@ -1,0 +1,1 @@
+"""Checkpoints: the files of a turn recorded, stored, and put back."""

@@ -1,0 +1,2 @@
+"""A request that fits the model's window: token counts, project instructions,
+the system prompt, compaction."""

@@ -1,0 +1,159 @@
+"""Edits a model writes in its reply instead of in tool calls.
+
+Small local models write code well in prose and badly inside a tool call's
+JSON string (bench/README.md, "Agent tasks: edits written in the reply";
+Aider's "whole" edit format exists for the same reason). With a
+`ReplyEditor` in the agent (AgentBundle.reply_editor, chosen by
+`session.editFormat`), the model is told to write a changed file whole in
+its reply, the file tools it would fumble are not offered to it, and a
+final reply's file blocks become file-tool calls that the turn runs
+through the one approval call site like any other call (turn_tools.py): the
+user approves each file, the checkpoints and linters see a normal edit.
+
+The contract is typed here (core); the mechanism that reads blocks and
+merges them into files is a feature (features/reply_edits/feature.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from agentls.core.types.messages import ToolCall
+
+__all__ = [
+    "ReplyEditor",
+    "ReplyEdits",
+    "ReplySources",
+    "gave_up_text",
+    "reply_note",
+    "resolved_edit_format",
+    "written_call",
+]
+
+
+def resolved_edit_format(chosen: str, provider: str) -> str:
+    """`session.editFormat` as it applies: "auto" is "file-blocks" for the
+    embedded `local` provider (small models on the user's CPU), else
+    "tool-calls"."""
+    if chosen == "auto":
+        return "file-blocks" if provider == "local" else "tool-calls"
+    return chosen
+
+
+@dataclass(frozen=True)
+class ReplySources:
+    """What a ReplyEditor may read: the workspace folders, the open
+    buffers' texts, and this turn's texts (the prompt with its attached
+    files, the tool results), where the files the reply changes were seen."""
+
+    workspace_folders: tuple[str, ...]
+    documents: Callable[[Path], str | None] | None
+    seen: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReplyEdits:
+    """What a reply writes: the calls that make its changes, and the files
+    it wrote out unchanged (an echo, not an edit: the small models repeat
+    a file they were shown instead of answering)."""
+
+    calls: tuple[ToolCall, ...] = ()
+    unchanged: tuple[str, ...] = ()
+    words: bool = True  # the reply has text besides its file blocks
+    # A reply that "calls" a function of the code as a tool: name -> the
+    # file that defines it (what to write instead).
+    defined_in: tuple[tuple[str, str], ...] = ()
+
+
+@runtime_checkable
+class ReplyEditor(Protocol):
+    """Reads file edits out of a final reply (a feature plugin offers it)."""
+
+    def instructions(self) -> str:
+        """Added to the system prompt: how to write a change in a reply."""
+        ...
+
+    def hidden_tools(self) -> frozenset[str]:
+        """Tools kept from the model (still run for the reply's edits)."""
+        ...
+
+    def reply_edits(self, reply: str, sources: ReplySources) -> ReplyEdits:
+        """The tool calls that make the changes `reply` writes (none: no
+        change), and the files it only repeated."""
+        ...
+
+
+_FENCED = re.compile(r"^```[\w-]*\s*\n(.*?)\n?```\s*$", re.S)
+
+
+def written_call(text: str) -> str | None:
+    """The tool name of a reply that is only a tool call written as JSON
+    text (`{"name": ..., "arguments": {...}}`, fenced or not), else None."""
+    body = text.strip()
+    fenced = _FENCED.match(body)
+    if fenced:
+        body = fenced.group(1).strip()
+    if not body.startswith("{"):
+        return None
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+        return None
+    arguments = value.get("arguments", value.get("parameters"))
+    return value["name"] if isinstance(arguments, dict) else None
+
+
+def reply_note(reply: str, offered: Sequence[str], edits: ReplyEdits | None,
+               hint: str = "") -> str | None:
+    """What the model is told, once per turn, about a final reply that did
+    nothing: a tool call written as text (never run), or files repeated
+    unchanged with no answer. None when the reply stands."""
+    tools = ", ".join(offered) or "none"
+    named = written_call(reply)
+    if named is not None:
+        where = dict(edits.defined_in) if edits is not None else {}
+        if named not in offered and named in where:
+            path = where[named]
+            return (f"Error: your reply was a JSON call of {named!r}; that is a function in "
+                    f"{path}, not a tool, so nothing ran. To write or change {named}, reply "
+                    f'with the whole new {path} as <file path="{path}">...</file>.')
+        what = ("is not a tool" if named not in offered
+                else "is a tool, but a call written as text is not run")
+        return (f"Error: your reply was a JSON call of {named!r}, which {what}; nothing ran. "
+                f"The tools you can call: {tools}. {hint} Otherwise answer the user's request "
+                "in words.").replace("  ", " ")
+    if echoed := _echoed(edits):
+        return (f"Note from agentls: your reply repeated {', '.join(echoed)} without changing "
+                "anything. Answer the user's request in words, or write the file again with "
+                "the change made.")
+    return None
+
+
+def gave_up_text(reply: str, edits: ReplyEdits | None) -> str | None:
+    """What the user is told when a reply did nothing again after the note
+    (reply_note): no file changed. None when the reply stands."""
+    from agentls.core.agent.endings import ADVICE  # imports pydantic: not when features load
+
+    if written_call(reply) is not None:
+        what = "wrote a tool call as text, which is not run"
+    elif echoed := _echoed(edits):
+        what = f"repeated {', '.join(echoed)} unchanged"
+    else:
+        return None
+    return f"The model {what}, twice; no file was changed. {ADVICE}"
+
+
+def _echoed(edits: ReplyEdits | None) -> tuple[str, ...]:
+    """The files a reply repeated unchanged, when that is all it did (no
+    change, no words)."""
+    if edits is None or edits.calls or edits.words:
+        return ()
+    return edits.unchanged

@@ -1,0 +1,1 @@
+"""Plugins: the protocols, the entry-point registry, feature capabilities and hook dispatch."""

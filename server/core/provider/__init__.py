@@ -1,0 +1,1 @@
+"""The one provider contract and the stream a consumer reads from it."""

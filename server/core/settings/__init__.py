@@ -1,0 +1,1 @@
+"""Settings: the schema, the keys as sources spell them, the sources, validation and loading."""

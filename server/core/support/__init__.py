@@ -1,0 +1,1 @@
+"""Small shared mechanisms: log redaction, process groups, size caps, the state folder."""

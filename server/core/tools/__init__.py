@@ -1,0 +1,1 @@
+"""The typed tool contract and the executor that runs tool plugins."""

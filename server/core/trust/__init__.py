@@ -1,0 +1,1 @@
+"""Workspace trust: what a workspace file asks for, the question, and the answers kept."""

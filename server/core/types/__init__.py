@@ -1,0 +1,1 @@
+"""The kernel's data types: messages, the conversation, errors, hook event names."""

@@ -1,0 +1,2 @@
+"""`agentls eval --agent`: small repository tasks run through the real server,
+judged by each task's check."""

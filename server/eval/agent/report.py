@@ -1,0 +1,85 @@
+"""Totals and tables of `agentls eval --agent` rows (agent_runner)."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from agentls.eval.completion.report import percentile
+
+__all__ = ["agent_summary", "agent_table", "task_table"]
+
+
+def _totals(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    count = len(rows)
+    if not count:
+        return {"tasks": 0}
+    calls = sum(r["tool_calls"] for r in rows)
+    valid = sum(r["valid_calls"] for r in rows)
+    times = [r["time_s"] for r in rows]
+    return {
+        "tasks": count,
+        "passed": sum(bool(r["passed"]) for r in rows),
+        "pass_rate": round(sum(bool(r["passed"]) for r in rows) / count, 3),
+        "tool_calls": calls,
+        "valid_calls": valid,
+        "invalid_calls": calls - valid,
+        "repeated_calls": sum(r["repeated_calls"] for r in rows),
+        "reply_edits": sum(r.get("reply_edits", 0) for r in rows),
+        "reply_edits_applied": sum(r.get("reply_edits_applied", 0) for r in rows),
+        # None when no call was made: nothing to be valid or not
+        "tool_call_validity": round(valid / calls, 3) if calls else None,
+        "model_calls_mean": round(statistics.fmean(r["model_calls"] for r in rows), 2),
+        "tokens_mean": round(statistics.fmean(r["total_tokens"] for r in rows)),
+        "tokens_total": sum(r["total_tokens"] for r in rows),
+        "time_p50_s": round(percentile(times, 0.5), 1),
+        "time_p95_s": round(percentile(times, 0.95), 1),
+        "timeouts": sum(bool(r["timed_out"]) for r in rows),
+        "errors": sum(1 for r in rows if r["error"]),
+    }
+
+
+def agent_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Totals overall ("all") and per task kind."""
+    kinds = sorted({r["kind"] for r in rows})
+    return {"all": _totals(rows), **{k: _totals([r for r in rows if r["kind"] == k])
+                                     for k in kinds}}
+
+
+def agent_table(totals: dict[str, Any]) -> str:
+    header = (f"{'kind':<10} {'tasks':>5} {'pass':>5} {'valid calls':>12} {'repeat':>6} "
+              f"{'edits':>5} {'model calls':>11} {'tokens':>7} {'p50 s':>6} {'p95 s':>6}")
+    lines = [header, "-" * len(header)]
+    for kind, row in totals.items():
+        if not row.get("tasks"):
+            continue
+        validity = row["tool_call_validity"]
+        valid = (f"{row['valid_calls']}/{row['tool_calls']}"
+                 f" {validity:.0%}" if validity is not None else "0/0")
+        lines.append(
+            f"{kind:<10} {row['tasks']:>5} {row['pass_rate']:>5.2f} {valid:>12} "
+            f"{row['repeated_calls']:>6} {row.get('reply_edits', 0):>5} "
+            f"{row['model_calls_mean']:>11.1f} "
+            f"{row['tokens_mean']:>7} {row['time_p50_s']:>6.0f} {row['time_p95_s']:>6.0f}")
+    lines.append("(pass: share of tasks whose check passed; valid calls: valid/all tool calls; "
+                 "edits: files changed from the replies' file blocks (session.editFormat); "
+                 "model calls and tokens: mean per task; p50/p95: seconds per turn)")
+    return "\n".join(lines)
+
+
+def task_table(rows: Sequence[dict[str, Any]]) -> str:
+    """One line per task, for the report and bench/README."""
+    header = (f"{'task':<22} {'kind':<10} {'pass':<4} {'calls':>5} {'valid':>5} "
+              f"{'edits':>5} {'model':>5} {'tokens':>7} {'s':>6}  status")
+    lines = [header, "-" * len(header)]
+    for r in rows:
+        status = r["status"] + (" (time limit)" if r["timed_out"] else "")
+        if r["error"]:
+            status += f": {r['error'][:60]}"
+        lines.append(
+            f"{r['id']:<22} {r['kind']:<10} {'yes' if r['passed'] else 'no':<4} "
+            f"{r['tool_calls']:>5} {r['valid_calls']:>5} {r.get('reply_edits', 0):>5} "
+            f"{r['model_calls']:>5} "
+            f"{r['total_tokens']:>7} {r['time_s']:>6.1f}  {status}")
+    return "\n".join(lines)

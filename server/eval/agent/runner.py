@@ -1,0 +1,179 @@
+"""Run agent tasks through the real language server: for each task a fresh
+temporary workspace holding the task's repository, `agentls` started on
+stdio for it and driven over plain JSON-RPC like an editor: one
+`agentls/chat` prompt, every approval question answered Allow, every
+`workspace/applyEdit` written to disk; when the turn ends (or its time
+limit passes: the turn is cancelled), the task's check is run
+(agent_suite.check_task) and the turn's messages are measured
+(agent_metrics.turn_metrics).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from agentls.eval.agent.metrics import transcript, turn_metrics
+from agentls.eval.agent.suite import AgentTask, check_task, materialize
+from agentls.eval.agent.workspace_edit import EditRefused, apply_workspace_edit
+from agentls.eval.completion.execute import DEFAULT_TIME_LIMIT
+from agentls.eval.completion.runner import LspProcess
+
+__all__ = ["DEFAULT_TURN_TIME_LIMIT", "AgentEditor", "run_agent_task", "run_agent_tasks"]
+
+DEFAULT_TURN_TIME_LIMIT = 300.0
+START_TIMEOUT = 120.0  # spawn + initialize, a local model's first load included
+CANCEL_GRACE = 60.0  # a cancelled turn answers once the model call stops
+
+Progress = Callable[[int, int, dict[str, Any]], None]
+
+
+def _allow(actions: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The action a user who allows everything picks: "Allow once" when
+    offered, else the first action that allows; None when none does."""
+    titles = [a for a in actions if isinstance(a, dict) and isinstance(a.get("title"), str)]
+    for action in titles:
+        if action["title"] == "Allow once":
+            return action
+    for action in titles:
+        if action["title"].lower().startswith(("allow", "yes", "run", "trust", "approve")):
+            return action
+    return None
+
+
+class AgentEditor(LspProcess):
+    """The editor for one task: applies edits to the workspace's files on
+    disk (it opens no buffer) and allows every question."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        super().__init__(proc)
+        self.root = Path(".")
+        self.questions: list[str] = []
+        self.edits_applied = 0
+        self.edits_refused: list[str] = []
+        self.streamed: list[dict[str, Any]] = []  # agentls/message notifications
+
+    async def answer(self, method: str, params: Any) -> Any:
+        if method == "window/showMessageRequest":
+            self.questions.append(str(params.get("message", ""))[:200])
+            return _allow(params.get("actions") or [])
+        if method == "workspace/applyEdit":
+            try:
+                apply_workspace_edit(params.get("edit") or {}, self.root)
+            except (EditRefused, OSError) as exc:
+                self.edits_refused.append(str(exc))
+                return {"applied": False, "failureReason": str(exc)}
+            self.edits_applied += 1
+            return {"applied": True}
+        if method == "window/showDocument":
+            return {"success": True}
+        return await super().answer(method, params)
+
+    def notified(self, method: str, params: Any) -> None:
+        if method == "agentls/message" and isinstance(params.get("message"), dict):
+            self.streamed.append(params["message"])
+
+
+def _initialize_params(workspace: Path, settings: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "processId": os.getpid(), "rootUri": workspace.as_uri(),
+        "workspaceFolders": [{"uri": workspace.as_uri(), "name": workspace.name}],
+        "capabilities": {
+            "window": {"showMessage": {}, "showDocument": {"support": True}},
+            "workspace": {"applyEdit": True, "workspaceEdit": {
+                "documentChanges": True,
+                "resourceOperations": ["create", "rename", "delete"]}}},
+        "initializationOptions": {"agentls": dict(settings)},
+    }
+
+
+async def _turn(editor: AgentEditor, prompt: str, time_limit: float
+                ) -> tuple[dict[str, Any] | None, bool, str]:
+    """(the chat result, whether the limit passed, an error)."""
+    msg_id, future = await editor.send_request("agentls/chat", {"prompt": prompt})
+    try:
+        return await asyncio.wait_for(asyncio.shield(future), time_limit), False, ""
+    except TimeoutError:
+        await editor.notify("$/cancelRequest", {"id": msg_id})
+    except (EOFError, RuntimeError) as exc:
+        return None, False, f"{type(exc).__name__}: {exc}"
+    try:
+        return await asyncio.wait_for(future, CANCEL_GRACE), True, ""
+    except (TimeoutError, EOFError, RuntimeError) as exc:
+        return None, True, f"the cancelled turn did not end ({type(exc).__name__})"
+
+
+async def run_agent_task(task: AgentTask, settings: Mapping[str, Any], *,
+                         command: Sequence[str] | None = None,
+                         env: Mapping[str, str] | None = None,
+                         turn_time_limit: float = DEFAULT_TURN_TIME_LIMIT,
+                         check_time_limit: float = DEFAULT_TIME_LIMIT) -> dict[str, Any]:
+    """One task, start to check, in a workspace of its own (removed after)."""
+    command = list(command or [sys.executable, "-m", "agentls"])
+    scratch = Path(tempfile.mkdtemp(prefix="agentls-agent-eval-"))
+    workspace = scratch / "repo"
+    workspace.mkdir()
+    materialize(task, workspace)
+    server_env = dict(os.environ if env is None else env)
+    server_env["AGENTLS_STATE_DIR"] = str(scratch / "state")  # sessions stay out of the user's
+    row: dict[str, Any] = task.to_dict()
+    result: dict[str, Any] | None = None
+    timed_out, error = False, ""
+    started = time.perf_counter()
+    editor = await AgentEditor.start(command, server_env)
+    editor.root = workspace.resolve()
+    try:
+        try:
+            await editor.request("initialize", _initialize_params(workspace, settings),
+                                 timeout=START_TIMEOUT)
+            await editor.notify("initialized", {})
+        except (TimeoutError, EOFError, RuntimeError) as exc:
+            error = f"the server did not start: {type(exc).__name__}: {exc}"
+        ready = time.perf_counter()
+        if not error:
+            result, timed_out, error = await _turn(editor, task.prompt, turn_time_limit)
+        ended = time.perf_counter()
+    finally:
+        await editor.close()
+    try:
+        messages = (result or {}).get("messages") or editor.streamed
+        metrics = turn_metrics(messages, result)
+        check = check_task(task, workspace, metrics["answer"], time_limit=check_time_limit)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if result is not None and result.get("error") and not error:
+        failure = result["error"]
+        error = f"{failure.get('code', '')}: {failure.get('message', '')}"[:500]
+    row.update(
+        passed=check.passed, check=check.status, check_detail=check.detail[-400:],
+        status=(result or {}).get("status", "none"), timed_out=timed_out, error=error,
+        notices=[m[:300] for m in editor.messages[-3:]],
+        start_s=round(ready - started, 2), time_s=round(ended - ready, 2),
+        approvals=len(editor.questions), edits_applied=editor.edits_applied,
+        edits_refused=len(editor.edits_refused), **metrics,
+        transcript=transcript(messages))
+    return row
+
+
+async def run_agent_tasks(tasks: Sequence[AgentTask], settings: Mapping[str, Any], *,
+                          command: Sequence[str] | None = None,
+                          env: Mapping[str, str] | None = None,
+                          turn_time_limit: float = DEFAULT_TURN_TIME_LIMIT,
+                          check_time_limit: float = DEFAULT_TIME_LIMIT,
+                          progress: Progress | None = None) -> list[dict[str, Any]]:
+    """The tasks one after another, each with its own server."""
+    rows: list[dict[str, Any]] = []
+    for index, task in enumerate(tasks):
+        rows.append(await run_agent_task(task, settings, command=command, env=env,
+                                         turn_time_limit=turn_time_limit,
+                                         check_time_limit=check_time_limit))
+        if progress is not None:
+            progress(index + 1, len(tasks), rows[-1])
+    return rows

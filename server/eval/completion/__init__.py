@@ -1,0 +1,1 @@
+"""`agentls eval`: inline completion and next edit quality on real code and HumanEval."""

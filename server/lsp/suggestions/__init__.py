@@ -1,0 +1,1 @@
+"""Suggestions while the user types: inline completion, next edits, `@` and `/` completions."""

@@ -1,0 +1,1 @@
+"""The LSP wire: pygls' protocol with its fixes, stdio and socket transports, conversions."""

@@ -1,0 +1,480 @@
+"""LSP over a socket: a Unix socket only its owner can reach, or TCP with a
+per-start secret (docs/security.md, "Connecting to a running server").
+
+What pygls' own `start_tcp` did, and why this module replaces it: it bound
+with no authentication, each new connection replaced the server's writer (a
+second local client received the editor's approval questions and answered
+them), any bytes with a `Content-Length` line in them were taken for LSP (a
+browser's `fetch()` POST included), and the first client to leave shut the
+server down. Here:
+
+- One client at a time. A connection that arrives while a client is
+  connected is closed at once, unanswered; it never gets the writer.
+- Every frame is checked before pygls sees it (`StrictFrameReader`): header
+  lines `Content-Length` (required, digits, at most MAX_MESSAGE_BYTES) and
+  `Content-Type` only, each ended by CRLF, a bounded number of them. Anything
+  else (an HTTP request line, an unknown header) closes the connection with
+  no answer.
+- The first frame must be `initialize`. Over TCP its
+  `initializationOptions.agentlsToken` must equal the server's token
+  (compared in constant time); the token is taken out of the message before
+  pygls parses (and logs) it. A connection that fails gets no answer at all.
+  A Unix socket needs no token: its folder is 0700 and the socket 0600, and
+  the peer's uid is checked where the system tells it (SO_PEERCRED).
+- A client leaving does not end the server unless it sent `exit` (or
+  `shutdown` first): questions still waiting for that client are answered
+  "no answer" (so an approval is a Deny), and the next authenticated client
+  can connect and initialize again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import hmac
+import json
+import logging
+import os
+import secrets
+import signal
+import socket
+import stat
+import struct
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from agentls.core.support.state_dir import (
+    PrivatePathError,
+    check_own_dir,
+    ensure_private_dir,
+    write_private_file,
+)
+from agentls.lsp.wire.protocol import MAX_MESSAGE_BYTES
+
+log = logging.getLogger("agentls.lsp.wire.transport")
+
+TOKEN_ENV = "AGENTLS_TOKEN"
+TOKEN_OPTION = "agentlsToken"  # initializationOptions key the client sends it in
+SOCKET_NAME = "agentls.sock"
+MIN_TOKEN_CHARS = 16
+# Real LSP headers are two lines of ~40 bytes.
+MAX_HEADER_LINE_BYTES = 1024
+MAX_HEADER_LINES = 8
+# A client that connects has this long to send a complete, authenticated
+# `initialize`; an idle connection cannot hold a slot for longer.
+HANDSHAKE_SECONDS = 10.0
+# Connections still in their handshake at once; more are closed at once, so
+# a flood of idle connections cannot pile up.
+MAX_HANDSHAKES = 16
+_KNOWN_HEADERS = ("content-length", "content-type")
+
+
+class FrameError(Exception):
+    """The peer sent something that is not a well-formed LSP frame (or failed
+    the handshake): the connection is closed without an answer."""
+
+
+# --------------------------------------------------------------------------- places
+
+
+def runtime_dir(environ: Mapping[str, str] = os.environ) -> Path:
+    """The user's runtime folder for agentls ($XDG_RUNTIME_DIR/agentls, else
+    platformdirs' user_runtime_dir), created 0700."""
+    base = environ.get("XDG_RUNTIME_DIR", "").strip()
+    folder = Path(base) / "agentls" if base else Path(platformdirs.user_runtime_dir("agentls"))
+    return ensure_private_dir(folder)
+
+
+def default_socket_path(environ: Mapping[str, str] = os.environ) -> Path:
+    return runtime_dir(environ) / SOCKET_NAME
+
+
+def default_token_path(port: int, environ: Mapping[str, str] = os.environ) -> Path:
+    return runtime_dir(environ) / f"tcp-{port}.token"
+
+
+@dataclass(frozen=True)
+class Token:
+    value: str
+    file: Path | None  # where it was written (None: it came from the environment)
+
+
+def load_token(environ: Mapping[str, str] = os.environ) -> str | None:
+    """The token from AGENTLS_TOKEN, or None when it is not set. A short one
+    is refused: it could be guessed."""
+    value = environ.get(TOKEN_ENV, "").strip()
+    if not value:
+        return None
+    if len(value) < MIN_TOKEN_CHARS:
+        raise ValueError(f"{TOKEN_ENV} is {len(value)} characters long; use at least "
+                         f"{MIN_TOKEN_CHARS} random characters (e.g. `python -c \"import "
+                         "secrets; print(secrets.token_urlsafe(32))\"`), or unset it to let "
+                         "agentls make one")
+    return value
+
+
+def new_token_file(path: Path, *, chosen: bool = False) -> Token:
+    """A fresh random token written to `path` with mode 0600. Our runtime
+    folder is made 0700; a folder the user chose (`chosen`) must be theirs
+    and writable by nobody else (check_own_dir)."""
+    value = secrets.token_urlsafe(32)
+    if chosen:
+        check_own_dir(path.parent)
+    else:
+        ensure_private_dir(path.parent)
+    write_private_file(path, value + "\n")
+    return Token(value, path)
+
+
+# --------------------------------------------------------------------------- framing
+
+
+class StrictFrameReader:
+    """pygls' AsyncReader (readline, readexactly) over a socket, handing pygls
+    only well-formed frames. Each frame is read whole and checked first; pygls
+    then sees a canonical `Content-Length` line, the blank line and the body.
+    `check_first(message) -> message` vets the first frame (the handshake) and
+    returns what pygls gets; it raises FrameError to refuse."""
+
+    def __init__(self, stream: asyncio.StreamReader, *,
+                 check_first: Callable[[Any], Any] | None = None,
+                 max_message_bytes: int = MAX_MESSAGE_BYTES) -> None:
+        self._stream = stream
+        self._check_first = check_first
+        self._max = max_message_bytes
+        self._lines: list[bytes] = []
+        self._body = b""
+        self.error: FrameError | None = None  # why the stream ended, if it was refused
+
+    async def first_frame(self) -> None:
+        """Read and check the first frame now (the handshake), before the
+        connection is given the writer. Raises FrameError."""
+        await self._load()
+
+    async def readline(self) -> bytes:
+        if not self._lines and not self._body:
+            try:
+                await self._load()
+            except FrameError as exc:
+                self.error = exc
+                return b""  # ends pygls' loop for this connection
+            except (ConnectionError, asyncio.IncompleteReadError):
+                return b""
+        return self._lines.pop(0) if self._lines else b""
+
+    async def readexactly(self, size: int) -> bytes:
+        body, self._body = self._body, b""
+        return body
+
+    async def _load(self) -> None:
+        length = await self._read_headers()
+        if length is None:  # clean end of stream between frames
+            self._lines = []
+            return
+        try:
+            body = await self._stream.readexactly(length)
+        except asyncio.IncompleteReadError:
+            raise FrameError("the connection ended inside a message body") from None
+        if self._check_first is not None:
+            check, self._check_first = self._check_first, None
+            body = _encode(check(_decode(body)))
+        self._lines = [b"Content-Length: %d\r\n" % len(body), b"\r\n"]
+        self._body = body
+
+    async def _read_headers(self) -> int | None:
+        length: int | None = None
+        for index in range(MAX_HEADER_LINES + 1):
+            line = await self._read_line()
+            if line is None:
+                if index == 0:
+                    return None
+                raise FrameError("the connection ended inside a header")
+            if line == b"":
+                if length is None:
+                    raise FrameError("a message without a Content-Length header")
+                return length
+            name, sep, value = line.partition(b":")
+            key = name.decode("ascii", "replace").strip().lower()
+            if not sep or key not in _KNOWN_HEADERS or name != name.strip():
+                raise FrameError(f"not an LSP header: {_show(line)}")
+            if key == "content-length":
+                digits = value.strip()
+                if length is not None or not digits.isdigit() or len(digits) > 12:
+                    raise FrameError(f"bad Content-Length: {_show(line)}")
+                length = int(digits)
+                if not 0 < length <= self._max:
+                    raise FrameError(f"Content-Length {length} outside 1..{self._max}")
+        raise FrameError(f"more than {MAX_HEADER_LINES} header lines")
+
+    async def _read_line(self) -> bytes | None:
+        """One header line without its CRLF; None at a clean end of stream."""
+        try:
+            line = await self._stream.readuntil(b"\r\n")
+        except asyncio.IncompleteReadError as exc:
+            if not exc.partial:
+                return None
+            raise FrameError(f"the connection ended inside a header: {_show(exc.partial)}"
+                             ) from None
+        except asyncio.LimitOverrunError:
+            raise FrameError("a header line longer than "
+                             f"{MAX_HEADER_LINE_BYTES} bytes") from None
+        return line[:-2]
+
+
+def _decode(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError:  # UnicodeDecodeError included
+        raise FrameError("the first message is not JSON") from None
+
+
+def _encode(message: Any) -> bytes:
+    return json.dumps(message, ensure_ascii=False).encode("utf-8")
+
+
+def _show(raw: bytes) -> str:
+    return repr(raw[:80])
+
+
+def handshake_check(token: str | None) -> Callable[[Any], Any]:
+    """The first frame's check: an `initialize` request and, when the server
+    has a token, `initializationOptions.agentlsToken` equal to it. The token
+    is removed from the message either way."""
+
+    def check(message: Any) -> Any:
+        if not isinstance(message, dict) or message.get("method") != "initialize" \
+                or "id" not in message:
+            raise FrameError("the first message must be the `initialize` request")
+        params = message.get("params")
+        options = params.get("initializationOptions") if isinstance(params, dict) else None
+        sent = options.pop(TOKEN_OPTION, None) if isinstance(options, dict) else None
+        if token is None:
+            return message
+        if not isinstance(sent, str):
+            raise FrameError(f"`initialize` without initializationOptions.{TOKEN_OPTION}")
+        if not hmac.compare_digest(sent.encode("utf-8", "replace"), token.encode("utf-8")):
+            raise FrameError(f"`initialize` with a wrong {TOKEN_OPTION}")
+        return message
+
+    return check
+
+
+# --------------------------------------------------------------------------- writers
+
+
+class SocketWriter:
+    """pygls' writer over one connection."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+
+    def write(self, data: bytes) -> None:
+        if not self._writer.is_closing():
+            self._writer.write(data)
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+class NoClientWriter:
+    """The writer while no client is connected: what the server says is
+    dropped (the next client asks for what it needs)."""
+
+    def write(self, data: bytes) -> None:
+        log.debug("No client connected; dropped %d bytes", len(data))
+
+    def close(self) -> None:
+        pass
+
+
+# --------------------------------------------------------------------------- service
+
+
+class SocketService:
+    """Accepts connections for one language server, one client at a time."""
+
+    def __init__(self, server: Any, *, token: str | None, unix: bool) -> None:
+        self.server = server
+        self.token = token
+        self.unix = unix
+        self._client: asyncio.StreamWriter | None = None
+        self._handshakes = 0
+
+    @property
+    def protocol(self) -> Any:
+        return self.server.protocol
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = _peer_name(writer)
+        if self._client is not None or self._handshakes >= MAX_HANDSHAKES:
+            why = "a client is already connected" if self._client is not None else \
+                f"{MAX_HANDSHAKES} connections are already authenticating"
+            log.warning("Refused a connection from %s: %s", peer, why)
+            await _close(writer)
+            return
+        self._handshakes += 1
+        try:
+            if self.unix:
+                _check_peer_uid(writer)
+            frames = StrictFrameReader(reader, check_first=handshake_check(self.token))
+            await asyncio.wait_for(frames.first_frame(), HANDSHAKE_SECONDS)
+        except (FrameError, TimeoutError, ConnectionError, asyncio.IncompleteReadError) as exc:
+            why = str(exc) or "no `initialize` in time"
+            log.warning("Refused a connection from %s: %s", peer, why)
+            await _close(writer)
+            return
+        finally:
+            self._handshakes -= 1
+        if self._client is not None:  # another client finished its handshake first
+            log.warning("Refused a connection from %s: a client is already connected", peer)
+            await _close(writer)
+            return
+        self._client = writer
+        log.info("Client connected from %s", peer)
+        self.protocol.set_writer(SocketWriter(writer))
+        try:
+            await self.server.serve_connection(frames)
+            if frames.error is not None:
+                log.warning("Closed the connection from %s: %s", peer, frames.error)
+        finally:
+            self._client = None
+            self.protocol.set_writer(NoClientWriter())
+            self.protocol.client_gone()
+            await _close(writer)
+            log.info("Client from %s disconnected", peer)
+        if getattr(self.protocol, "_shutdown", False):
+            # `shutdown` was answered: the client meant to end the server.
+            log.info("The client sent shutdown and left; stopping")
+            self.server.shutdown()
+
+
+async def _close(writer: asyncio.StreamWriter) -> None:
+    writer.close()
+    try:
+        await asyncio.wait_for(writer.wait_closed(), 2)
+    except (OSError, TimeoutError):
+        pass
+
+
+def _peer_name(writer: asyncio.StreamWriter) -> str:
+    peer = writer.get_extra_info("peername")
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        return f"{peer[0]}:{peer[1]}"
+    return "the Unix socket"
+
+
+def _check_peer_uid(writer: asyncio.StreamWriter) -> None:
+    """Defence in depth behind the 0600 socket: the peer runs as this user."""
+    sock = writer.get_extra_info("socket")
+    option = getattr(socket, "SO_PEERCRED", None)
+    if sock is None or option is None:
+        return  # not Linux: the socket's mode is the guard
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
+    except OSError:
+        return
+    _pid, uid, _gid = struct.unpack("3i", raw)
+    if uid != os.getuid():
+        raise FrameError(f"the peer runs as uid {uid}, not as this user")
+
+
+# --------------------------------------------------------------------------- listening
+
+
+def prepare_socket_path(path: Path, *, chosen: bool = False) -> Path:
+    """Make `path` ready to bind: our runtime folder is made 0700; a folder
+    the user chose (`chosen`) must be theirs and writable by nobody else (its
+    mode is left alone: it may be the home folder); no live server on it; a
+    stale socket file left by a killed server is removed."""
+    path = path.expanduser().absolute()
+    if chosen:
+        check_own_dir(path.parent)
+    else:
+        ensure_private_dir(path.parent)
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return path
+    if not stat.S_ISSOCK(info.st_mode):
+        raise PrivatePathError(f"{path} exists and is not a socket; pass another path to "
+                               "--socket")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(str(path))
+    except OSError as exc:
+        if exc.errno not in (errno.ECONNREFUSED, errno.ENOENT):
+            raise
+        path.unlink()  # nobody listens: a socket left by a server that was killed
+        return path
+    finally:
+        probe.close()
+    raise PrivatePathError(f"another agentls server is listening on {path}; connect to it, "
+                           "stop it, or pass another path to --socket")
+
+
+async def listen_unix(service: SocketService, path: Path) -> asyncio.Server:
+    old = os.umask(0o177)  # the socket is created 0600, never briefly wider
+    try:
+        listener = await asyncio.start_unix_server(service.handle, path=str(path),
+                                                   limit=MAX_HEADER_LINE_BYTES)
+    finally:
+        os.umask(old)
+    os.chmod(path, 0o600)
+    return listener
+
+
+async def listen_tcp(service: SocketService, host: str, port: int) -> asyncio.Server:
+    return await asyncio.start_server(service.handle, host, port, limit=MAX_HEADER_LINE_BYTES)
+
+
+def is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def announce(message: str) -> None:
+    """Where the server listens, on stderr (editors and scripts read it) and
+    in the log."""
+    log.info("%s", message)
+    print(f"agentls: {message}", file=sys.stderr, flush=True)
+
+
+def run_service(server: Any, start: Callable[[SocketService], Any], service: SocketService,
+                cleanup: Callable[[], None]) -> None:
+    """Run the event loop until the server stops (exit, a signal)."""
+    server._stop_event = threading.Event()
+
+    async def main() -> None:
+        listener = await start(service)
+        server._server = listener
+        # SIGTERM stops serving the way exit does, so the socket and the
+        # token file are removed (cleanup) rather than left behind.
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, listener.close)
+        try:
+            await listener.serve_forever()
+        except asyncio.CancelledError:
+            pass
+        finally:
+            listener.close()  # not wait_closed: from 3.12 it waits for the client to leave
+
+    try:
+        asyncio.run(main())
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        cleanup()
+        server.shutdown()
