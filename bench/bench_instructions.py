@@ -1,5 +1,5 @@
 """The project-instruction lookup before a model call, over deep paths
-(issue 22 item 8): how long `ProjectInstructions.files_for` takes, and how
+(docs/security.md): how long `ProjectInstructions.files_for` takes, and how
 many file system calls it makes, for a conversation that touched N paths
 2,000 folders deep, the first time (nothing cached) and again (the next
 model call).

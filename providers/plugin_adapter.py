@@ -1,4 +1,4 @@
-"""Run an agent_core ProviderPlugin (seed 003) as an agentls Provider.
+"""Run an agent_core ProviderPlugin as an agentls Provider.
 
 agent_core's provider protocol is synchronous and speaks native messages:
 init -> to_native_messages -> initialize_request -> stream_api -> process_chunk
@@ -23,7 +23,7 @@ interrupts the consumer; a plugin that ignores cancellation leaves its worker
 thread (a daemon) running until its call returns, but nobody waits for it.
 Plugins may implement only some methods: the protocol defaults fill the rest,
 and keyword arguments a plugin's method does not declare (request_id,
-context: the seed's own EchoProvider omits them) are not passed.
+context: agent_core's own EchoProvider omits them) are not passed.
 
 Server integration: an `agentls.providers` entry point normally names a
 factory(ProviderConfig) -> Provider. It may instead name an agent_core
@@ -253,7 +253,7 @@ class _Worker:
                     close = getattr(chunks, "close", None)
                     if callable(close):
                         close()
-            # The seed's own EchoProvider has a stream_api that yields nothing and
+            # agent_core's own EchoProvider has a stream_api that yields nothing and
             # answers through call_api: an empty stream falls back to call_api.
             if not streamed and _implements(plugin, "call_api") and not self.stopped.is_set():
                 partials, finals, native, state = _call(

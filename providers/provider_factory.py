@@ -1,7 +1,7 @@
 """What a provider entry point loaded -> a factory(ProviderConfig) -> Provider.
 
 An `agentls.providers` entry point names a factory (an agentls provider
-class or function) or an agent_core ProviderPlugin (seed 003), which
+class or function) or an agent_core ProviderPlugin, which
 plugin_adapter.py wraps. Kept apart from the adapter so that building an
 ordinary provider imports neither the adapter nor the pydantic models it
 needs (the first inline completion builds the provider).

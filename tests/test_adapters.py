@@ -371,7 +371,7 @@ def last_user(native_messages: Natives) -> str:
 
 
 class EchoStreamPlugin:
-    """Like the seed's EchoProvider, but streaming: chunks through stream_api,
+    """Like agent_core's EchoProvider, but streaming: chunks through stream_api,
     text through process_chunk partials, tool calls from finalize."""
 
     name = "echo-stream"
@@ -449,7 +449,7 @@ class EchoStreamPlugin:
 
 
 class EchoProvider:
-    """The seed's EchoProvider (call_api answers; its stream_api yields nothing)."""
+    """agent_core's EchoProvider (call_api answers; its stream_api yields nothing)."""
 
     name = "echo"
     version = "1.0.0"

@@ -199,8 +199,8 @@ def test_a_bundle_is_not_mixed_with_loose_parts() -> None:
 
 
 class SeedFeature:
-    """A third-party feature written against seed 003's FeaturePlugin only
-    (agent_core's signatures), importing nothing from agentls."""
+    """A third-party feature written against agent_core's FeaturePlugin only
+    (its signatures), importing nothing from agentls."""
 
     name = "seed-feature"
     version = "1.0.0"
@@ -245,7 +245,7 @@ class PromptHooks:
 
 
 class Contributor:
-    """A third-party feature with the seed's identity plus capabilities,
+    """A third-party feature with agent_core's FeaturePlugin identity plus capabilities,
     by structure only."""
 
     name = "contributor"
@@ -273,11 +273,11 @@ class Contributor:
 
 def test_the_adapter_accepts_a_feature_with_the_seed_signatures() -> None:
     seed = SeedFeature()
-    # Loaded and enabled like any feature, and asked for what the seed defines.
+    # Loaded and enabled like any feature, and asked for what agent_core defines.
     registry = PluginRegistry()
     registry.register("feature", "seed-feature", seed)
     assert select_enabled(registry.plugins("feature"), {}) == [seed]
-    # It offers none of the capabilities beyond the seed, and that is no error.
+    # It offers none of the capabilities beyond agent_core's, and that is no error.
     for capability in (Startable, Closable, ToolSource, HookSource, InlineCompleter,
                        PromptEnricher):
         assert not offers(seed, capability)

@@ -1,4 +1,4 @@
-"""An agent loop that holds up with small models (issue 21, item 4), as
+"""An agent loop that holds up with small local models, as
 unit tests: identical tool calls, turns that never end blank, malformed
 calls answered with a tool error and one retry, injected context kept in
 place for local chat templates, the native parser's fenced calls and

@@ -1,4 +1,4 @@
-"""autogen_core.models types (seed 004): shapes, JSON round trips, ModelFamily, validation."""
+"""autogen_core.models types: shapes, JSON round trips, ModelFamily, validation."""
 
 from __future__ import annotations
 

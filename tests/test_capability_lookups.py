@@ -83,7 +83,7 @@ def test_state_feature_hands_out_only_a_plugin_offering_the_protocol(tmp_path: P
 
 
 class _NeedOnly:
-    """Declares its need but has no run_tool: runs through the seed adapter."""
+    """Declares its need but has no run_tool: runs through the agent_core adapter."""
 
     name = "need-only"
     version = "1"

@@ -1,5 +1,6 @@
-"""HookRegistry: every precedence and merging rule of seed 002 / seeds README,
-handler isolation, ordering, unregister; injection limits and budget."""
+"""HookRegistry: every precedence and merging rule of Amplifier's Hooks API and
+the behaviours it implies, handler isolation, ordering, unregister; injection
+limits and budget."""
 
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ def test_names_are_prefixed_sanitised_and_bounded() -> None:
     assert names == {"get.time": "mcp__my_server__get_time",
                      "ok-name_1": "mcp__my_server__ok-name_1"}
     # A server name that cannot stand as one part of a name (a space, ".",
-    # "__") gets a stand-in with a hash of the name (issue 22 item 6).
+    # "__") gets a stand-in with a hash of the name, unambiguous by origin.
     spaced = assign_names("my server", ["t"])["t"]
     assert spaced == f"mcp__{server_part('my server')}__t" and spaced.startswith("mcp__my_server-")
     long = assign_names("s", ["x" * 100])["x" * 100]

@@ -1,4 +1,4 @@
-"""Every core model round-trips through JSON; seed-specific behaviours hold."""
+"""Every core model round-trips through JSON; behaviours the upstream APIs specify hold."""
 
 from __future__ import annotations
 

@@ -226,7 +226,7 @@ def third_party(tmp_path: Path) -> Any:
             return ScriptedProvider(config)
 
         class EchoPlugin:
-            # An agent_core ProviderPlugin, as in seed 003's example.
+            # An agent_core ProviderPlugin, as in agent_core's example.
             name = "echo"
             version = "1.0.0"
             def init(self, config):

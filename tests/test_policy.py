@@ -424,7 +424,7 @@ async def test_path_rules_match_run_command_cwd(ws: Path) -> None:
 
 
 async def test_files_that_configure_agentls_or_the_editor_always_ask(ws: Path) -> None:
-    # Issue 15 items 2 and 3: protected at any depth, whatever the rules say,
+    # Protected paths (docs/security.md): at any depth, whatever the rules say,
     # and the verdict is "protected" (asked every time, not only "ask").
     for path in (".agentls.toml", "sub/.agentls.toml", ".vscode/settings.json",
                  "my.code-workspace", ".git/hooks/pre-commit", ".nvim.lua",
@@ -450,7 +450,7 @@ async def test_files_that_configure_agentls_or_the_editor_always_ask(ws: Path) -
 
 
 async def test_reading_a_secret_file_asks_every_time(ws: Path) -> None:
-    # Issue 15 item 6: .env, keys, .git/config, .netrc ... need a yes.
+    # Secret files (docs/security.md): .env, keys, .git/config, .netrc ... need a yes.
     for tool, args in (("read_file", {"path": ".env"}), ("read_file", {"path": "a/.env.local"}),
                        ("read_file", {"path": ".git/config"}), ("read_file", {"path": "k.pem"}),
                        ("read_file", {"path": "deploy/id_ed25519"}),

@@ -174,8 +174,9 @@ def test_unknown_model_is_not_found() -> None:
 
 def test_model_choice() -> None:
     provider = make_provider()
-    # The defaults changed deliberately (issue 21): Qwen2.5-Coder 1.5B for
-    # chat, 0.5B for completion, both with the templates inside their GGUFs.
+    # The defaults changed deliberately (docs/local-model.md, "Which model for
+    # what, and why"): Qwen2.5-Coder 1.5B for chat, 0.5B for completion, both
+    # with the templates inside their GGUFs.
     assert provider._spec(None, "chat").catalog_id == QWEN_15B
     assert provider._spec(None, "completion").catalog_id == QWEN_05B
     assert provider._spec(QWEN_15B, "chat").chat_format is None
@@ -438,7 +439,7 @@ async def test_cancellation_stops_generation(provider: LocalProvider) -> None:
                 assert provider.cancel_request("long-one")
     assert provider.active_requests == 0
     # Still the same healthy child, and not busy finishing 2000 tokens: the
-    # default chat model (Qwen2.5-Coder 1.5B since issue 21) decodes 3-8
+    # default chat model (Qwen2.5-Coder 1.5B, docs/local-model.md) decodes 3-8
     # tokens/s on a 2-core machine, so finishing them would take 4-10 min;
     # the next short answer comes well before that (here: 24 s at load 11).
     started = time.monotonic()

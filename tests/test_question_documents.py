@@ -1,6 +1,6 @@
 """Pure logic of core/approval/documents.py and the approval gate's use of
-it (issue 22 items 2 and 6: a question never hides a byte that changes the
-answer). Through the real server: tests/reliability/test_approval_documents.py."""
+it (a question never hides a byte that changes the answer). Through the
+real server: tests/reliability/test_approval_documents.py."""
 
 from __future__ import annotations
 

@@ -135,7 +135,7 @@ async def test_bad_arguments(ws: Path, arguments: dict[str, Any]) -> None:
 
 async def test_the_seed_entry_point_never_runs_a_command(ws: Path) -> None:
     # Only the turn's approval gate leads to run_tool; execute_tool_async
-    # (what a seed-style caller would use) refuses whatever the context says.
+    # (what an agent_core-style caller would use) refuses whatever the context says.
     marker = ws / "ran.txt"
     tool = RunCommandTool()
     for context in ({"approval": "allow", "workspace_folders": [str(ws)]}, None):
@@ -272,7 +272,7 @@ async def test_output_is_capped_keeping_head_and_tail(ws: Path) -> None:
 async def test_only_allow_listed_variables_reach_the_command(
     ws: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Issue 15 item 7: a deny-list of secret-looking names let all of these through.
+    # Why an allow-list: a deny-list of secret-looking names let all of these through.
     planted = {
         "OPENAI_API_KEY": "sk-planted-openai-0001",
         "ANTHROPIC_API_KEY": "sk-ant-planted-0002",
@@ -311,7 +311,7 @@ async def test_only_allow_listed_variables_reach_the_command(
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="child subreaper: Linux")
 async def test_a_setsid_daemon_is_stopped_and_named(ws: Path) -> None:
-    # Issue 15 item 8: fork -> setsid -> fork -> sleep survived the turn.
+    # Before the subreaper, fork -> setsid -> fork -> sleep survived the turn.
     pidfile = ws / "daemon.pid"
     script = setsid_daemon(pidfile, then="print('parent done')\n")
     result, text = await run(ws, {"argv": [sys.executable, "-c", script]})

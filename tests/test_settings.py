@@ -1,4 +1,4 @@
-"""Settings: PROTOCOL.md "Configuration" — defaults, six sources, per-key fallback."""
+"""Settings: docs/protocol.md "Configuration" — defaults, six sources, per-key fallback."""
 
 from __future__ import annotations
 
@@ -118,7 +118,7 @@ def test_each_source_outranks_the_ones_below(top: int, tmp_path: Path) -> None:
     # Every layer from `top` down sets `model` to its own name; the top one must win.
     present = LAYERS[top:]
     user = write(tmp_path / "user.toml", 'model = "user config"\n')
-    # `model` from a workspace file needs the user's trust (issue 22): trusted here.
+    # `model` from a workspace file needs the user's trust (docs/security.md): trusted here.
     store = TrustStore(tmp_path / "trust.json")
     if ".agentls.toml" in present:
         ws_file = write(tmp_path / "ws" / ".agentls.toml", 'model = ".agentls.toml"\n')
@@ -560,7 +560,7 @@ def test_core_settings_import_neither_pygls_nor_httpx() -> None:
 
 def test_settings_load_without_pydantic(tmp_path: Path) -> None:
     """The first inline completion reads the settings; pydantic's import would
-    cost it ~73 ms and ~6 MiB (issue 13), so the settings layer must not need it."""
+    cost it ~73 ms and ~6 MiB (bench/bench_startup.py), so the settings layer must not need it."""
     code = (
         "import sys, pathlib, agentls.core.settings.load as s\n"
         "loaded = s.load_settings(init_options={'model': 'm', 'inlineCompletion': "

@@ -1,5 +1,5 @@
-"""The typed tool contract (core/tools/contract.py, core/tools/executor.py): a seed
-tool (execute_tool_async with a context dict) runs through the one adapter
+"""The typed tool contract (core/tools/contract.py, core/tools/executor.py): an
+agent_core tool (execute_tool_async with a context dict) runs through the one adapter
 and sees no orchestrator and no verdict; a tool that declares no need is
 asked about; the ToolContext is frozen and a caller's reserved keys never
 reach a tool."""
@@ -22,7 +22,7 @@ from agentls.providers.scripted import ScriptedProvider
 
 
 class SeedTool:
-    """A third-party tool written against the seed's ToolPlugin only."""
+    """A third-party tool written against agent_core's ToolPlugin only."""
 
     name = "seed"
     version = "1"

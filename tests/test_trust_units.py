@@ -1,4 +1,4 @@
-"""Pure logic behind issue 22 items 2, 4, 5 and 6: what a trust question
+"""Pure logic behind workspace trust (docs/security.md): what a trust question
 shows (core/trust/display.py), how it is asked (core/trust/question.py),
 trust keyed by the workspace path (core/trust/workspace.py), MCP names by
 origin (features/mcp/names.py) and the hub names checked before they

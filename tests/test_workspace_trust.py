@@ -51,7 +51,7 @@ def test_dangerous_keys_are_those_that_send_data_or_run_code() -> None:
     for key in ("provider", "baseUrl", "apiKeyEnv", "providerOptions", "linters",
                 "approval.rules", "approval.default", "approval.mode", "mcpServers",
                 "runCommand.passEnv", "features.disabled",
-                # an hf: reference downloads with HF_TOKEN, a path loads a file (issue 22)
+                # an hf: reference downloads with HF_TOKEN, a path loads a file
                 "model", "inlineCompletion.model", "nextEdit.model"):
         assert is_dangerous_key(key), key
     for key in ("inlineCompletion.debounceMs", "nextEdit.maxTokens", "modelX",
@@ -64,7 +64,7 @@ def test_until_trusted_only_safe_keys_apply(ws: Path, tmp_path: Path) -> None:
     loaded = load_settings(environ={}, workspace_root=ws, user_config_file=ws / "none.toml",
                            trust_store=TrustStore(tmp_path / "trust.json"))
     settings = loaded.settings
-    assert settings.model is None  # a model reference waits for trust too (issue 22)
+    assert settings.model is None  # a model reference waits for trust too
     assert settings.inline_completion.debounce_ms == 7  # a safe key
     assert settings.provider == "local" and settings.base_url is None
     assert settings.api_key_env is None and settings.provider_options == {}

@@ -23,7 +23,7 @@ for successful `write_file`, `edit_file` and `rename_file` calls:
    published as diagnostics for the document (source "agentls"), replaced
    after every later edit and cleared when an edit leaves none.
 
-Settings (`linters`, PROTOCOL.md): a list of
+Settings (`linters`, docs/protocol.md): a list of
 `{languages, command, timeoutSeconds}`. In `command` (an argv, no shell):
 
 - `{file}` is replaced by the path of a temporary copy of the new text (same

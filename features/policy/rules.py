@@ -1,6 +1,6 @@
 """The approval policy: the plugin that answers the approval gate's typed
 question (core/approval/gate.py: `ApprovalQuestion` -> `PolicyAnswer`) for every
-tool call before it runs or anybody is asked (issue 5 item 3; PROTOCOL.md
+tool call before it runs or anybody is asked (docs/security.md; docs/protocol.md
 "Tool calls become workspace edits"). It decides from what the tool
 declares it will do (`ToolNeed`: kind none / read / edit / run / call, the
 paths, the command line), never from a list of tool names.

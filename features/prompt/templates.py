@@ -57,7 +57,7 @@ class Template:
     path: str | None = None  # the file a user template was read from
 
     def to_wire(self) -> dict[str, Any]:
-        """The `agentls/templates` entry (PROTOCOL.md), plus `source`."""
+        """The `agentls/templates` entry (docs/protocol.md), plus `source`."""
         return {"name": self.name, "description": self.description,
                 "template": self.template, "source": self.source}
 

@@ -1,5 +1,5 @@
-"""`run_command {argv: string[], cwd?, timeout_seconds?}` (PROTOCOL.md, "Tool
-calls become workspace edits"; issue 5 item 4).
+"""`run_command {argv: string[], cwd?, timeout_seconds?}` (docs/protocol.md,
+"Tool calls become workspace edits"; docs/security.md, "Commands").
 
 - Runs `argv` directly with asyncio.create_subprocess_exec: never through a
   shell. A model that wants one puts "bash", "-c", "..." in argv, and the
@@ -7,7 +7,7 @@ calls become workspace edits"; issue 5 item 4).
 - Runs only with approval: it declares its need (kind "run", the exact
   command line, its folder) and the turn's approval gate asks the user
   unless a rule allows that exact command line (features/policy/rules.py). The
-  seed entry point `execute_tool_async` refuses: there is no way to run it
+  agent_core entry point `execute_tool_async` refuses: there is no way to run it
   around the gate.
 - `cwd` must resolve (`..`, symlinks) inside a workspace folder; default:
   the first one.

@@ -1,5 +1,5 @@
 """The environment run_command gives its child: an allow-list, not a
-deny-list (issue 15 item 7). A deny-list of secret-looking names missed
+deny-list (docs/security.md, "Commands"). A deny-list of secret-looking names missed
 AWS_ACCESS_KEY_ID, STRIPE_KEY, GH_PAT, DATABASE_URL with a password,
 SLACK_WEBHOOK_URL, SENTRY_DSN, SSH_AUTH_SOCK ...; naming what a build needs
 cannot miss a secret it never heard of.

@@ -1,7 +1,7 @@
 """The file-changing tools: `write_file {path, content}`, `edit_file {path,
 old_string, new_string, replace_all?, edits?}`, `delete_file {path}`,
-`rename_file {path, new_path}` (PROTOCOL.md, "Tool calls become workspace
-edits").
+`rename_file {path, new_path}` (docs/protocol.md, "Tool calls become
+workspace edits").
 
 They never write to disk. Each one reads the server's view of the file (the
 open buffer with its version, else the disk; the `snapshots` lookup in the

@@ -1,5 +1,6 @@
 """The read-only tools: `read_file {path}`, `list_files {path?, glob?}`,
-`search_text {pattern, path?, glob?}` (PROTOCOL.md, "Tool calls").
+`search_text {pattern, path?, glob?}` (docs/protocol.md, "Tool calls become
+workspace edits").
 
 One ToolPlugin per tool, so `features.disabled` can switch each off by name.
 They read open editor buffers before the disk, refuse any path outside the

@@ -1,6 +1,6 @@
 """run_command's supervisor: runs one command and, when it ends (or on
 SIGTERM from the server), kills every process the command left behind,
-including ones that left its process group with setsid (issue 15 item 8).
+including ones that left its process group with setsid (docs/security.md).
 
 Run as a script, not imported: `python -I reaper.py REPORT -- argv...`
 (standard library only, so it starts fast). On Linux it makes itself a

@@ -65,7 +65,7 @@ class SingleTool:
                    context: ToolContext) -> dict[str, Any]:
         raise NotImplementedError
 
-    # -- the seed's entry point: not a way around the approval gate -----------------------
+    # -- agent_core's entry point: not a way around the approval gate ------------------
     async def execute_tool_async(self, tool_name: str | None, payload: Any,
                                  state: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         return failure_result(

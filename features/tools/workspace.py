@@ -3,7 +3,7 @@
 - Every path is resolved (`..` and symlinks) and must land inside one of the
   workspace folders; anything else is refused before it is touched.
 - Open editor buffers win over the disk: the language server's view of open
-  documents is the source of truth (PROTOCOL.md), so the agent reads what the
+  documents is the source of truth (docs/protocol.md), so the agent reads what the
   user sees, unsaved changes included. The lookup is a callable handed in by
   the LSP layer, so this module knows nothing about LSP.
 - Walking skips version-control and tool directories, what any

@@ -1,10 +1,10 @@
-"""autogen's ChatCompletionClient over any agentls Provider (seed 004).
+"""autogen's ChatCompletionClient over any agentls Provider (autogen_core.models).
 
     client = AgentlsChatCompletionClient.from_settings(provider="openai", model="gpt-4o-mini")
     client = AgentlsChatCompletionClient(provider)      # or over a Provider object
     result = await client.create([UserMessage(content="Hi", source="user")])
 
-`ChatCompletionClient` (the abstract protocol, seed 004's members) is importable
+`ChatCompletionClient` (the abstract protocol, autogen_core.models' members) is importable
 from here too. There is no autogen dependency: the types come from
 `agentls.core.compat.autogen_types`, which carry autogen's names and fields. Real autogen
 message objects are accepted too (through their `model_dump()`), and a caller

@@ -1,4 +1,4 @@
-"""agentls/status and agentls/models (PROTOCOL.md, "Other requests")."""
+"""agentls/status and agentls/models (docs/protocol.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""The agent loop with a model that goes around in circles (issue 21), over
-real LSP: the server runs as a subprocess with the scripted provider (its
-`record` file shows what the model was sent), and the test client plays an
-editor that applies approved edits (tests/e2e/test_edits.py's Editor).
+"""The agent loop with a model that goes around in circles (as small local
+models do), over real LSP: the server runs as a subprocess with the scripted
+provider (its `record` file shows what the model was sent), and the test
+client plays an editor that applies approved edits (tests/e2e/test_edits.py's
+Editor).
 
 Covered: the same edit_file call three times is applied once, the second
 gets the first result back with a note, the third ends the turn with

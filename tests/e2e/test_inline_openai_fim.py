@@ -173,7 +173,7 @@ def test_an_inline_completion_session_imports_no_pydantic(
     tmp_path: Path, fake_backend: FakeBackend
 ) -> None:
     """The keystroke path stays off pydantic (its import alone costs the first
-    completion ~75 ms and ~6 MiB; issue 13, bench/bench_startup.py): the
+    completion ~75 ms and ~6 MiB; bench/bench_startup.py): the
     settings, the provider, the FIM stream and the inline feature; and so do
     the features loaded after the first completion (MCP without servers, the
     tools), so a session that only completes stays small. The first thing that

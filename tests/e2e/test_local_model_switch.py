@@ -121,7 +121,7 @@ def test_inline_completion_model_switch(tmp_path: Path, gemma: Path) -> None:
         after = editor.models()
         wait_until(lambda: not alive(first["pid"]), "the previous child stopped", 30)
     assert "cut-short" in shown[0] and "truncated or corrupt" in shown[0]
-    # The default completion model (Qwen2.5-Coder 0.5B since issue 21; was Gemma).
+    # The default completion model (Qwen2.5-Coder 0.5B, docs/local-model.md; was Gemma).
     assert f"{local.DEFAULT_COMPLETION_MODEL} keeps serving completion" in shown[0]
     assert "inlineCompletion.model" in shown[0]
     assert set(after) == {"my-model"} and after["my-model"]["gguf"] == str(good)

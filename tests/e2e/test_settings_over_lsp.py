@@ -92,7 +92,7 @@ async def test_typed_request_with_bad_params_gets_invalid_params() -> None:
         await raw.close()
 
 
-# --------------------------------------------------------------------------- issue 13
+# ------------------------------------------- problems on every change, inline registration
 
 
 async def _session(tmp_path: Any, init: dict[str, Any], workspace_config: dict[str, Any],

@@ -196,7 +196,7 @@ def test_quickstart_with_the_embedded_local_model(tmp_path: Path) -> None:
 def test_an_untrusted_workspace_file_shows_in_the_statusline_and_checkhealth(
     editor: Callable[..., Editor], tmp_path: Path, workspace: Path
 ) -> None:
-    # Issue 15 item 1: the editor shows which workspace keys wait for trust.
+    # Workspace trust: the editor shows which workspace keys wait for it.
     (workspace / ".agentls.toml").write_text("linters = []\n")
     script = write_script(tmp_path / "script.json", responses=[{"text": "ok"}])
     ed = editor("main.py")

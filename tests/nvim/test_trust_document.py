@@ -1,5 +1,5 @@
 """A workspace-trust question too long for a message, in a real Neovim
-against the real server (issue 22 item 2): the server writes the whole
+against the real server (a question is never cut): the server writes the whole
 text to a file in the state directory and asks the editor to open it
 (window/showDocument, Neovim's own handler); the question, asked with
 vim.ui.select, names that file."""

@@ -1,6 +1,6 @@
-"""Issue 22 items 2 and 6 through the REAL server, for every approval
-question (not only the trust questions): a question never hides a byte
-that changes the answer.
+"""Long questions through the REAL server, for every approval question
+(not only the trust questions): a question never hides a byte that
+changes the answer.
 
 When a question's whole text is longer than a message can carry, the
 approval gate writes it to a file only the user can read in the state

@@ -1,4 +1,4 @@
-"""Approval integrity through the REAL server (issue 15 items 2-6): the
+"""Approval integrity through the REAL server (docs/security.md): the
 scripted provider plays a steered model, the test client plays the editor
 (tests/e2e/test_edits.py's Editor: it answers window/showMessageRequest as
 told and applies accepted workspace edits to its buffers or the disk).

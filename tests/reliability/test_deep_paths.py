@@ -1,4 +1,4 @@
-"""Deep paths do not freeze the server (issue 22 item 8), through the REAL
+"""Deep paths do not freeze the server (docs/security.md), through the REAL
 server: the model reads files 2,000 folders deep (reads are auto-allowed,
 and every path a turn touched is looked up for nested AGENTS.md files
 before each later model call). The lookup is bounded, cached per folder

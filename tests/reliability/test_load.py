@@ -9,9 +9,9 @@ docs/reliability.md has its figures).
   a didChange and an inline completion, against an instant loopback
   backend. The server's RSS after warm-up grows by less than
   RSS_GROWTH_BOUND_MIB; latency is reported against the bench targets
-  (ARCHITECTURE.md) and asserted only as generous ratios: the last part of
-  the storm is not much slower than the first (no degradation), and p50 is
-  within a wide multiple of the targets.
+  (docs/architecture.md, "The two hot paths") and asserted only as
+  generous ratios: the last part of the storm is not much slower than the
+  first (no degradation), and p50 is within a wide multiple of the targets.
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ TURNS = 20
 STORM_KEYS = int(os.environ.get("AGENTLS_STORM_KEYS", "3000"))
 WARMUP_KEYS = 300
 RSS_GROWTH_BOUND_MIB = 4  # the pygls future leak was +6-7 MiB per 3,000 keys
-# ARCHITECTURE.md: round trip p50 <= 3 ms (model path, instant backend),
-# type-ahead cache hits < 1 ms. CI asserts 10x: a loaded 2-core machine.
+# docs/architecture.md, "The two hot paths": round trip p50 <= 3 ms (model
+# path, instant backend), type-ahead cache hits < 1 ms. CI asserts 10x: a
+# loaded 2-core machine.
 MODEL_P50_TARGET_MS = 3.0
 CACHE_P50_TARGET_MS = 1.0
 GENEROUS = 10

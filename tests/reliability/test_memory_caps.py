@@ -1,4 +1,4 @@
-"""Memory under huge messages (issue 15 item 12), against the real server.
+"""Memory under huge messages (docs/security.md), against the real server.
 
 Before the caps a 50 MB chat prompt was accepted and stored, and every later
 turn loaded it, re-sent it and grew the server's RSS by about 50 MiB. Now a

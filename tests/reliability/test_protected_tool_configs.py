@@ -1,4 +1,4 @@
-"""Other programs' configuration files are protected (issue 22 item 7),
+"""Other programs' configuration files are protected (docs/security.md),
 through the REAL server: after "Allow for session" for write_file, writing
 any file that makes another agent, a VCS, the editor, CI, the shell or a
 package manager run commands still asks every time (Allow once / Deny

@@ -487,7 +487,8 @@ def test_five_megabyte_payloads_are_served(fuzzed: Fuzzed) -> None:
     unknown = lsp.request("agentls/noSuchMethod", {"blob": huge}, timeout=30)
     assert unknown["error"]["code"] == -32601
     # A 5 MB prompt is over session.maxPromptChars: refused with a clear
-    # error (issue 15 item 12), and the next turn is served.
+    # error (it was stored and re-sent every later turn), and the next turn
+    # is served.
     refused = lsp.request("agentls/chat", {"prompt": "summarise: " + huge}, timeout=60)
     assert refused["error"]["code"] == -32602, str(refused)[:300]
     assert "session.maxPromptChars" in refused["error"]["message"]

@@ -1,4 +1,4 @@
-"""Checkpoint restore goes through the approval gate (issue 22 item 3),
+"""Checkpoint restore goes through the approval gate (docs/security.md),
 through the REAL server: the scripted provider edits a file in a folder,
 then the folder is replaced by a symlink into `.git` (another process, after
 the checkpoint). `agentls/restoreCheckpoint` must not write `.git/config`
@@ -140,7 +140,7 @@ async def test_a_hard_linked_file_is_not_restored(tmp_path: Path, workspace: Pat
 async def test_a_huge_turn_number_is_invalid_params_without_a_traceback(
     tmp_path: Path, workspace: Path
 ) -> None:
-    # Issue 22 item 11: turn = 2**70 answered -32603 with a Python traceback.
+    # Bad params get -32602: turn = 2**70 answered -32603 with a Python traceback.
     settings, _ = scripted(tmp_path, "huge", EDIT_CONF, approval=ALLOW_WRITES)
     async with editor_session(workspace, tmp_path / "state", settings,
                               capabilities(annotations=False)) as ed:

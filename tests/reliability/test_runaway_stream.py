@@ -1,4 +1,4 @@
-"""A model reply that never ends (issue 13 item 5), through the real server:
+"""A model reply that never ends, through the real server:
 the openai provider streams from a loopback fake that repeats `.x` forever
 (what Gemma 3 270M did on llama.cpp's server) or streams ever-new text past
 session.maxOutputTokens. The turn ends promptly as `length`, the user is
@@ -67,7 +67,7 @@ def test_unique_text_past_the_output_cap_ends_at_the_cap(
 
 
 # A pair of JSON lines, 297 characters: what Qwen2.5-Coder-0.5B repeated 21
-# times until the token limit (issue 21); longer than the old 256-character
+# times until the token limit in an agent turn; longer than the old 256-character
 # limit on the repeated unit.
 _LINES = ('{"name": "read_inventory.py", "arguments": {"path": "inventory.py", "mode": "r", '
           '"lines": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], "why": "to list the methods"}}\n'

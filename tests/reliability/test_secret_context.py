@@ -1,5 +1,5 @@
-"""Secret files never reach the model without read_file's question (issue 22
-item 9), through the REAL server: the scripted provider records every
+"""Secret files never reach the model without read_file's question
+(docs/security.md), through the REAL server: the scripted provider records every
 request, the test plays the editor.
 
 The ways a file's text goes to the model besides read_file, each tried with

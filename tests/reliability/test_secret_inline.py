@@ -1,5 +1,5 @@
-"""Inline completion never sends a secret file's text (issue 22 item 9, the
-same rule as read_file), through the REAL server with the loopback backend:
+"""Inline completion never sends a secret file's text (the same rule as
+read_file), through the REAL server with the loopback backend:
 a completion asked inside `.env` makes no model call, and an open `.env` tab
 is never a neighbouring snippet of another file's prompt.
 """

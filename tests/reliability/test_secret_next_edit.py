@@ -1,4 +1,4 @@
-"""Next edit suggestions never send a secret file's text (issue 22 item 9,
+"""Next edit suggestions never send a secret file's text (docs/security.md,
 "next-edit context"), through the REAL server with the loopback backend:
 the user's recent edits in an open `.env` are not shown to the model as
 context for another file, and no suggestion is asked for inside `.env`.

@@ -1,4 +1,4 @@
-"""Tool hardening through the REAL server (issue 15 items 6-11): the
+"""Tool hardening through the REAL server (docs/security.md): the
 scripted provider plays a steered model; its record file shows what the
 model was sent.
 

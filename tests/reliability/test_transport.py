@@ -1,4 +1,4 @@
-"""The socket transports through the REAL server (issue 22, item 1).
+"""The socket transports through the REAL server (docs/security.md).
 
 `agentls --tcp` used to bind 127.0.0.1 with no authentication; each new
 connection took over the server's writer (a second local client received

@@ -1,4 +1,4 @@
-"""The editors connect to a running server (issue 22, item 1): Neovim with
+"""The editors connect to a running server (docs/security.md): Neovim with
 `connect = "tcp:HOST:PORT"` reads the token file the server wrote and sends
 it in initializationOptions.agentlsToken; with `connect = "unix"` it uses the
 server's socket in $XDG_RUNTIME_DIR/agentls. Both through the real server

@@ -1,5 +1,5 @@
 """What the server leaves on disk and in its answers, through the REAL
-server (issue 22, items 10 and 11):
+server (docs/security.md, "Files only you can read"):
 
 - the state folder is 0700 and sessions.sqlite3 (with its -wal) 0600, also
   when an older agentls left them 0755/0644: they hold the text of secret

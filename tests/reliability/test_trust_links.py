@@ -1,4 +1,4 @@
-"""Issue 22 item 4 through the REAL server: trust does not follow a symbolic
+"""Through the REAL server: trust does not follow a symbolic
 link into another checkout.
 
 The user trusted checkout A's `.agentls.toml` (a linter) and allowed its

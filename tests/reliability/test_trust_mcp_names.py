@@ -1,4 +1,4 @@
-"""Issue 22 item 6 through the REAL server: MCP tool names are unambiguous
+"""Through the REAL server: MCP tool names are unambiguous
 by origin, and the MCP approval question shows every argument.
 
 - The user's servers `a__b` (tool `c`) and `time` (tool `now`) with the

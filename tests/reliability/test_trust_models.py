@@ -1,4 +1,4 @@
-"""Issue 22 item 5 through the REAL server: model references.
+"""Trust for model references, through the REAL server.
 
 - A workspace `.agentls.toml` naming a model (an `hf:` reference, which
   downloads with the user's HF_TOKEN, or a `.gguf` path outside the

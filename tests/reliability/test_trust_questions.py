@@ -1,4 +1,4 @@
-"""Issue 22 item 2 through the REAL server: a trust question never hides a
+"""Through the REAL server: a trust question never hides a
 byte that changes the answer.
 
 - `.mcp.json`: every server (a 13th is not "... and 1 more"), its whole

@@ -1,4 +1,4 @@
-"""Workspace trust through the REAL server (issue 15 item 1): a cloned
+"""Workspace trust through the REAL server (docs/security.md): a cloned
 repository's `.agentls.toml` cannot send the user's key elsewhere, make
 approvals pass by themselves, or run a linter, until the user trusts that
 content of the file (window/showMessageRequest "Trust" / "Don't trust",

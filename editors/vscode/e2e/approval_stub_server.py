@@ -1,6 +1,6 @@
 """A stand-in language server for the client half of the approval flow.
 
-It sends exactly what PROTOCOL.md says agentls sends for approvals, so the
+It sends exactly what docs/protocol.md says agentls sends for approvals, so the
 VS Code side (the extension's language client) is tested even before the
 real server's tool edits land:
 

@@ -1,6 +1,6 @@
 /**
  * The client half of approvals in a real VS Code, against a stand-in server
- * (approval_stub_server.py) that sends what PROTOCOL.md specifies: an
+ * (approval_stub_server.py) that sends what docs/protocol.md specifies: an
  * applyEdit whose change annotation needs confirmation opens VS Code's
  * refactor preview (Apply / Discard), and window/showMessageRequest shows a
  * notification with the action buttons. Both are handled natively by

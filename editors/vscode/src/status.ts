@@ -10,7 +10,7 @@ export interface StatusResult {
   completions?: { served?: number; shown?: number; accepted?: number };
   /** The workspace .agentls.toml's trust state: keys that can send data or run code wait for it. */
   workspaceTrust?: { file?: string; state?: string; pendingKeys?: string[] } | null;
-  /** MCP servers (PROTOCOL.md "MCP servers"). */
+  /** MCP servers (docs/mcp.md). */
   mcp?: McpServerStatus[];
 }
 

@@ -1,6 +1,6 @@
 """Questions too long for a message: their whole text as a document the
-editor opens (issue 22: a question never hides a byte that changes the
-answer).
+editor opens (a question never hides a byte that changes the answer;
+docs/security.md, "Long questions: the whole text, never a cut").
 
 The approval gate (core/approval/gate.py) asks every question through here:
 the workspace-trust questions (core/trust/question.py), a tool call's

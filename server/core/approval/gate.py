@@ -18,7 +18,7 @@ decision, all made here and nowhere else:
   channel are denials. No answer within the timeout takes
   `approval.default`, except for protected calls, which need a yes.
 
-Every question asked here obeys one rule (issue 22): it never hides a byte
+Every question asked here obeys one rule (docs/security.md): it never hides a byte
 that changes the answer. Its text is escaped (characters that would not
 show as themselves become `<U+202E>`) and, when it is longer than a
 message can carry, written whole to a file only the user can read in the
@@ -102,7 +102,7 @@ DENY = ApprovalOption("deny", "Deny", allows=False)
 EDIT_OPTIONS = (ALLOW_ONCE, ALLOW_SESSION, DENY)
 ONCE_OPTIONS = (ALLOW_ONCE, DENY)
 
-# Labels of hook-supplied options (seed: `approval_options` are strings)
+# Labels of hook-supplied options (Amplifier's Hooks API: `approval_options` are strings)
 # that mean yes. Everything else is a no.
 _YES = re.compile(r"^\s*(allow|yes|approve|accept|ok|okay|continue|proceed|run)\b", re.I)
 

@@ -1,5 +1,5 @@
 """Checkpoints: put the files a turn changed back as they were before it
-(PROTOCOL.md, "Context, instructions, checkpoints").
+(docs/protocol.md, "Checkpoints").
 
 Recording: for each turn the orchestrator wraps the tools' edit applier in
 a `CheckpointingEditor`. Before an edit goes to the editor it stores the

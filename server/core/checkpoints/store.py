@@ -1,5 +1,5 @@
 """Checkpoints in the session database (tables from session_store's
-migration 2; PROTOCOL.md, "Context, instructions, checkpoints").
+migration 2; docs/protocol.md, "Checkpoints").
 
 A checkpoint is what a turn found in each file right before it first
 changed it: the text, or that the file did not exist. Rows are committed in

@@ -1,1 +1,1 @@
-"""The seeds' autogen surface: autogen_core.models types and the ChatCompletionClient protocol."""
+"""The autogen surface: autogen_core.models types and the ChatCompletionClient protocol."""

@@ -1,4 +1,4 @@
-"""autogen_core.models types (seed 004) for the autogen compatibility layer.
+"""autogen_core.models types for the autogen compatibility layer.
 
 Names and fields are autogen's, so code written against `autogen_core.models`
 reads the same here; agentls does not depend on autogen. As in autogen,

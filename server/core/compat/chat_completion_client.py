@@ -1,4 +1,4 @@
-"""`ChatCompletionClient`: autogen's model-client protocol (seed 004), by name.
+"""`ChatCompletionClient`: autogen's model-client protocol (autogen_core.models), by name.
 
 autogen users write `from autogen_core.models import ChatCompletionClient`;
 agentls code and users without autogen write

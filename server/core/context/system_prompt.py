@@ -1,4 +1,4 @@
-"""The system prompt every agent turn sends (PROTOCOL.md, "Agent turns")."""
+"""The system prompt every agent turn sends (docs/protocol.md, "Agent turns")."""
 
 from __future__ import annotations
 

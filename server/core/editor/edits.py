@@ -1,5 +1,5 @@
 """File changes as workspace edits the user approves in the editor
-(PROTOCOL.md, "Tool calls become workspace edits").
+(docs/protocol.md, "Tool calls become workspace edits").
 
 File-changing tools never write to disk. They build an LSP WorkspaceEdit
 (plain JSON-shaped dicts, so features need not import pygls) against the

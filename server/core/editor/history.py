@@ -1,5 +1,5 @@
 """The user's recent edits, per document: what next edit suggestions are
-built from (PROTOCOL.md, textDocument/copilotInlineEdit).
+built from (docs/protocol.md, textDocument/copilotInlineEdit).
 
 Fed from didChange. Keystrokes are coalesced into hunks: a change that
 touches the most recent hunk of its document grows that hunk (typing a

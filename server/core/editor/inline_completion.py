@@ -1,5 +1,5 @@
 """The contract between the language server and an inline completion
-feature (textDocument/inlineCompletion, PROTOCOL.md): what the server hands
+feature (textDocument/inlineCompletion, docs/protocol.md): what the server hands
 over and what it gets back, in code-point offsets. The LSP side turns the
 position into an offset and the answer into LSP items; the feature
 (features/inline_completion) owns caching, debouncing, prompting, the model

@@ -1,5 +1,5 @@
 """The contract between the language server and a next edit feature
-(textDocument/copilotInlineEdit, PROTOCOL.md): what the server hands over
+(textDocument/copilotInlineEdit, docs/protocol.md): what the server hands over
 and what it gets back, in code-point offsets. The LSP side turns positions
 into offsets and edits back into ranges; the feature (features/next_edit)
 owns prompting, the model call and the rules for what is worth showing.

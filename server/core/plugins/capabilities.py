@@ -1,4 +1,4 @@
-"""What a feature plugin may offer beyond the seed's FeaturePlugin methods,
+"""What a feature plugin may offer beyond agent_core's FeaturePlugin methods,
 one typed Protocol per capability. The server finds them with `offers` /
 `offering` (core/plugins/registry.py), never by probing for method names:
 
@@ -19,7 +19,7 @@ one typed Protocol per capability. The server finds them with `offers` /
 - `TemplateSource`: `list_templates(config) -> list[dict]` of prompt
   templates (`name`, `description`, `template`, `source`) for
   `agentls/templates`, `/` completion and the code actions (the templates
-  feature, MCP prompts); the text of one comes from the seed's
+  feature, MCP prompts); the text of one comes from agent_core's
   `get_template(config)` with `config["template"]` naming it.
 - `StatusReporter`: `status_report() -> dict`: a provider's keys added to
   `agentls/status` (the local provider's processes and downloads, the
@@ -35,7 +35,7 @@ The request/answer contracts of the editor features live beside their
 types: `InlineCompleter` (core/editor/inline_completion.py), `NextEditSuggester`
 (core/editor/next_edit.py), `PromptEnricher` (core/editor/prompt_enrichment.py).
 
-A feature written against the seed's FeaturePlugin alone (name, version,
+A feature written against agent_core's FeaturePlugin alone (name, version,
 priority, get_completions, get_template, ...) offers none of these and is
 still loaded, enabled and asked for completions as before.
 """

@@ -4,8 +4,8 @@ linters, ...), found through the entry-point group `agentls.hooks`.
 A hook module is a class (or instance) with a `name` and
 `register(hooks, context)`; it registers its handlers on the HookRegistry
 and keeps what it needs from the context. Policy lives here, in plugins and
-settings; the kernel only dispatches (ARCHITECTURE.md, amplifier's kernel
-idea).
+settings; the kernel only dispatches (amplifier's kernel idea;
+docs/architecture.md, "Style to follow").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hook dispatch (seed 002 plus the behaviours in seeds/README.md).
+"""Hook dispatch (Amplifier's Hooks API plus the behaviours the API documents imply).
 
 Precedence when several handlers answer one event:
 deny > ask_user > inject_context > modify > continue.
@@ -58,7 +58,7 @@ class HookEmission:
     sources: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     # (handler name, its own text) of each inject_context answer before the
-    # merge: the size limit is per injection (seed 002), so the orchestrator
+    # merge: the size limit is per injection (Amplifier's Hooks API), so the orchestrator
     # admits each on its own.
     injections: list[tuple[str, str]] = field(default_factory=list)
 

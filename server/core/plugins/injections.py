@@ -1,4 +1,4 @@
-"""Limits on hook context injections (seed 002, "Limit injection size").
+"""Limits on hook context injections (Amplifier's Hooks API, "Limit injection size").
 
 One injection may not exceed `session.injection_size_limit` bytes (UTF-8);
 all injections of one turn together may not exceed

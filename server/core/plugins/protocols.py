@@ -1,10 +1,10 @@
-"""Plugin protocols (seed 003, agent_core `types`) with their documented
+"""Plugin protocols (agent_core's `types`) with their documented
 defaults.
 
 A plugin may subclass one of these Protocols explicitly to inherit the
 defaults, or implement only the methods it needs: `plugin_call()` falls back
-to the protocol's default for anything a plugin leaves out (the seed
-signatures stay supported this way). What a feature offers beyond the seed
+to the protocol's default for anything a plugin leaves out (agent_core's
+signatures stay supported this way). What a feature offers beyond agent_core
 (start, tool_plugins, hook_modules, complete, enrich_prompt, ...) is a typed
 Protocol each (core/plugins/capabilities.py), found with core.registry's `offers` /
 `offering`, never by probing for method names.

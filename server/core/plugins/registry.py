@@ -8,7 +8,7 @@ third-party package adds a provider, feature or tool without touching agentls:
     agentls.tools      name -> ToolPlugin class / factory / instance
     agentls.hooks      name -> hook module class / instance (register(hooks, context))
 
-What a plugin offers beyond the seed's protocols (core/plugins/capabilities.py and
+What a plugin offers beyond agent_core's protocols (core/plugins/capabilities.py and
 the feature contracts) is found with `offers` / `offering`: the one adapter
 between the server and plugin capabilities.
 

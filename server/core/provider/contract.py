@@ -1,4 +1,4 @@
-"""The one provider contract (ARCHITECTURE.md, "One provider contract").
+"""The one provider contract (docs/architecture.md, "One provider contract").
 
 Every model call in agentls goes through `Provider`: async `complete()` and
 `stream()` over core `Message`s, `get_info()`, `list_models()` and
@@ -26,7 +26,7 @@ from agentls.core.provider.stream_collect import ToolCallAccumulator, collect_st
 from agentls.core.types.errors import FinishReason, ModelError
 
 if TYPE_CHECKING:
-    # The pydantic models (seeds 000, 001, 003) are imported where they are
+    # The pydantic models (core/types/) are imported where they are
     # built, not here: the keystroke path (FIM through this module) must not
     # import pydantic (~75 ms and ~6 MiB of the first completion).
     from agentls.core.types.conversation import Message

@@ -19,7 +19,7 @@ __all__ = ["ToolCallAccumulator", "collect_stream"]
 
 
 class ToolCallAccumulator:
-    """Joins ToolCallDeltas (by index) into ToolCalls, as the seeds describe."""
+    """Joins ToolCallDeltas (by index) into ToolCalls, as orbiter's models.types describes."""
 
     def __init__(self) -> None:
         self._parts: dict[int, dict[str, Any]] = {}

@@ -3,7 +3,7 @@ msgspec structs, in `agentls.core.settings.schema`), six sources, per-key
 fallback, and workspace trust for the workspace file. Neither this module nor
 the schema imports pydantic: the first inline completion loads them.
 
-Sources, highest precedence first (docs: PROTOCOL.md, "Configuration"):
+Sources, highest precedence first (docs/protocol.md, "Configuration"):
 
 1. ``initializationOptions`` (the object under ``agentls``),
 2. ``workspace/configuration`` section ``agentls``,

@@ -12,7 +12,7 @@
   change what was decided about it.
 - `ToolRefused`: a tool's typed failure (message for the model, code).
 
-Third-party tools with the seed signature (`execute_tool_async(...,
+Third-party tools with agent_core's signature (`execute_tool_async(...,
 context=dict)`) get `ToolContext.as_seed_context()`: the one adapter.
 """
 
@@ -106,7 +106,7 @@ class ToolContext:
     output: Progress | None = None
     trigger_source: str = "core"
     need: ToolNeed | None = None  # what the call was cleared for
-    # Caller-supplied keys (run_turn's context), passed to seed tools as is.
+    # Caller-supplied keys (run_turn's context), passed to agent_core-style tools as is.
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -127,7 +127,7 @@ class ToolContext:
         return cls(**{**base, "extra": extra, **fields})
 
     def as_seed_context(self) -> dict[str, Any]:
-        """The seed's context dict for third-party tools (no `core`, no
+        """agent_core's context dict for third-party tools (no `core`, no
         approval: those were decided before the call)."""
         return {
             **self.extra,

@@ -13,7 +13,7 @@ input_schema}; `normalize_tool_schema` brings them to the flat form
 A tool plugin written for agentls implements `TypedTool` (core/tools/contract.py
 has the types): `tool_need` declares what a call will do before it runs,
 `prepare_call` (optional) adds what the user is shown, and `run_tool` runs it
-with a frozen `ToolContext`. A seed plugin (`execute_tool_async(...,
+with a frozen `ToolContext`. An agent_core ToolPlugin (`execute_tool_async(...,
 context=dict)`) runs through the one adapter here, with
 `ToolContext.as_seed_context()` and the default need (it asks).
 """
@@ -59,7 +59,7 @@ class DeclaresNeed(Protocol):
 class RunsTool(Protocol):
     async def run_tool(self, tool_name: str, arguments: dict[str, Any], state: dict[str, Any],
                        context: ToolContext) -> dict[str, Any]:
-        """Run the call the gate cleared; the seed's result dict."""
+        """Run the call the gate cleared; agent_core's result dict."""
         ...
 
 
@@ -81,11 +81,11 @@ class DynamicTools(Protocol):
 
 
 class TypedTool(DeclaresNeed, RunsTool, Protocol):
-    """What an agentls tool plugin implements besides the seed's schema
+    """What an agentls tool plugin implements besides agent_core's schema
     methods (`get_tool_schemas`, `format_tool_result`, ...). The executor
     asks for each part on its own (offers(plugin, DeclaresNeed), ...): a
     plugin without tool_need gets the default need, one without run_tool
-    runs through the seed adapter."""
+    runs through the agent_core adapter."""
 
 
 class PreparingTool(TypedTool, PreparesCall, Protocol):
@@ -276,7 +276,7 @@ class ToolExecutor:
         try:
             if offers(plugin, RunsTool):
                 raw = await plugin.run_tool(call.tool, dict(call.arguments), bound.state, context)
-            else:  # a seed plugin: the one adapter
+            else:  # an agent_core ToolPlugin: the one adapter
                 raw = await plugin_call(
                     bound.plugin,
                     ToolPlugin,

@@ -4,7 +4,7 @@ that a value sends named as such.
 
 Used by the settings loader (the `.agentls.toml` listing), the MCP
 feature (`.mcp.json`), the MCP tool approval and `agentls trust`. The rule
-(issue 22): a question never hides a byte that changes the answer.
+(docs/security.md): a question never hides a byte that changes the answer.
 
 - Characters that would not show as themselves (control characters,
   format characters such as the bidi overrides U+202E / U+2066, zero-width

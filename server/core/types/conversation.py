@@ -1,4 +1,4 @@
-"""Conversation types from agent_core (seed 003): Message, PartialMessage,
+"""Conversation types from agent_core's types: Message, PartialMessage,
 Session, ToolDescriptor and ProviderRequestCancelled.
 
 These are immutable (frozen pydantic dataclasses): a transformation returns a
@@ -141,4 +141,4 @@ class ToolDescriptor:
 
 
 # ProviderRequestCancelled lives in core/types/errors.py (no pydantic) and is
-# re-exported here under its seed-003 home.
+# re-exported here, its home in agent_core's types.

@@ -1,7 +1,8 @@
 """The errors agentls raises on purpose, and the finish reasons, without pydantic.
 
-They are the seeds' public names (ModelError and FinishReason: seed 001;
-ProviderRequestCancelled: seed 003) and are re-exported from
+They carry the public names of the APIs agentls implements (ModelError and
+FinishReason: orbiter's models.types; ProviderRequestCancelled: agent_core's
+types) and are re-exported from
 `agentls.core.types.messages` and `agentls.core.types.conversation`. They live here
 because the keystroke path (an inline completion through a FIM model) needs
 them but none of the pydantic models beside them: importing pydantic costs

@@ -1,7 +1,7 @@
-"""Core data models: Amplifier's models (seed 000, 002) and orbiter's
-provider-agnostic response types (seed 001).
+"""Core data models: Amplifier's models (its models API and Hooks API) and
+orbiter's provider-agnostic response types (orbiter's models.types).
 
-Field names are the seeds' public names; nothing here knows about LSP or HTTP.
+Field names are those APIs' public names; nothing here knows about LSP or HTTP.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ __all__ = [
 _DEFERRED = ConfigDict(defer_build=True)
 
 
-# --------------------------------------------------------------------------- 000
+# ------------------------------------------------------------ Amplifier's models API
 
 
 class ToolCall(BaseModel):
@@ -134,7 +134,7 @@ HookAction = Literal["continue", "deny", "modify", "inject_context", "ask_user"]
 
 
 class HookResult(BaseModel):
-    """What a hook handler asks the kernel to do (seed 002)."""
+    """What a hook handler asks the kernel to do (Amplifier's Hooks API)."""
 
     model_config = _DEFERRED
 
@@ -187,7 +187,7 @@ class SessionStatus(BaseModel):
         return self.model_dump(mode="json")
 
 
-# --------------------------------------------------------------------------- 001
+# ------------------------------------------------------------ orbiter's models.types
 
 
 # AgentlsError, ModelError, ModelErrorCode and FinishReason live in

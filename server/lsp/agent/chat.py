@@ -1,4 +1,4 @@
-"""Agent turns over LSP (PROTOCOL.md, "Agent turns" and "Other requests").
+"""Agent turns over LSP (docs/protocol.md, "Agent turns").
 
 `agentls/chat` runs one turn of the core's Orchestrator: the prompt (with
 `@file:` mentions and the editor selection attached: chat_prompt.py) goes
@@ -299,7 +299,7 @@ class ChatService:
 
         When pygls cancels this request ($/cancelRequest), the turn is
         cancelled through the orchestrator instead, and the request still
-        answers with the (cancelled) result, as PROTOCOL.md requires."""
+        answers with the (cancelled) result, as docs/protocol.md requires."""
         current = asyncio.current_task()
         while True:
             try:

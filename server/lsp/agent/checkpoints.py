@@ -1,4 +1,4 @@
-"""Checkpoints over LSP (PROTOCOL.md, "Context, instructions, checkpoints"):
+"""Checkpoints over LSP (docs/protocol.md, "Checkpoints"):
 `agentls/checkpoints { sessionId }` and `agentls/restoreCheckpoint
 { sessionId, turn, force? }`. The mechanism is agentls.core.checkpoints.files
 (restore_turn clears the restore with the approval gate like a file edit,

@@ -1,5 +1,5 @@
 """textDocument/codeAction: "Fix with agent", "Explain", "Write tests"
-(PROTOCOL.md). Each is a Command `agentls.chat` with arguments
+(docs/protocol.md). Each is a Command `agentls.chat` with arguments
 [{prompt, context: {uri, range}}], the prompt rendered from the template of
 the same purpose (`fix`, `explain`, `tests`) by the feature that serves it,
 so a workspace's `.agentls/templates/fix.md` changes what is asked.

@@ -1,6 +1,6 @@
 """File changes through the editor: the LSP side of the core's edit
-interfaces (agentls.core.editor.edits; PROTOCOL.md, "Tool calls become workspace
-edits").
+interfaces (agentls.core.editor.edits; docs/protocol.md, "Tool calls become
+workspace edits").
 
 - LspEditApplier: renders and applies, never decides (the approval gate,
   core/approval/gate.py, decided before the tool ran whether the user is asked).

@@ -1,5 +1,5 @@
 """Feature completions: textDocument/completion (trigger `@` and `/`),
-agentls/complete and agentls/templates (PROTOCOL.md).
+agentls/complete and agentls/templates (docs/protocol.md).
 
 Generic over the enabled FeaturePlugins: each one's get_completions(config,
 text_before_cursor) entries ({replacement, start, display, display_meta, ...})

@@ -1,6 +1,6 @@
 """textDocument/inlineCompletion, the Copilot-style didShowCompletion /
 didPartiallyAcceptCompletion notifications, and the
-agentls.inlineCompletionAccepted command (PROTOCOL.md).
+agentls.inlineCompletionAccepted command (docs/protocol.md).
 
 Thin: positions become offsets here, the `inline-completion` feature plugin
 does the work through the InlineCompleter contract
@@ -130,7 +130,7 @@ def register(server: AgentlsLanguageServer) -> None:
 
     @server.feature(DID_PARTIALLY_ACCEPT)
     def did_partially_accept_completion(ls: AgentlsLanguageServer, params: Any) -> None:
-        # Not counted as accepted (PROTOCOL.md counts accept commands); the
+        # Not counted as accepted (docs/protocol.md counts accept commands); the
         # rest of the item is answered from the cache as the user types on.
         log.debug("Partially accepted: %s", to_plain(params))
 

@@ -1,11 +1,11 @@
-"""inlineCompletionProvider follows `inlineCompletion.enabled` (issue 13
-item 3): a client that supports dynamic registration for
-textDocument/inlineCompletion is not told statically; the server registers
-the capability (client/registerCapability) while inline completion is
-enabled and unregisters it when the settings switch it off, so the editor
-stops asking. A client without dynamic registration gets the static
-capability, and while disabled every request is answered with no items and
-no backend call (features/inline_completion/feature.py).
+"""inlineCompletionProvider follows `inlineCompletion.enabled`: a client
+that supports dynamic registration for textDocument/inlineCompletion is not
+told statically; the server registers the capability
+(client/registerCapability) while inline completion is enabled and
+unregisters it when the settings switch it off, so the editor stops asking.
+A client without dynamic registration gets the static capability, and while
+disabled every request is answered with no items and no backend call
+(features/inline_completion/feature.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Next edit suggestions over LSP (PROTOCOL.md): the user's edits from
+"""Next edit suggestions over LSP (docs/protocol.md): the user's edits from
 didChange into the edit history, `textDocument/copilotInlineEdit` (named
 and shaped as GitHub's Copilot language server does, so sidekick.nvim and
 copilot-lsp work unchanged), Copilot's `textDocument/didFocus`

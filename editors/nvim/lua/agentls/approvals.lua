@@ -1,4 +1,4 @@
--- Approvals in the editor (PROTOCOL.md, "Tool calls become workspace edits").
+-- Approvals in the editor (docs/protocol.md, "Tool calls become workspace edits").
 --
 -- * window/showMessageRequest (message mode, run_command, hook ask_user): the
 --   message (with its preview) goes to a scratch split, the actions to

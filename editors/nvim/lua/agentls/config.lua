@@ -14,7 +14,7 @@ M.defaults = {
   connect = nil,
   token_file = nil,
   -- initializationOptions. Either { agentls = {...} } or the agentls object itself,
-  -- e.g. { provider = "openai", model = "gpt-4o-mini" } (PROTOCOL.md, Configuration).
+  -- e.g. { provider = "openai", model = "gpt-4o-mini" } (docs/protocol.md, Configuration).
   init_options = nil,
   -- Answers to workspace/configuration section "agentls"; same two forms.
   settings = nil,

@@ -5,7 +5,7 @@ local M = {}
 
 local health = vim.health
 
--- Settings objects (PROTOCOL.md, Configuration) whose keys become AGENTLS_<NODE>__<KEY>.
+-- Settings objects (docs/protocol.md, Configuration) whose keys become AGENTLS_<NODE>__<KEY>.
 local NESTED = { inlineCompletion = true, approval = true, session = true, features = true }
 
 local function env_name(key)

@@ -1,9 +1,9 @@
 -- :AgentRestore[!] [turn] — put the files the agent changed back as they were
 -- before a turn of the current chat session (agentls/checkpoints,
--- agentls/restoreCheckpoint; PROTOCOL.md "Context, instructions,
--- checkpoints"). Without a turn, vim.ui.select picks one of the turns that
--- changed files. The server sends the restore as a workspace/applyEdit that
--- needs no confirmation, so buffers change like any agent edit (undo works).
+-- agentls/restoreCheckpoint; docs/protocol.md "Checkpoints"). Without a
+-- turn, vim.ui.select picks one of the turns that changed files. The server
+-- sends the restore as a workspace/applyEdit that needs no confirmation, so
+-- buffers change like any agent edit (undo works).
 -- A file changed by someone else since the agent wrote it is left alone and
 -- reported; with ! it is overwritten too. Files changed by run_command are
 -- outside checkpoints.

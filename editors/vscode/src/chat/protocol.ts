@@ -1,4 +1,4 @@
-/** Wire types of the agentls/* methods the extension uses (PROTOCOL.md). */
+/** Wire types of the agentls/* methods the extension uses (docs/protocol.md). */
 
 export interface WireMessage {
   role: "system" | "user" | "assistant" | "tool" | string;

@@ -1,4 +1,4 @@
--- The server's turn notifications (PROTOCOL.md): agentls/messageDelta and
+-- The server's turn notifications (docs/protocol.md): agentls/messageDelta and
 -- agentls/message, shown in the chat of their session (opened when the turn
 -- was not started here, e.g. by a code action).
 local render = require("agentls.chat.render")
