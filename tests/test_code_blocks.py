@@ -1,5 +1,5 @@
 """Code blocks of a reply applied to files (features/reply_edits/blocks.py): pure
-logic, the replies are the packaged 1.5B's own (bench/README.md, "Agent
+logic, the replies are the packaged 1.5B's own (bench/HISTORY.md, "Agent
 tasks: edits written in the reply")."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ pricing.py" sends pricing.py's text along, as an `@file:` mention would.
 
 A model that has not seen a file guesses at it: the small local models
 edited files they had never read, with invented `old_string`s, and answered
-questions about files without reading them (bench/README.md, "Agent
+questions about files without reading them (bench/HISTORY.md, "Agent
 tasks"). Aider adds the files a chat names in the same spirit. What counts
 as naming a file: a word with a file extension (or a `/`) that is a file
 of the workspace, by its relative path, or by its name alone when exactly

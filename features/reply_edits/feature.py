@@ -38,7 +38,7 @@ __all__ = ["INSTRUCTIONS", "ReplyEditsFeature", "edit_format"]
 MAX_FILE_CHARS = 200_000  # a larger file is not merged
 # Kept from the model: the small models reached for rename_file to "rename"
 # a function (the file went) and for write_file with the attachment's tags
-# inside the content (bench/README.md, "edits written in the reply").
+# inside the content (bench/HISTORY.md, "edits written in the reply").
 HIDDEN_TOOLS = frozenset({"write_file", "edit_file", "rename_file", "delete_file"})
 EXAMPLE_PATH = "relative/path"
 INSTRUCTIONS = (

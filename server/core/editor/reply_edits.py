@@ -1,7 +1,7 @@
 """Edits a model writes in its reply instead of in tool calls.
 
 Small local models write code well in prose and badly inside a tool call's
-JSON string (bench/README.md, "Agent tasks: edits written in the reply";
+JSON string (bench/HISTORY.md, "Agent tasks: edits written in the reply";
 Aider's "whole" edit format exists for the same reason). With a
 `ReplyEditor` in the agent (AgentBundle.reply_editor, chosen by
 `session.editFormat`), the model is told to write a changed file whole in
