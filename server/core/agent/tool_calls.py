@@ -32,7 +32,8 @@ from typing import Any
 from agentls.core.agent.endings import TurnStop, repeated_call_text
 from agentls.core.agent.observer import TurnObserver
 from agentls.core.agent.repeat_calls import END_AT, RepeatedCalls
-from agentls.core.agent.turn_hooks import TurnHooks
+from agentls.core.agent.turn_hooks import HookDispatch
+from agentls.core.agent.turn_host import TurnHost
 from agentls.core.approval.gate import ApprovalQuestion, ApprovalRequest, Clearance, decide
 from agentls.core.checkpoints.files import TurnCheckpoints
 from agentls.core.editor.edits import ConfirmingEditor, editor_confirms
@@ -50,9 +51,13 @@ __all__ = ["ToolCalls", "interrupted_message", "tool_message"]
 log = logging.getLogger("agentls.orchestrator")
 
 
-class ToolCalls(TurnHooks):
+class ToolCalls:
     """The tool-call part of a Turn (turn.py): what it uses of the turn is
     declared here, the turn provides it."""
+
+    core: TurnHost
+    sid: str
+    hooks: HookDispatch
 
     statuses: SessionStatuses
     observer: TurnObserver
@@ -64,6 +69,9 @@ class ToolCalls(TurnHooks):
     need_kind: str | None  # the ToolNeed kind of the call being cleared
     reply_noted: bool  # a final reply that did nothing was sent back once
     session: Session  # the session so far (what the model has seen)
+
+    async def persist(self, message: Message) -> None:
+        raise NotImplementedError
 
     async def run_tool(self, call: ToolCall) -> None:
         """Run one tool call and store its result."""
@@ -131,7 +139,7 @@ class ToolCalls(TurnHooks):
         results = [m.tool_result or {} for m in self.messages[-len(calls):]]
         return (all(r.get("success") for r in results)
                 and all(call.tool != "read_file" for call in calls)
-                and not self.pending_injections and not self.ephemeral)
+                and not self.hooks.pending_injections and not self.hooks.ephemeral)
 
 
 async def _run_tool(turn: ToolCalls, call: ToolCall) -> None:
@@ -153,7 +161,7 @@ async def _run_tool(turn: ToolCalls, call: ToolCall) -> None:
         return
     await turn.observer.on_progress(turn.sid, f"Running {call.tool}")
     turn.need_kind = None
-    pre = await turn.hook(
+    pre = await turn.hooks.hook(
         events.TOOL_PRE,
         {"tool_name": call.tool, "tool_input": dict(call.arguments), "tool_call_id": call.id},
     )
@@ -168,19 +176,18 @@ async def _run_tool(turn: ToolCalls, call: ToolCall) -> None:
     result, content = execution.result, execution.content
     if ran:
         if not result.success:
-            await turn.emit(
+            await turn.hooks.emit(
                 events.TOOL_ERROR,
                 {"tool_name": call.tool, "tool_input": call.arguments, "error": result.error},
             )
-        turn.tool_post_appends = []
-        await turn.hook(
+        turn.hooks.take_tool_post_appends()
+        await turn.hooks.hook(
             events.TOOL_POST,
             {"tool_name": call.tool, "tool_input": call.arguments, "tool_call_id": call.id,
              "result": result.model_dump()},
         )
-        if turn.tool_post_appends:
-            content = "\n\n".join([content, *turn.tool_post_appends])
-            turn.tool_post_appends = []
+        if appends := turn.hooks.take_tool_post_appends():
+            content = "\n\n".join([content, *appends])
     turn.statuses.add(turn.sid, tool_invocations=1, tool_successes=int(result.success),
                       tool_failures=int(not result.success))
     limit = core.limits.max_tool_result_chars
@@ -206,7 +213,7 @@ async def _clear_tool_call(turn: ToolCalls, call: ToolCall, *, approved: bool = 
         question = ApprovalQuestion(call.tool, dict(call.arguments), need, turn.sid)
         answer = decide(core.hooks.approval_policies, question)
         if answer.notice:
-            await turn.notify(answer.notice, "warning")
+            await turn.hooks.notify(answer.notice, "warning")
         if answer.verdict == "deny":
             return failed(call, answer.reason, "denied"), False
         # What the user will be shown, and what will be applied.
@@ -218,7 +225,7 @@ async def _clear_tool_call(turn: ToolCalls, call: ToolCall, *, approved: bool = 
     await turn.observer.on_tool_need(turn.sid, call.id or "", call.tool, need)
 
     async def announce(request: ApprovalRequest) -> None:
-        await turn.emit(events.APPROVAL_REQUIRED,
+        await turn.hooks.emit(events.APPROVAL_REQUIRED,
                         {"tool_name": call.tool, "prompt": request.prompt})
 
     clearance = await core.gate.clear(question, answer, approved=approved,
@@ -226,10 +233,10 @@ async def _clear_tool_call(turn: ToolCalls, call: ToolCall, *, approved: bool = 
                                       before_asking=announce)
     if clearance.asked:
         if clearance.allowed:
-            await turn.emit(events.APPROVAL_GRANTED,
+            await turn.hooks.emit(events.APPROVAL_GRANTED,
                             {"tool_name": call.tool, "choice": clearance.choice})
         else:
-            await turn.emit(events.APPROVAL_DENIED, {"tool_name": call.tool,
+            await turn.hooks.emit(events.APPROVAL_DENIED, {"tool_name": call.tool,
                                                      "choice": clearance.choice,
                                                      "reason": clearance.reason})
     if not clearance.allowed:

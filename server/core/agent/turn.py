@@ -36,10 +36,10 @@ from agentls.core.agent.observer import TurnObserver
 from agentls.core.agent.repeat_calls import RepeatedCalls
 from agentls.core.agent.stream_guard import StreamGuard, StreamStop
 from agentls.core.agent.tool_calls import ToolCalls, interrupted_message
+from agentls.core.agent.turn_hooks import HookDispatch
 from agentls.core.agent.turn_host import TurnHost
 from agentls.core.checkpoints.files import TurnCheckpoints
 from agentls.core.context.fitting import ContextHost, ContextOverflow, RequestPlan
-from agentls.core.plugins.injections import InjectionBudget
 from agentls.core.provider.contract import CompletionOptions, ToolCallAccumulator
 from agentls.core.types import events
 from agentls.core.types.conversation import Message, ProviderRequestCancelled, Session
@@ -99,18 +99,15 @@ class Turn(ToolCalls):
         self.sid = session.session_id
         self.observer = observer
         self.context = context
-        self.budget = InjectionBudget(core.limits.injection)
+        self.hooks = HookDispatch(core.hooks, core.gate, core.display, self.sid,
+                                  core.limits.injection)
         self.messages: list[Message] = []  # this turn's final messages
         self.usage = Usage()
-        self.pending_injections: list[Message] = []  # stored before the next model call
-        self.ephemeral: list[Message] = []  # the next model call only
-        self.tool_post_appends: list[str] = []  # append_to_last_tool_result texts
         self.partial_text = ""  # streamed text of the call in progress
         self.partial_reasoning = ""
         self.block_kind: str | None = None  # the content block being streamed
         self.block_text = ""
         self.unanswered: list[ToolCall] = []  # tool calls still without a result
-        self.refused_notices: list[str] = []  # injections over a limit, told to the user
         self.stream_stop: StreamStop | None = None  # why the last stream was cut short
         self.finished = False
         self.checkpoints: TurnCheckpoints | None = None  # set once the prompt is stored
@@ -128,10 +125,10 @@ class Turn(ToolCalls):
         status = await self.statuses.load(self.sid)
         self.statuses.update(self.sid, status="running", ended_at=None)
         is_new = not self.session.messages and status.total_messages == 0
-        await self.emit(events.SESSION_START if is_new else events.SESSION_RESUME, {})
+        await self.hooks.emit(events.SESSION_START if is_new else events.SESSION_RESUME, {})
 
         user_message = prompt if isinstance(prompt, Message) else Message("user", prompt)
-        outcome = await self.hook(events.PROMPT_SUBMIT, {"prompt": user_message.content})
+        outcome = await self.hooks.hook(events.PROMPT_SUBMIT, {"prompt": user_message.content})
         if not outcome.allowed:
             return await self.finish("failed", {"code": "denied", "message": outcome.reason})
         new_prompt = outcome.data.get("prompt") if outcome.data else None
@@ -149,7 +146,8 @@ class Turn(ToolCalls):
                                                       self.session.messages)
 
         for iteration in range(1, core.limits.max_iterations + 1):
-            await self.flush_injections()
+            for injection in await self.hooks.take_injections():
+                await self.persist(injection)
             try:
                 response = await self.call_model_retrying(iteration)
             except MalformedToolCall as exc:
@@ -162,7 +160,7 @@ class Turn(ToolCalls):
                     "malformed_tool_call", malformed_again_text(exc.reason, self.messages),
                     {"code": "invalid_response", "message": str(exc)})
             except ModelError as exc:
-                await self.emit(events.PROVIDER_ERROR,
+                await self.hooks.emit(events.PROVIDER_ERROR,
                                 {"error": str(exc), "code": exc.code, "iteration": iteration})
                 await self.persist_partial({"error": exc.code or "model_error"})
                 return await self.finish(
@@ -170,7 +168,7 @@ class Turn(ToolCalls):
             except ProviderRequestCancelled:
                 raise asyncio.CancelledError from None
             self.usage = self.usage + response.usage
-            await self.emit(
+            await self.hooks.emit(
                 events.PROVIDER_RESPONSE,
                 {
                     "iteration": iteration,
@@ -185,7 +183,7 @@ class Turn(ToolCalls):
                 # Never a blank answer: say what happened instead.
                 text = empty_reply_text(self.messages)
                 await self.persist(explanation("empty_reply", text, message.metadata))
-                await self.notify(text, "warning")
+                await self.hooks.notify(text, "warning")
                 return await self.finish("failed", {"code": "empty_reply", "message": text})
             edits = None if response.tool_calls else self.read_reply(response.content)
             calls = response.tool_calls or list(edits.calls if edits else ())
@@ -227,7 +225,7 @@ class Turn(ToolCalls):
                 call, "Not run: the turn was stopped before this call.", "stopped",
                 "Error: not run, the turn was stopped before this call."))
         self.unanswered = []
-        await self.notify(stop.message, "warning")
+        await self.hooks.notify(stop.message, "warning")
         return await self.explain_end(stop.code, stop.message,
                                       {"code": stop.code, "message": stop.message})
 
@@ -236,7 +234,7 @@ class Turn(ToolCalls):
         tell it why the call was not run, right after it."""
         await self.switch_block(None, len(self.session.messages), "")
         text, self.partial_text = self.partial_text + exc.text, ""
-        await self.emit(events.PROVIDER_ERROR, {"error": str(exc), "code": exc.code,
+        await self.hooks.emit(events.PROVIDER_ERROR, {"error": str(exc), "code": exc.code,
                                                 "retrying": note})
         for message in malformed_messages(text, exc.reason, exc.model, note=note):
             await self.persist(message)
@@ -252,7 +250,7 @@ class Turn(ToolCalls):
             core = self.core
             model = core.model or getattr(core.provider, "default_model", "") or ""
             core.context.learn(model, exc, self.sid, self.plan.budget.window)
-            await self.emit(events.PROVIDER_ERROR,
+            await self.hooks.emit(events.PROVIDER_ERROR,
                             {"error": str(exc), "code": exc.code, "iteration": iteration,
                              "retrying": True})
         try:
@@ -268,13 +266,13 @@ class Turn(ToolCalls):
 
     def context_host(self) -> ContextHost:
         async def veto(event: str, data: dict[str, Any]) -> str | None:
-            outcome = await self.hook(event, data)
+            outcome = await self.hooks.hook(event, data)
             return None if outcome.allowed else outcome.reason
 
         async def progress(text: str) -> None:
             await self.observer.on_progress(self.sid, text)
 
-        return ContextHost(self.sid, lambda: self.session.messages, veto, self.emit,
+        return ContextHost(self.sid, lambda: self.session.messages, veto, self.hooks.emit,
                            self.persist, progress)
 
     async def call_model(self, iteration: int, *, force_compact: bool = False) -> ModelResponse:
@@ -282,13 +280,13 @@ class Turn(ToolCalls):
         model = core.model or getattr(core.provider, "default_model", "") or ""
         self.plan = await core.context.prepare(
             self.context_host(), provider=core.provider, model=model,
-            system=core.system_prompt(), ephemeral=self.ephemeral, tools=core.offered_tools(),
+            system=core.system_prompt(), ephemeral=self.hooks.ephemeral, tools=core.offered_tools(),
             turn_start=self.turn_start, output_cap=core.output_cap or core.max_tokens,
             force_compact=force_compact,
         )
         messages = self.plan.messages
-        sent_ephemeral = list(self.ephemeral)
-        await self.emit(
+        sent_ephemeral = list(self.hooks.ephemeral)
+        await self.hooks.emit(
             events.PROVIDER_REQUEST,
             {"iteration": iteration, "model": model, "message_count": len(messages)},
         )
@@ -302,24 +300,24 @@ class Turn(ToolCalls):
         calls = ToolCallAccumulator()
         usage = Usage()
         finish = None
-        want_delta_hooks = core.hooks.has_handlers(events.CONTENT_BLOCK_DELTA)
+        want_delta_hooks = self.hooks.has_handlers(events.CONTENT_BLOCK_DELTA)
         guard = StreamGuard(core.output_cap or core.max_tokens)
         stop: StreamStop | None = None
         stream = core.provider.stream(messages, core.offered_tools() or None, options=options)
         async for chunk in stream:
             if chunk.notice and core.first_notice(self.sid, chunk.notice):
-                await self.notify(chunk.notice, "warning")
+                await self.hooks.notify(chunk.notice, "warning")
             if chunk.reasoning:
                 self.partial_reasoning += chunk.reasoning
                 await self.switch_block("thinking", index, chunk.reasoning)
                 await self.observer.on_delta(self.sid, index, chunk.reasoning, "thinking")
-                await self.emit(events.THINKING_DELTA, {"delta": chunk.reasoning})
+                await self.hooks.emit(events.THINKING_DELTA, {"delta": chunk.reasoning})
             if chunk.delta:
                 self.partial_text += chunk.delta
                 await self.switch_block("text", index, chunk.delta)
                 await self.observer.on_delta(self.sid, index, chunk.delta, "text")
                 if want_delta_hooks:
-                    await self.emit(events.CONTENT_BLOCK_DELTA, {"delta": chunk.delta})
+                    await self.hooks.emit(events.CONTENT_BLOCK_DELTA, {"delta": chunk.delta})
             calls.add(chunk)
             if chunk.usage.total_tokens or chunk.usage.input_tokens or chunk.usage.output_tokens:
                 usage = chunk.usage
@@ -334,8 +332,7 @@ class Turn(ToolCalls):
             if chunk.finish_reason is not None:
                 finish = chunk.finish_reason
         await self.switch_block(None, index, "")
-        # Sent: kept until now for a context_length retry.
-        self.ephemeral = [m for m in self.ephemeral if all(m is not e for e in sent_ephemeral)]
+        self.hooks.drop_ephemeral(sent_ephemeral)
         if usage.input_tokens:
             core.context.calibrate(self.sid, usage.input_tokens,
                                    core.context.counter(core.provider, model).name)
@@ -344,11 +341,11 @@ class Turn(ToolCalls):
             await _close_stream(stream)
             finish = stop.finish_reason
             self.stream_stop = stop
-            await self.notify(stop.message, "warning")
+            await self.hooks.notify(stop.message, "warning")
         # A reply cut short may end inside a tool call's arguments: run none.
         tool_calls = calls.tool_calls(model=model) if stop is None else []
         if self.partial_reasoning:
-            await self.emit(events.THINKING_FINAL, {"text": self.partial_reasoning})
+            await self.hooks.emit(events.THINKING_FINAL, {"text": self.partial_reasoning})
         return ModelResponse(
             model=model,
             content=self.partial_text,
@@ -364,11 +361,12 @@ class Turn(ToolCalls):
         block before it, content_block:start for a new one."""
         if kind != self.block_kind:
             if self.block_kind is not None:
-                await self.emit(events.CONTENT_BLOCK_END, {
+                await self.hooks.emit(events.CONTENT_BLOCK_END, {
                     "index": index, "block_type": self.block_kind, "text": self.block_text})
             self.block_kind, self.block_text = kind, ""
             if kind is not None:
-                await self.emit(events.CONTENT_BLOCK_START, {"index": index, "block_type": kind})
+                await self.hooks.emit(events.CONTENT_BLOCK_START,
+                                      {"index": index, "block_type": kind})
         self.block_text += text
 
     def assistant_message(self, response: ModelResponse) -> Message:
@@ -449,14 +447,14 @@ class Turn(ToolCalls):
     async def finish_cancelled(self) -> TurnResult:
         if self.finished:
             return self._result("cancelled", None)
-        await self.emit(events.CANCEL_REQUESTED, {})
+        await self.hooks.emit(events.CANCEL_REQUESTED, {})
         await self.persist_partial({"cancelled": True})
         for call in self.unanswered:
             await self.persist(interrupted_message(
                 call, "Cancelled by the user before this tool call finished.", "cancelled",
                 "Error: cancelled by the user."))
         self.unanswered = []
-        await self.emit(events.CANCEL_COMPLETED, {})
+        await self.hooks.emit(events.CANCEL_COMPLETED, {})
         return await self.finish(
             "cancelled", {"code": "cancelled", "message": "The turn was cancelled."}
         )
@@ -473,8 +471,8 @@ class Turn(ToolCalls):
             except Exception:
                 log.exception("Could not save the status of session %s", self.sid)
         if status == "completed":
-            await self.emit(events.PROMPT_COMPLETE, {"usage": self.usage.model_dump()})
-        await self.emit(events.ORCHESTRATOR_COMPLETE,
+            await self.hooks.emit(events.PROMPT_COMPLETE, {"usage": self.usage.model_dump()})
+        await self.hooks.emit(events.ORCHESTRATOR_COMPLETE,
                         {"status": status, "usage": self.usage.model_dump()})
         return self._result(status, error)
 
