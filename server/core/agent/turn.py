@@ -33,9 +33,8 @@ from agentls.core.agent.endings import (
     max_iterations_text,
 )
 from agentls.core.agent.observer import TurnObserver
-from agentls.core.agent.repeat_calls import RepeatedCalls
 from agentls.core.agent.stream_guard import StreamGuard, StreamStop
-from agentls.core.agent.tool_calls import ToolCalls, interrupted_message
+from agentls.core.agent.tool_calls import ToolCallRunner, interrupted_message
 from agentls.core.agent.turn_hooks import HookDispatch
 from agentls.core.agent.turn_host import TurnHost
 from agentls.core.checkpoints.files import TurnCheckpoints
@@ -82,7 +81,7 @@ class TurnResult:
         return wire
 
 
-class Turn(ToolCalls):
+class Turn:
     """State of one running turn."""
 
     def __init__(
@@ -98,7 +97,6 @@ class Turn(ToolCalls):
         self.session = session
         self.sid = session.session_id
         self.observer = observer
-        self.context = context
         self.hooks = HookDispatch(core.hooks, core.gate, core.display, self.sid,
                                   core.limits.injection)
         self.messages: list[Message] = []  # this turn's final messages
@@ -110,14 +108,12 @@ class Turn(ToolCalls):
         self.unanswered: list[ToolCall] = []  # tool calls still without a result
         self.stream_stop: StreamStop | None = None  # why the last stream was cut short
         self.finished = False
-        self.checkpoints: TurnCheckpoints | None = None  # set once the prompt is stored
         self.turn_start = len(session.messages)  # index of this turn's prompt
         self.plan: RequestPlan | None = None  # what the last model call was sent
-        self.repeats = RepeatedCalls()  # identical tool calls (repeat_calls.py)
-        self.stop: TurnStop | None = None  # a tool call ended the turn (turn_tools.py)
-        self.need_kind: str | None = None
+        self.calls = ToolCallRunner(core, self.hooks, statuses=statuses, observer=observer,
+                                    context=context, persist=self.persist,
+                                    messages=self.messages)
         self.malformed = False  # the last reply was a tool call that could not be read
-        self.reply_noted = False  # a reply that did nothing was sent back (turn_tools.py)
 
     # -- the loop ------------------------------------------------------------
     async def run(self, prompt: str | Message) -> TurnResult:
@@ -142,8 +138,8 @@ class Turn(ToolCalls):
             user_message = user_message.with_metadata(instructions=instructions)
         self.turn_start = len(self.session.messages)
         await self.persist(user_message)
-        self.checkpoints = TurnCheckpoints.for_prompt(core.checkpoints, self.sid,
-                                                      self.session.messages)
+        self.calls.checkpoints = TurnCheckpoints.for_prompt(core.checkpoints, self.sid,
+                                                            self.session.messages)
 
         for iteration in range(1, core.limits.max_iterations + 1):
             for injection in await self.hooks.take_injections():
@@ -185,25 +181,26 @@ class Turn(ToolCalls):
                 await self.persist(explanation("empty_reply", text, message.metadata))
                 await self.hooks.notify(text, "warning")
                 return await self.finish("failed", {"code": "empty_reply", "message": text})
-            edits = None if response.tool_calls else self.read_reply(response.content)
+            edits = None if response.tool_calls else self.calls.read_reply(response.content,
+                                                                    self.session.messages)
             calls = response.tool_calls or list(edits.calls if edits else ())
             if calls and not response.tool_calls:  # edits the reply wrote (reply_edits.py)
-                message = self.with_reply_edits(message, calls)
+                message = self.calls.with_reply_edits(message, calls)
             await self.persist(message)
-            if not calls and (retry := self.reply_retry(response.content, edits)):
+            if not calls and (retry := self.calls.reply_retry(response.content, edits)):
                 await self.persist(retry)
                 continue
             if not calls:
-                if (gave_up := self.reply_gave_up(response.content, edits)) is not None:
+                if (gave_up := self.calls.reply_gave_up(response.content, edits)) is not None:
                     await self.persist(explanation("reply_did_nothing", gave_up))
                 return await self.finish("completed", None)
             self.unanswered = list(calls)
             while self.unanswered:
-                await self.run_tool(self.unanswered[0])
+                await self.calls.run(self.unanswered[0])
                 self.unanswered.pop(0)
-                if self.stop is not None:
-                    return await self.stop_after_tool(self.stop)
-            if not response.tool_calls and self.reply_edits_settled(calls):
+                if self.calls.stop is not None:
+                    return await self.stop_after_tool(self.calls.stop)
+            if not response.tool_calls and self.calls.reply_edits_settled(calls):
                 return await self.finish("completed", None)
 
         limit = core.limits.max_iterations
