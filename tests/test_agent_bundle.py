@@ -191,8 +191,9 @@ async def test_cancel_reaches_a_turn_whose_bundle_was_swapped() -> None:
 
 
 def test_a_bundle_is_not_mixed_with_loose_parts() -> None:
-    with pytest.raises(TypeError, match="takes its parts from the bundle"):
-        Orchestrator(AgentBundle(provider=scripted()), model="x")
+    # One constructor: the parts come from the bundle, none beside it.
+    with pytest.raises(TypeError, match="unexpected keyword argument 'model'"):
+        Orchestrator(AgentBundle(provider=scripted()), model="x")  # type: ignore[call-arg]
 
 
 # ------------------------------------------------------------------ the capability adapter

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from agentls.core.agent.bundle import AgentBundle, ContextSettings, EditorChannels, TurnLimits
+from agentls.core.agent.bundle import AgentBundle, ContextSettings, TurnLimits
 from agentls.core.agent.observer import TurnObserver
 from agentls.core.agent.turn import Turn, TurnResult, TurnStatus
 from agentls.core.agent.turn_host import MessageSink
@@ -63,41 +63,14 @@ class Orchestrator:
 
     def __init__(
         self,
-        agent: AgentBundle | Provider,
+        agent: AgentBundle,
         *,
         sink: MessageSink | None = None,
         checkpoints: CheckpointStore | None = None,
-        hooks: HookRegistry | None = None,
-        tools: ToolExecutor | None = None,
-        approval: ApprovalChannel | None = None,
-        gate: ApprovalGate | None = None,
-        display: DisplayChannel | None = None,
-        limits: TurnLimits | None = None,
-        system_prompt: str | None = None,
-        workspace: str | None = None,
-        model: str | None = None,
-        max_tokens: int | None = None,
-        tool_context: Mapping[str, Any] | None = None,
     ) -> None:
-        """`agent`: the bundle turns run with. A bare Provider (scripts,
-        tests) is made into one with the keyword parts given here; with a
-        bundle those parts are its own and must not be given again."""
-        parts = (hooks, tools, approval, gate, display, limits, system_prompt, workspace,
-                 model, max_tokens, tool_context)
-        if isinstance(agent, AgentBundle):
-            if any(part is not None for part in parts):
-                raise TypeError("Orchestrator(bundle) takes its parts from the bundle; "
-                                "build a new AgentBundle to change them.")
-            self._agent = agent
-        else:
-            self._agent = AgentBundle(
-                provider=agent, model=model, tools=tools or ToolExecutor([]),
-                hooks=hooks or HookRegistry(), limits=limits or TurnLimits(),
-                max_tokens=max_tokens, workspace=workspace, system_prompt=system_prompt,
-                channels=EditorChannels(approval=approval, gate=gate or ApprovalGate(),
-                                        display=display),
-                tool_context_extra=dict(tool_context or {}),
-            )
+        """`agent`: the bundle turns run with (agentls.app.build_agent makes
+        one; `use` hands over the next)."""
+        self._agent = agent
         self.sink = sink
         # Where turns store files before changing them (None: no checkpoints).
         self.checkpoints = checkpoints
