@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agentls.app import build_agent
-from agentls.core.agent.bundle import AgentBundle, EditorChannels
+from agentls.core.agent.bundle import AgentBundle, ContextSettings, EditorChannels
 from agentls.core.agent.orchestrator import Orchestrator
 from agentls.core.approval.gate import ApprovalGate
 from agentls.core.editor.inline_completion import InlineCompleter
@@ -188,6 +188,18 @@ async def test_cancel_reaches_a_turn_whose_bundle_was_swapped() -> None:
     assert orchestrator.cancel("s1")
     result = await asyncio.wait_for(running, 10)
     assert result.status == "cancelled"
+
+
+def test_new_context_settings_leave_the_old_manager_and_keep_what_it_learned() -> None:
+    orchestrator = Orchestrator(AgentBundle(provider=scripted(),
+                                            context=ContextSettings(window_override=1000)))
+    before = orchestrator.context  # what a turn started now runs with
+    orchestrator.use(AgentBundle(provider=scripted(),
+                                 context=ContextSettings(window_override=2000)))
+    assert before.window_override == 1000 and orchestrator.context.window_override == 2000
+    assert orchestrator.context._learned is before._learned
+    orchestrator.use(AgentBundle(provider=scripted()))  # no settings: the manager stays
+    assert orchestrator.context.window_override == 2000
 
 
 def test_a_bundle_is_not_mixed_with_loose_parts() -> None:

@@ -30,11 +30,11 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from agentls.core.agent.bundle import AgentBundle
 from agentls.core.agent.endings import TurnStop, repeated_call_text
 from agentls.core.agent.observer import TurnObserver
 from agentls.core.agent.repeat_calls import END_AT, RepeatedCalls
 from agentls.core.agent.turn_hooks import HookDispatch
-from agentls.core.agent.turn_host import TurnHost
 from agentls.core.approval.gate import ApprovalQuestion, ApprovalRequest, Clearance, decide
 from agentls.core.checkpoints.files import TurnCheckpoints
 from agentls.core.editor.edits import ConfirmingEditor, editor_confirms
@@ -59,7 +59,7 @@ class ToolCallRunner:
 
     def __init__(
         self,
-        agent: TurnHost,
+        agent: AgentBundle,
         hooks: HookDispatch,
         *,
         statuses: SessionStatuses,
@@ -202,7 +202,7 @@ class ToolCallRunner:
             await self.observer.on_progress(self.sid, text)
 
         return ToolContext.from_mapping(
-            {**self.context, **self.agent.tool_context},
+            {**self.context, **self.agent.tool_context()},
             session_id=self.sid, trigger_source="core", progress=progress)
 
     # -- edits a final reply writes (core/editor/reply_edits.py) -------------------
@@ -212,7 +212,7 @@ class ToolCallRunner:
         editor = self.agent.reply_editor
         if editor is None or not reply.strip():
             return None
-        keys = self.agent.tool_context
+        keys = self.agent.tool_context()
         sources = ReplySources(
             workspace_folders=tuple(keys.get("workspace_folders") or ()),
             documents=keys.get("documents"),

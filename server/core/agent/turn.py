@@ -4,7 +4,7 @@
 prompt:submit -> request built to fit the window (context.py) -> provider
 stream (deltas to the observer) -> tool calls -> tool:pre (deny / ask_user /
 modify) -> the tool's need, the approval policy and the gate, once per call
-(turn_tools.py) -> tool execution (files checkpointed first) -> tool:post
+(tool_calls.py) -> tool execution (files checkpointed first) -> tool:post
 (inject_context, stored or ephemeral; turn_hooks.py) -> next iteration ->
 until the model stops, `session.maxIterations` is reached, or the turn is
 cancelled (pending tool calls then get a synthetic cancelled result, so the
@@ -13,17 +13,22 @@ session stays valid for every provider).
 Every message is persisted the moment it is final, so a crash loses nothing
 already said. Split from orchestrator.py, which keeps what spans turns (the
 running turns per session, their SessionStatuses, cancellation, compaction
-on request); a turn sees the orchestrator only as a TurnHost (turn_host.py).
+on request). A turn holds the AgentBundle current when it started (so a
+settings change never swaps its provider or tools), the TurnServices the
+orchestrator lends it, its HookDispatch (turn_hooks.py) and a ToolCallRunner
+(tool_calls.py) built from both.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
+from agentls.core.agent.bundle import AgentBundle
 from agentls.core.agent.endings import (
     TurnStop,
     empty_reply_text,
@@ -36,23 +41,47 @@ from agentls.core.agent.observer import TurnObserver
 from agentls.core.agent.stream_guard import StreamGuard, StreamStop
 from agentls.core.agent.tool_calls import ToolCallRunner, interrupted_message
 from agentls.core.agent.turn_hooks import HookDispatch
-from agentls.core.agent.turn_host import TurnHost
 from agentls.core.checkpoints.files import TurnCheckpoints
-from agentls.core.context.fitting import ContextHost, ContextOverflow, RequestPlan
+from agentls.core.checkpoints.store import CheckpointStore
+from agentls.core.context.fitting import ContextHost, ContextManager, ContextOverflow, RequestPlan
 from agentls.core.provider.contract import CompletionOptions, ToolCallAccumulator
+from agentls.core.sessions.statuses import SessionStatuses
 from agentls.core.types import events
 from agentls.core.types.conversation import Message, ProviderRequestCancelled, Session
 from agentls.core.types.errors import MalformedToolCall
 from agentls.core.types.messages import ModelError, ModelResponse, SessionStatus, ToolCall, Usage
 
-if TYPE_CHECKING:
-    from agentls.core.sessions.statuses import SessionStatuses
-
-__all__ = ["Turn", "TurnHost", "TurnResult", "TurnStatus"]
+__all__ = ["MessageSink", "Turn", "TurnResult", "TurnServices", "TurnStatus"]
 
 log = logging.getLogger("agentls.orchestrator")
 
 TurnStatus = Literal["completed", "failed", "cancelled"]
+
+
+class MessageSink(Protocol):
+    """Where final messages go (the SQLite SessionStore satisfies this)."""
+
+    def append_message(self, session_id: str, message: Message) -> int: ...
+
+    def update_status(self, session_id: str, status: SessionStatus) -> None: ...
+
+
+def _every_notice(session_id: str, notice: str) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class TurnServices:
+    """What a turn uses of the orchestrator running it, beyond its bundle:
+    state that outlives the turn, owned by the orchestrator."""
+
+    statuses: SessionStatuses
+    # Fits each request to the window; the one current when the turn started.
+    context: ContextManager
+    sink: MessageSink | None = None
+    checkpoints: CheckpointStore | None = None  # None: no checkpoints
+    # True the first time a provider notice comes up in a session.
+    first_notice: Callable[[str, str], bool] = _every_notice
 
 
 @dataclass(frozen=True)
@@ -82,23 +111,25 @@ class TurnResult:
 
 
 class Turn:
-    """State of one running turn."""
+    """One running turn: its bundle (fixed for the turn's life), what the
+    orchestrator lends it, its hook dispatch and its tool-call runner."""
 
     def __init__(
         self,
-        core: TurnHost,
-        statuses: SessionStatuses,
+        agent: AgentBundle,
+        services: TurnServices,
         session: Session,
         observer: TurnObserver,
         context: dict[str, Any],
     ) -> None:
-        self.core = core
-        self.statuses = statuses
+        self.agent = agent
+        self.services = services
+        self.statuses = services.statuses
         self.session = session
         self.sid = session.session_id
         self.observer = observer
-        self.hooks = HookDispatch(core.hooks, core.gate, core.display, self.sid,
-                                  core.limits.injection)
+        self.hooks = HookDispatch(agent.hooks, agent.gate, agent.channels.display, self.sid,
+                                  agent.limits.injection)
         self.messages: list[Message] = []  # this turn's final messages
         self.usage = Usage()
         self.partial_text = ""  # streamed text of the call in progress
@@ -110,14 +141,14 @@ class Turn:
         self.finished = False
         self.turn_start = len(session.messages)  # index of this turn's prompt
         self.plan: RequestPlan | None = None  # what the last model call was sent
-        self.calls = ToolCallRunner(core, self.hooks, statuses=statuses, observer=observer,
+        self.calls = ToolCallRunner(agent, self.hooks, statuses=self.statuses, observer=observer,
                                     context=context, persist=self.persist,
                                     messages=self.messages)
         self.malformed = False  # the last reply was a tool call that could not be read
 
     # -- the loop ------------------------------------------------------------
     async def run(self, prompt: str | Message) -> TurnResult:
-        core = self.core
+        agent = self.agent
         status = await self.statuses.load(self.sid)
         self.statuses.update(self.sid, status="running", ended_at=None)
         is_new = not self.session.messages and status.total_messages == 0
@@ -133,15 +164,15 @@ class Turn:
                 "user", new_prompt, user_message.metadata, user_message.multipart_content
             )
         await self.close_interrupted_tool_calls()
-        instructions = core.context.prompt_instructions()
+        instructions = self.services.context.prompt_instructions()
         if instructions:  # shown with the prompt in the chat views
             user_message = user_message.with_metadata(instructions=instructions)
         self.turn_start = len(self.session.messages)
         await self.persist(user_message)
-        self.calls.checkpoints = TurnCheckpoints.for_prompt(core.checkpoints, self.sid,
+        self.calls.checkpoints = TurnCheckpoints.for_prompt(self.services.checkpoints, self.sid,
                                                             self.session.messages)
 
-        for iteration in range(1, core.limits.max_iterations + 1):
+        for iteration in range(1, agent.limits.max_iterations + 1):
             for injection in await self.hooks.take_injections():
                 await self.persist(injection)
             try:
@@ -157,7 +188,7 @@ class Turn:
                     {"code": "invalid_response", "message": str(exc)})
             except ModelError as exc:
                 await self.hooks.emit(events.PROVIDER_ERROR,
-                                {"error": str(exc), "code": exc.code, "iteration": iteration})
+                                      {"error": str(exc), "code": exc.code, "iteration": iteration})
                 await self.persist_partial({"error": exc.code or "model_error"})
                 return await self.finish(
                     "failed", {"code": exc.code or "model_error", "message": str(exc)})
@@ -203,7 +234,7 @@ class Turn:
             if not response.tool_calls and self.calls.reply_edits_settled(calls):
                 return await self.finish("completed", None)
 
-        limit = core.limits.max_iterations
+        limit = agent.limits.max_iterations
         return await self.explain_end("max_iterations", max_iterations_text(limit, self.messages), {
             "code": "max_iterations",
             "message": f"Stopped after {limit} model calls (session.maxIterations = {limit}). "
@@ -232,7 +263,7 @@ class Turn:
         await self.switch_block(None, len(self.session.messages), "")
         text, self.partial_text = self.partial_text + exc.text, ""
         await self.hooks.emit(events.PROVIDER_ERROR, {"error": str(exc), "code": exc.code,
-                                                "retrying": note})
+                                                      "retrying": note})
         for message in malformed_messages(text, exc.reason, exc.model, note=note):
             await self.persist(message)
 
@@ -244,12 +275,11 @@ class Turn:
             if (exc.code != "context_length" or isinstance(exc, ContextOverflow)
                     or self.partial_text or self.plan is None):
                 raise
-            core = self.core
-            model = core.model or getattr(core.provider, "default_model", "") or ""
-            core.context.learn(model, exc, self.sid, self.plan.budget.window)
+            self.services.context.learn(self.agent.model_name(), exc, self.sid,
+                                        self.plan.budget.window)
             await self.hooks.emit(events.PROVIDER_ERROR,
-                            {"error": str(exc), "code": exc.code, "iteration": iteration,
-                             "retrying": True})
+                                  {"error": str(exc), "code": exc.code, "iteration": iteration,
+                                   "retrying": True})
         try:
             return await self.call_model(iteration, force_compact=True)
         except ModelError as exc:
@@ -273,12 +303,13 @@ class Turn:
                            self.persist, progress)
 
     async def call_model(self, iteration: int, *, force_compact: bool = False) -> ModelResponse:
-        core = self.core
-        model = core.model or getattr(core.provider, "default_model", "") or ""
-        self.plan = await core.context.prepare(
-            self.context_host(), provider=core.provider, model=model,
-            system=core.system_prompt(), ephemeral=self.hooks.ephemeral, tools=core.offered_tools(),
-            turn_start=self.turn_start, output_cap=core.output_cap or core.max_tokens,
+        agent = self.agent
+        model = agent.model_name()
+        offered = agent.offered_tools()
+        self.plan = await self.services.context.prepare(
+            self.context_host(), provider=agent.provider, model=model,
+            system=agent.system_text(), ephemeral=self.hooks.ephemeral, tools=offered,
+            turn_start=self.turn_start, output_cap=agent.output_cap or agent.max_tokens,
             force_compact=force_compact,
         )
         messages = self.plan.messages
@@ -289,7 +320,7 @@ class Turn:
         )
         await self.observer.on_progress(self.sid, "Calling model")
         options = CompletionOptions(
-            model=core.model, max_tokens=core.max_tokens, request_id=f"{self.sid}:{iteration}"
+            model=agent.model, max_tokens=agent.max_tokens, request_id=f"{self.sid}:{iteration}"
         )
         index = len(self.session.messages)
         self.partial_text = ""
@@ -298,11 +329,11 @@ class Turn:
         usage = Usage()
         finish = None
         want_delta_hooks = self.hooks.has_handlers(events.CONTENT_BLOCK_DELTA)
-        guard = StreamGuard(core.output_cap or core.max_tokens)
+        guard = StreamGuard(agent.output_cap or agent.max_tokens)
         stop: StreamStop | None = None
-        stream = core.provider.stream(messages, core.offered_tools() or None, options=options)
+        stream = agent.provider.stream(messages, offered or None, options=options)
         async for chunk in stream:
-            if chunk.notice and core.first_notice(self.sid, chunk.notice):
+            if chunk.notice and self.services.first_notice(self.sid, chunk.notice):
                 await self.hooks.notify(chunk.notice, "warning")
             if chunk.reasoning:
                 self.partial_reasoning += chunk.reasoning
@@ -331,8 +362,8 @@ class Turn:
         await self.switch_block(None, index, "")
         self.hooks.drop_ephemeral(sent_ephemeral)
         if usage.input_tokens:
-            core.context.calibrate(self.sid, usage.input_tokens,
-                                   core.context.counter(core.provider, model).name)
+            self.services.context.calibrate(self.sid, usage.input_tokens,
+                                   self.services.context.counter(agent.provider, model).name)
         if stop is not None:
             # Closing the generator cancels the provider's HTTP call.
             await _close_stream(stream)
@@ -375,7 +406,7 @@ class Turn:
         }
         if response.tool_calls:
             metadata["tool_calls"] = [tc.model_dump() for tc in response.tool_calls]
-            previews = {tc.id: self.core.tools.preview(tc) for tc in response.tool_calls}
+            previews = {tc.id: self.agent.tools.preview(tc) for tc in response.tool_calls}
             if any(previews.values()):
                 metadata["tool_call_previews"] = previews
         if response.reasoning_content:
@@ -397,7 +428,7 @@ class Turn:
         self.session = self.session.with_message(message)
         self.messages.append(message)
         self.statuses.add(self.sid, total_messages=1)
-        sink = self.core.sink
+        sink = self.services.sink
         if sink is not None:
             # Shielded: a cancellation must not abandon a half-written message.
             await asyncio.shield(asyncio.to_thread(sink.append_message, self.sid, message))
@@ -457,20 +488,20 @@ class Turn:
         )
 
     async def finish(self, status: TurnStatus, error: dict[str, str] | None) -> TurnResult:
-        core = self.core
+        sink = self.services.sink
         self.statuses.update(self.sid, status=status, ended_at=datetime.now(UTC))
         saved = self.statuses.add(self.sid, total_input_tokens=self.usage.input_tokens,
                                   total_output_tokens=self.usage.output_tokens)
         self.finished = True
-        if core.sink is not None:
+        if sink is not None:
             try:
-                await asyncio.shield(asyncio.to_thread(core.sink.update_status, self.sid, saved))
+                await asyncio.shield(asyncio.to_thread(sink.update_status, self.sid, saved))
             except Exception:
                 log.exception("Could not save the status of session %s", self.sid)
         if status == "completed":
             await self.hooks.emit(events.PROMPT_COMPLETE, {"usage": self.usage.model_dump()})
         await self.hooks.emit(events.ORCHESTRATOR_COMPLETE,
-                        {"status": status, "usage": self.usage.model_dump()})
+                              {"status": status, "usage": self.usage.model_dump()})
         return self._result(status, error)
 
     def _result(self, status: TurnStatus, error: dict[str, str] | None) -> TurnResult:
