@@ -30,6 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agentls.core.agent.bundle import AgentBundle
 from agentls.core.agent.orchestrator import Orchestrator
 from agentls.core.context.fitting import ContextManager
 from agentls.core.provider.contract import ProviderConfig
@@ -91,8 +92,8 @@ async def run(window: int, turns: int, chars: int) -> dict[str, Any]:
         provider = OpenAIProvider(ProviderConfig(
             name="openai", model="bench-model", base_url=backend.url + "/v1",
             api_key_env="BENCH_KEY"))
-        core = Orchestrator(provider, tools=ToolExecutor([ReadTool(chars)]),
-                            system_prompt="You are a benchmark agent.")
+        core = Orchestrator(AgentBundle(provider=provider, tools=ToolExecutor([ReadTool(chars)]),
+                                        system_prompt="You are a benchmark agent."))
         core.context = ContextManager(window=window)
         building = 0.0
         prepare = core.context.prepare

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agentls.app import build_agent
-from agentls.core.agent.bundle import AgentBundle, EditorChannels
+from agentls.core.agent.bundle import AgentBundle, ContextSettings, EditorChannels
 from agentls.core.agent.orchestrator import Orchestrator
 from agentls.core.approval.gate import ApprovalGate
 from agentls.core.editor.inline_completion import InlineCompleter
@@ -190,9 +190,22 @@ async def test_cancel_reaches_a_turn_whose_bundle_was_swapped() -> None:
     assert result.status == "cancelled"
 
 
+def test_new_context_settings_leave_the_old_manager_and_keep_what_it_learned() -> None:
+    orchestrator = Orchestrator(AgentBundle(provider=scripted(),
+                                            context=ContextSettings(window_override=1000)))
+    before = orchestrator.context  # what a turn started now runs with
+    orchestrator.use(AgentBundle(provider=scripted(),
+                                 context=ContextSettings(window_override=2000)))
+    assert before.window_override == 1000 and orchestrator.context.window_override == 2000
+    assert orchestrator.context._learned is before._learned
+    orchestrator.use(AgentBundle(provider=scripted()))  # no settings: the manager stays
+    assert orchestrator.context.window_override == 2000
+
+
 def test_a_bundle_is_not_mixed_with_loose_parts() -> None:
-    with pytest.raises(TypeError, match="takes its parts from the bundle"):
-        Orchestrator(AgentBundle(provider=scripted()), model="x")
+    # One constructor: the parts come from the bundle, none beside it.
+    with pytest.raises(TypeError, match="unexpected keyword argument 'model'"):
+        Orchestrator(AgentBundle(provider=scripted()), model="x")  # type: ignore[call-arg]
 
 
 # ------------------------------------------------------------------ the capability adapter

@@ -37,6 +37,7 @@ from agentls.providers.local.tool_calls.chat_template import (
 )
 from agentls.providers.local.tool_calls.grammar import to_local_messages
 from agentls.providers.local.tool_calls.native_format import NativeToolCallParser
+from tests.agent_helpers import agent_bundle
 from tests.fakes.http_backend import (
     SSE_DONE,
     FakeBackend,
@@ -403,7 +404,8 @@ async def test_local_turn_retries_a_malformed_fenced_call_and_keeps_the_prefix(
     # The model's own calls: with the grammar (the default) the fenced call
     # would be asked again under it, never malformed (test_constrained_calls).
     provider = make_provider(backend, gguf, toolCallGrammar=False)
-    orchestrator = Orchestrator(provider, tools=ToolExecutor([FreeRead()]), hooks=hooks)
+    orchestrator = Orchestrator(agent_bundle(provider, tools=ToolExecutor([FreeRead()]),
+                                             hooks=hooks))
     try:
         result = await orchestrator.run_turn(Session("s1"), "What is in a.py?")
     finally:

@@ -35,6 +35,7 @@ from agentls.core.types import events
 from agentls.core.types.conversation import Message, Session
 from agentls.core.types.messages import HookResult, ModelError, StreamChunk
 from agentls.providers.scripted import ScriptedProvider
+from tests.agent_helpers import agent_bundle
 
 WINDOW = 4096
 SUMMARY_MARK = "You compact the conversation"
@@ -137,8 +138,8 @@ def request_tokens(messages: Sequence[Message], tools: Sequence[ToolSpec] | None
 
 def make(provider: AgentModel, store: SessionStore | None = None,
          hooks: HookRegistry | None = None, size: int = 6000) -> Orchestrator:
-    return Orchestrator(provider, tools=ToolExecutor([BigTools(size)]), sink=store,
-                        hooks=hooks, system_prompt="You are a test agent.")
+    return Orchestrator(agent_bundle(provider, tools=ToolExecutor([BigTools(size)]), hooks=hooks,
+                                     system_prompt="You are a test agent."), sink=store)
 
 
 def check_request(messages: list[Message], prompt: str, budget: Budget,
@@ -175,7 +176,7 @@ async def test_fifty_turns_of_large_tool_results_always_fit(tmp_path: Any, size:
     store = SessionStore(tmp_path / "s.db")
     core = make(provider, store, size=size)
     session = store.create_session()
-    tools = core.tools.specs
+    tools = core.agent.tools.specs
     budget = Budget.for_window(WINDOW, None)
     for turn in range(1, 51):
         before = len(provider.calls)
@@ -377,7 +378,8 @@ async def test_a_vetoed_compaction_in_a_turn_fails_clearly_once_nothing_else_fit
     assert not any(c[0].content.startswith(SUMMARY_MARK) for c in provider.calls)
     # Until then every request fitted (older results cut, never a summary).
     for request in provider.calls:
-        assert request_tokens(request, core.tools.specs) <= budget.window - budget.output_reserve
+        assert (request_tokens(request, core.agent.tools.specs)
+                <= budget.window - budget.output_reserve)
 
 
 async def test_a_context_length_error_without_numbers_still_teaches_a_smaller_window() -> None:

@@ -18,6 +18,7 @@ from agentls.core.context.fitting import is_compaction
 from agentls.core.context.tokens import estimate_tokens
 from agentls.core.sessions.store import SessionStore
 from agentls.core.types.conversation import Message
+from tests.agent_helpers import agent_bundle
 from tests.test_provider_local import SKIP, make_provider
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(SKIP is not None, reason=SKIP or "")]
@@ -65,7 +66,7 @@ async def test_a_session_past_the_local_window_still_answers(tmp_path: Any) -> N
         return stream(messages, tools, **kwargs)
 
     provider.stream = recording  # type: ignore[method-assign]
-    core = Orchestrator(provider, sink=store)
+    core = Orchestrator(agent_bundle(provider), sink=store)
     try:
         result = await core.run_turn(session, "Which file did you read first? Answer briefly.")
     finally:

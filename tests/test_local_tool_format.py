@@ -35,6 +35,7 @@ from agentls.providers.local.tool_calls.native_format import (
     NativeToolCallParser,
     detect_tool_format,
 )
+from tests.agent_helpers import agent_bundle
 from tests.fakes.http_backend import (
     SSE_DONE,
     FakeBackend,
@@ -532,7 +533,8 @@ async def test_grammar_model_turns_tell_the_user_once_per_session(
         sse(openai_chunk(finish_reason="stop")), SSE_DONE]))
     provider = make_provider(backend, gguf)
     display = Display()
-    orchestrator = Orchestrator(provider, tools=ToolExecutor([ReadTool()]), display=display)
+    orchestrator = Orchestrator(agent_bundle(provider, tools=ToolExecutor([ReadTool()]),
+                                             display=display))
     try:
         first = await orchestrator.run_turn(Session("s1"), "hello")
         second = await orchestrator.run_turn(first.session, "again")

@@ -25,6 +25,7 @@ from agentls.core.types import events
 from agentls.core.types.conversation import Message, Session
 from agentls.core.types.messages import HookResult
 from agentls.providers.scripted import ScriptedProvider
+from tests.agent_helpers import agent_bundle
 
 
 class EchoTools:
@@ -99,11 +100,11 @@ class Display:
         self.shown.append((message, level))
 
 
-def make(script: list[dict[str, Any]], **kwargs: Any) -> tuple[Orchestrator, ScriptedProvider,
-                                                                EchoTools]:
+def make(script: list[dict[str, Any]], *, sink: SessionStore | None = None,
+         **parts: Any) -> tuple[Orchestrator, ScriptedProvider, EchoTools]:
     provider = ScriptedProvider(ProviderConfig(name="scripted", options={"script": script}))
     tools = EchoTools()
-    orch = Orchestrator(provider, tools=ToolExecutor([tools]), **kwargs)
+    orch = Orchestrator(agent_bundle(provider, tools=ToolExecutor([tools]), **parts), sink=sink)
     return orch, provider, tools
 
 

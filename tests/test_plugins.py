@@ -277,13 +277,14 @@ def test_third_party_plugins_discovered(third_party: Path) -> None:
 
 async def test_agent_core_provider_plugin_entry_point_runs_a_turn(third_party: Path) -> None:
     from agentls.app import build_provider
+    from agentls.core.agent.bundle import AgentBundle
     from agentls.core.agent.orchestrator import Orchestrator
     from agentls.core.settings.load import load_settings
     from agentls.core.types.conversation import Session
 
     settings = load_settings(init_options={"provider": "echoplugin"}, environ={}).settings
     provider = build_provider(settings)
-    result = await Orchestrator(provider).run_turn(Session("s"), "ping")
+    result = await Orchestrator(AgentBundle(provider=provider)).run_turn(Session("s"), "ping")
     assert result.status == "completed"
     assert result.messages[-1].content == "Echo: ping"
     await provider.aclose()

@@ -40,6 +40,7 @@ from agentls.features.tools.command import RunCommandTool
 from agentls.features.tools.files import DeleteFileTool, EditFileTool, RenameFileTool, WriteFileTool
 from agentls.features.tools.readonly import ListFilesTool, ReadFileTool, SearchTextTool
 from agentls.providers.scripted import ScriptedProvider
+from tests.agent_helpers import agent_bundle
 
 # --------------------------------------------------------------------------- fixtures
 
@@ -570,7 +571,8 @@ async def run_loop(ws: Path, calls: list[dict[str, Any]], choice: str | None,
         {"tool_calls": [{"id": f"c{i}", **c} for i, c in enumerate(calls)]}, {"text": "ok"}]}))
     tools = ContextTools()
     channel = Recording(choice)
-    orch = Orchestrator(provider, tools=ToolExecutor([tools]), hooks=hooks, approval=channel)
+    orch = Orchestrator(agent_bundle(provider, tools=ToolExecutor([tools]), hooks=hooks,
+                                     approval=channel))
     result = await orch.run_turn(Session("s1"), "go")
     return tools, channel, [m for m in result.messages if m.role == "tool"]
 
@@ -617,7 +619,8 @@ async def test_loop_a_hook_rewriting_the_input_is_decided_on_what_runs(ws: Path)
         {"tool_calls": [{"id": "c1", "name": "write_file",
                          "arguments": {"path": "a.txt", "content": "x"}}]}, {"text": "ok"}]}))
     tools, channel = ContextTools(), Recording("Allow once")
-    orch = Orchestrator(provider, tools=ToolExecutor([tools]), hooks=hooks, approval=channel)
+    orch = Orchestrator(agent_bundle(provider, tools=ToolExecutor([tools]), hooks=hooks,
+                                     approval=channel))
     result = await orch.run_turn(Session("s1"), "go")
     [denied] = [m for m in result.messages if m.role == "tool"]
     assert tools.calls == [] and channel.requests == []

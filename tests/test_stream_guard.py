@@ -18,6 +18,7 @@ from agentls.core.agent.stream_guard import StreamGuard, repeating_tail
 from agentls.core.provider.contract import ProviderConfig
 from agentls.core.types.conversation import Session
 from agentls.providers.openai.provider import OpenAIProvider
+from tests.agent_helpers import agent_bundle
 from tests.fakes.http_backend import (
     SSE_DONE,
     STALL,
@@ -111,7 +112,7 @@ async def run_turn(backend: FakeBackend, max_tokens: int) -> tuple[Any, Display]
         api_key_env=KEY_ENV, request_timeout=30.0, connect_timeout=2.0,
     ))
     display = Display()
-    orch = Orchestrator(provider, display=display, max_tokens=max_tokens)
+    orch = Orchestrator(agent_bundle(provider, display=display, max_tokens=max_tokens))
     try:
         result = await asyncio.wait_for(
             orch.run_turn(Session("s1"), "In one sentence: what does calc.py contain?"), 20

@@ -19,6 +19,7 @@ from agentls.core.tools.executor import ToolExecutor
 from agentls.core.types.conversation import Session
 from agentls.core.types.messages import ToolCall
 from agentls.providers.scripted import ScriptedProvider
+from tests.agent_helpers import agent_bundle
 
 
 class SeedTool:
@@ -53,9 +54,9 @@ async def turn(tool: SeedTool, channel: Answering | None) -> list[Any]:
     provider = ScriptedProvider(ProviderConfig(name="scripted", options={"script": [
         {"tool_calls": [{"id": "c1", "name": "stamp", "arguments": {"x": 1}}]},
         {"text": "ok"}]}))
-    orch = Orchestrator(provider, tools=ToolExecutor([tool]), approval=channel,
-                        tool_context={"workspace_folders": ["/ws"], "core": "sneaky",
-                                      "approval": "allow", "team": "blue"})
+    orch = Orchestrator(agent_bundle(provider, tools=ToolExecutor([tool]), approval=channel,
+                                     tool_context={"workspace_folders": ["/ws"], "core": "sneaky",
+                                                   "approval": "allow", "team": "blue"}))
     result = await orch.run_turn(Session("s1"), "go")
     return [m for m in result.messages if m.role == "tool"]
 

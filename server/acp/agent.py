@@ -359,8 +359,8 @@ class AgentlsAcpAgent:
         if last is None:
             return
         try:
-            model = orchestrator.model or getattr(orchestrator.provider, "default_model", "")
-            window = await orchestrator.context.window(orchestrator.provider, model or "")
+            agent = orchestrator.agent
+            window = await orchestrator.context.window(agent.provider, agent.model_name())
         except Exception:  # the window is a nicety; the turn's answer is not
             log.debug("No context window for usage_update", exc_info=True)
             return

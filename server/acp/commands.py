@@ -123,7 +123,7 @@ async def _restore(workspace: AcpWorkspace, session_id: str, rest: str) -> str:
             CheckpointStore(workspace.host.store()), session_id, int(numbers[0]),
             editor=channels.editor, lookup=channels.snapshots,
             workspace_folders=[workspace.root], gate=channels.gate,
-            policies=list(orchestrator.hooks.approval_policies), force=force,
+            policies=list(orchestrator.agent.hooks.approval_policies), force=force,
             encoding="utf-16", shown=shown)
     except NoCheckpoint as exc:
         raise ValueError(str(exc)) from None

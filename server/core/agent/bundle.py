@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentls.core.approval.gate import ApprovalChannel, ApprovalGate, DisplayChannel
+from agentls.core.context.system_prompt import default_system_prompt
 from agentls.core.support.size_caps import DEFAULT_MAX_TOOL_RESULT_CHARS
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from agentls.core.editor.reply_edits import ReplyEditor
     from agentls.core.plugins.hooks import HookRegistry
     from agentls.core.plugins.injections import InjectionLimits
-    from agentls.core.provider.contract import Provider
+    from agentls.core.provider.contract import Provider, ToolSpec
     from agentls.core.tools.executor import ToolExecutor
 
 __all__ = ["AgentBundle", "ContextSettings", "EditorChannels", "TurnLimits"]
@@ -128,6 +129,31 @@ class AgentBundle:
     @property
     def gate(self) -> ApprovalGate:
         return self.channels.gate
+
+    def model_name(self) -> str:
+        """The model requests name: the bundle's, else the provider's default."""
+        return self.model or getattr(self.provider, "default_model", "") or ""
+
+    def offered_tools(self) -> list[ToolSpec]:
+        """The tools the model is offered: all but those the reply editor
+        keeps from it (it still runs them for the reply's edits)."""
+        specs = self.tools.specs
+        if self.reply_editor is None:
+            return specs
+        hidden = self.reply_editor.hidden_tools()
+        return [spec for spec in specs if spec.get("name") not in hidden]
+
+    def system_text(self) -> str:
+        """The system prompt sent: the bundle's own, else the default one for
+        its workspace, offered tools and reply editor."""
+        if self.system_prompt is not None:
+            return self.system_prompt
+        editor = self.reply_editor
+        return default_system_prompt(
+            workspace=self.workspace,
+            tools=[spec["name"] for spec in self.offered_tools()],
+            extra=editor.instructions() if editor is not None else "",
+        )
 
     def tool_context(self) -> dict[str, Any]:
         """What every tool call's context starts from (the turn adds the

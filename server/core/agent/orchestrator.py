@@ -13,25 +13,17 @@ orchestrator, and a running turn finishes with the bundle it started with.
 from __future__ import annotations
 
 import asyncio
-import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from agentls.core.agent.bundle import AgentBundle, ContextSettings, EditorChannels, TurnLimits
+from agentls.core.agent.bundle import AgentBundle, ContextSettings, TurnLimits
 from agentls.core.agent.observer import TurnObserver
-from agentls.core.agent.turn import Turn, TurnResult, TurnStatus
-from agentls.core.agent.turn_host import MessageSink
-from agentls.core.approval.gate import ApprovalChannel, ApprovalGate, DisplayChannel
+from agentls.core.agent.turn import MessageSink, Turn, TurnResult, TurnServices, TurnStatus
 from agentls.core.checkpoints.store import CheckpointStore
 from agentls.core.context.fitting import ContextManager
-from agentls.core.context.system_prompt import default_system_prompt
-from agentls.core.editor.reply_edits import ReplyEditor
-from agentls.core.plugins.hooks import HookRegistry
-from agentls.core.provider.contract import Provider, ToolSpec
 from agentls.core.sessions.statuses import SessionStatuses
-from agentls.core.tools.executor import ToolExecutor
 from agentls.core.types import events
 from agentls.core.types.conversation import Message, Session
 from agentls.core.types.messages import AgentlsError, SessionStatus
@@ -59,53 +51,27 @@ class _Running:
 
 class Orchestrator:
     """Runs agent turns for any number of sessions (one turn per session at
-    a time) over one provider."""
+    a time), each on the bundle current when it started."""
 
     def __init__(
         self,
-        agent: AgentBundle | Provider,
+        agent: AgentBundle,
         *,
         sink: MessageSink | None = None,
         checkpoints: CheckpointStore | None = None,
-        hooks: HookRegistry | None = None,
-        tools: ToolExecutor | None = None,
-        approval: ApprovalChannel | None = None,
-        gate: ApprovalGate | None = None,
-        display: DisplayChannel | None = None,
-        limits: TurnLimits | None = None,
-        system_prompt: str | None = None,
-        workspace: str | None = None,
-        model: str | None = None,
-        max_tokens: int | None = None,
-        tool_context: Mapping[str, Any] | None = None,
     ) -> None:
-        """`agent`: the bundle turns run with. A bare Provider (scripts,
-        tests) is made into one with the keyword parts given here; with a
-        bundle those parts are its own and must not be given again."""
-        parts = (hooks, tools, approval, gate, display, limits, system_prompt, workspace,
-                 model, max_tokens, tool_context)
-        if isinstance(agent, AgentBundle):
-            if any(part is not None for part in parts):
-                raise TypeError("Orchestrator(bundle) takes its parts from the bundle; "
-                                "build a new AgentBundle to change them.")
-            self._agent = agent
-        else:
-            self._agent = AgentBundle(
-                provider=agent, model=model, tools=tools or ToolExecutor([]),
-                hooks=hooks or HookRegistry(), limits=limits or TurnLimits(),
-                max_tokens=max_tokens, workspace=workspace, system_prompt=system_prompt,
-                channels=EditorChannels(approval=approval, gate=gate or ApprovalGate(),
-                                        display=display),
-                tool_context_extra=dict(tool_context or {}),
-            )
+        """`agent`: the bundle turns run with (agentls.app.build_agent makes
+        one; `use` hands over the next)."""
+        self._agent = agent
         self.sink = sink
         # Where turns store files before changing them (None: no checkpoints).
         self.checkpoints = checkpoints
         # Builds each request to fit the model's window (compaction, project
         # instructions): core/context/fitting.py. What it learns about models is
         # shared by every turn and bundle.
-        self.context = ContextManager()
-        self._apply_context(self._agent.context)
+        settings = agent.context
+        self.context = ContextManager() if settings is None else ContextManager(
+            window=settings.window_override, instructions=settings.instructions)
         self._running: dict[str, _Running] = {}
         # Per-session statuses, updated by the turns (agentls/status).
         self.session_statuses = SessionStatuses(self._load_status)
@@ -122,73 +88,18 @@ class Orchestrator:
         already running finish with the bundle they started with; statuses,
         cancellation and what the context manager learned are kept."""
         self._agent = agent
-        self._apply_context(agent.context)
+        self.context = self._fitted(agent.context)
 
-    def _apply_context(self, settings: ContextSettings | None) -> None:
-        if settings is not None:
-            self.context.window_override = settings.window_override
-            self.context.instructions = settings.instructions
+    def _fitted(self, settings: ContextSettings | None) -> ContextManager:
+        """The context manager for a bundle's settings: the same one when it
+        has none, else one sharing what the current one learned. A running
+        turn keeps the manager it started with, as it keeps its bundle."""
+        if settings is None:
+            return self.context
+        return self.context.with_settings(window=settings.window_override,
+                                          instructions=settings.instructions)
 
-    def _pinned(self) -> Orchestrator:
-        """This orchestrator as one turn sees it: the current bundle, fixed
-        for the turn's life. A shallow copy: the statuses, the running
-        turns, the notices told and the context manager's knowledge are the
-        same objects; only the bundle (and the context settings it carries)
-        no longer follow `use`."""
-        pinned = copy.copy(self)
-        pinned.context = copy.copy(self.context)
-        return pinned
-
-    # The bundle's parts, read by the turn (core/agent/turn.py).
-    @property
-    def provider(self) -> Provider:
-        return self._agent.provider
-
-    @property
-    def model(self) -> str | None:
-        return self._agent.model
-
-    @property
-    def tools(self) -> ToolExecutor:
-        return self._agent.tools
-
-    @property
-    def hooks(self) -> HookRegistry:
-        return self._agent.hooks
-
-    @property
-    def gate(self) -> ApprovalGate:
-        return self._agent.gate
-
-    @property
-    def display(self) -> DisplayChannel | None:
-        return self._agent.channels.display
-
-    @property
-    def limits(self) -> TurnLimits:
-        return self._agent.limits
-
-    @property
-    def workspace(self) -> str | None:
-        return self._agent.workspace
-
-    @property
-    def max_tokens(self) -> int | None:
-        return self._agent.max_tokens
-
-    @property
-    def output_cap(self) -> int | None:
-        return self._agent.output_cap
-
-    @property
-    def tool_context(self) -> Mapping[str, Any]:
-        return self._agent.tool_context()
-
-    @property
-    def approval(self) -> ApprovalChannel | None:
-        return self.gate.channel
-
-    def first_notice(self, session_id: str, notice: str) -> bool:
+    def _first_notice(self, session_id: str, notice: str) -> bool:
         """True the first time a provider notice comes up in a session."""
         key = (session_id, notice)
         if key in self._notices_told:
@@ -196,31 +107,15 @@ class Orchestrator:
         self._notices_told.add(key)
         return True
 
+    def _turn(self, session: Session, observer: TurnObserver | None,
+              context: Mapping[str, Any] | None) -> Turn:
+        """A turn on the current bundle, with what it uses of this orchestrator."""
+        services = TurnServices(self.session_statuses, self.context, sink=self.sink,
+                                checkpoints=self.checkpoints, first_notice=self._first_notice)
+        return Turn(self._agent, services, session, observer or TurnObserver(),
+                    dict(context or {}))
+
     # -- public ---------------------------------------------------------------
-    @property
-    def reply_editor(self) -> ReplyEditor | None:
-        return self._agent.reply_editor
-
-    def offered_tools(self) -> list[ToolSpec]:
-        """The tools the model is offered: all but those the reply editor
-        keeps from it (it still runs them for the reply's edits)."""
-        specs = self.tools.specs
-        editor = self._agent.reply_editor
-        if editor is None:
-            return specs
-        hidden = editor.hidden_tools()
-        return [spec for spec in specs if spec.get("name") not in hidden]
-
-    def system_prompt(self) -> str:
-        if self._agent.system_prompt is not None:
-            return self._agent.system_prompt
-        editor = self._agent.reply_editor
-        return default_system_prompt(
-            workspace=self.workspace,
-            tools=[spec["name"] for spec in self.offered_tools()],
-            extra=editor.instructions() if editor is not None else "",
-        )
-
     def is_running(self, session_id: str) -> bool:
         return session_id in self._running
 
@@ -239,8 +134,9 @@ class Orchestrator:
             if sid in self._ended:
                 continue
             self._ended.add(sid)
-            if self.hooks.has_handlers(events.SESSION_END):
-                await self.hooks.emit(events.SESSION_END, {
+            hooks = self._agent.hooks
+            if hooks.has_handlers(events.SESSION_END):
+                await hooks.emit(events.SESSION_END, {
                     "session_id": sid, "reason": reason,
                     "timestamp": datetime.now(UTC).isoformat()})
 
@@ -271,8 +167,7 @@ class Orchestrator:
         task = asyncio.current_task()
         running = _Running(task)
         self._running[sid] = running
-        turn = Turn(self._pinned(), self.session_statuses, session,
-                    observer or TurnObserver(), dict(context or {}))
+        turn = self._turn(session, observer, context)
         try:
             return await turn.run(prompt)
         except asyncio.CancelledError:
@@ -307,12 +202,11 @@ class Orchestrator:
         self._running[sid] = _Running(asyncio.current_task())
         try:
             await self.session_statuses.load(sid)
-            core = self._pinned()
-            turn = Turn(core, self.session_statuses, session, observer or TurnObserver(), {})
-            model = core.model or getattr(core.provider, "default_model", "") or ""
-            return await core.context.compact(
-                turn.context_host(), provider=core.provider, model=model,
-                output_cap=core.output_cap or core.max_tokens,
+            turn = self._turn(session, observer, None)
+            agent = turn.agent
+            return await turn.services.context.compact(
+                turn.context_host(), provider=agent.provider, model=agent.model_name(),
+                output_cap=agent.output_cap or agent.max_tokens,
             )
         finally:
             self._running.pop(sid, None)

@@ -14,9 +14,9 @@ same arguments; repeat_calls.py) is not run: the second gets the first
 result back with a note, the third ends the turn (`stop`).
 
 Edits a reply writes (core/editor/reply_edits.py) become calls here too
-(`reply_edit_calls`), so they are cleared at the same place.
+(`read_reply`), so they are cleared at the same place.
 
-Tools never see a verdict: a call that reaches `run_tool` was cleared. When
+Tools never see a verdict: a call that reaches `tools.execute` was cleared. When
 the editor confirms edits itself (annotation mode) the gate's clearance says
 so and the tool gets a ConfirmingEditor.
 """
@@ -25,14 +25,16 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from agentls.core.agent.bundle import AgentBundle
 from agentls.core.agent.endings import TurnStop, repeated_call_text
 from agentls.core.agent.observer import TurnObserver
 from agentls.core.agent.repeat_calls import END_AT, RepeatedCalls
-from agentls.core.agent.turn_hooks import TurnHooks
+from agentls.core.agent.turn_hooks import HookDispatch
 from agentls.core.approval.gate import ApprovalQuestion, ApprovalRequest, Clearance, decide
 from agentls.core.checkpoints.files import TurnCheckpoints
 from agentls.core.editor.edits import ConfirmingEditor, editor_confirms
@@ -42,52 +44,179 @@ from agentls.core.support.size_caps import cap_text, cap_tool_result
 from agentls.core.tools.contract import ToolContext, ToolNeed, ToolRefused
 from agentls.core.tools.executor import ToolExecution, failed
 from agentls.core.types import events
-from agentls.core.types.conversation import Message, Session
+from agentls.core.types.conversation import Message
 from agentls.core.types.messages import ToolCall, ToolResult
 
-__all__ = ["ToolCalls", "interrupted_message", "tool_message"]
+__all__ = ["ToolCallRunner", "interrupted_message", "tool_message"]
 
 log = logging.getLogger("agentls.orchestrator")
 
 
-class ToolCalls(TurnHooks):
-    """The tool-call part of a Turn (turn.py): what it uses of the turn is
-    declared here, the turn provides it."""
+class ToolCallRunner:
+    """Runs a turn's tool calls: built by the turn from its agent, with what
+    the turn lends it (its hooks, the session's statuses, the observer, the
+    caller's context keys, and how to store a message)."""
 
-    statuses: SessionStatuses
-    observer: TurnObserver
-    context: dict[str, Any]
-    checkpoints: TurnCheckpoints | None
-    messages: list[Message]  # this turn's final messages
-    repeats: RepeatedCalls  # this turn's calls, for identical ones
-    stop: TurnStop | None  # set when the turn must end after this call
-    need_kind: str | None  # the ToolNeed kind of the call being cleared
-    reply_noted: bool  # a final reply that did nothing was sent back once
-    session: Session  # the session so far (what the model has seen)
+    def __init__(
+        self,
+        agent: AgentBundle,
+        hooks: HookDispatch,
+        *,
+        statuses: SessionStatuses,
+        observer: TurnObserver,
+        context: Mapping[str, Any],
+        persist: Callable[[Message], Awaitable[None]],
+        messages: Sequence[Message],
+    ) -> None:
+        self.agent = agent
+        self.hooks = hooks
+        self.sid = hooks.sid
+        self.statuses = statuses
+        self.observer = observer
+        self.context = context  # the caller's extra tool-context keys
+        self.persist = persist
+        self.messages = messages  # the turn's final messages so far (the turn appends)
+        self.checkpoints: TurnCheckpoints | None = None  # set once the prompt is stored
+        self.repeats = RepeatedCalls()  # identical tool calls (repeat_calls.py)
+        self.stop: TurnStop | None = None  # set when the turn must end after this call
+        self.need_kind: str | None = None  # the ToolNeed kind of the call being cleared
+        self.reply_noted = False  # a final reply that did nothing was sent back once
 
-    async def run_tool(self, call: ToolCall) -> None:
+    async def run(self, call: ToolCall) -> None:
         """Run one tool call and store its result."""
-        await _run_tool(self, call)
+        asked = call  # as the model wrote it: what identical calls are compared by
+        again = self.repeats.count_again(call)
+        if again is not None:
+            if again.times >= END_AT:
+                self.stop = TurnStop("repeated_tool_call",
+                                     repeated_call_text(call, again.times, self.messages))
+                await self.persist(interrupted_message(
+                    call, f"Not run: the same call for the {again.times}th time; the turn was "
+                    "stopped.", "repeated",
+                    "Error: not run, this exact call was already made twice in this turn. The "
+                    "turn was stopped."))
+            else:
+                await self.persist(tool_message(call, again.result,
+                                                again.note(call, _request(self.messages))))
+            return
+        await self.observer.on_progress(self.sid, f"Running {call.tool}")
+        self.need_kind = None
+        pre = await self.hooks.hook(
+            events.TOOL_PRE,
+            {"tool_name": call.tool, "tool_input": dict(call.arguments), "tool_call_id": call.id},
+        )
+        ran = False
+        if not pre.allowed:
+            execution = failed(call, pre.reason, "denied")
+        else:
+            new_input = pre.data.get("tool_input") if pre.data else None
+            if isinstance(new_input, dict):
+                call = call.model_copy(update={"arguments": new_input})
+            execution, ran = await self._clear(call, approved=pre.choice is not None)
+        result, content = execution.result, execution.content
+        if ran:
+            if not result.success:
+                await self.hooks.emit(
+                    events.TOOL_ERROR,
+                    {"tool_name": call.tool, "tool_input": call.arguments, "error": result.error},
+                )
+            self.hooks.take_tool_post_appends()
+            await self.hooks.hook(
+                events.TOOL_POST,
+                {"tool_name": call.tool, "tool_input": call.arguments, "tool_call_id": call.id,
+                 "result": result.model_dump()},
+            )
+            if appends := self.hooks.take_tool_post_appends():
+                content = "\n\n".join([content, *appends])
+        self.statuses.add(self.sid, tool_invocations=1, tool_successes=int(result.success),
+                          tool_failures=int(not result.success))
+        limit = self.agent.limits.max_tool_result_chars
+        capped = result.model_copy(update=cap_tool_result(result.model_dump(), limit))
+        content = cap_text(content, limit)
+        self.repeats.record(asked, capped, content, self.need_kind)
+        await self.persist(tool_message(call, capped, content))
 
-    async def clear_tool_call(self, call: ToolCall, *, approved: bool = False
-                              ) -> tuple[ToolExecution, bool]:
-        return await _clear_tool_call(self, call, approved=approved)
+    async def _clear(self, call: ToolCall, *, approved: bool = False
+                     ) -> tuple[ToolExecution, bool]:
+        """Ask the policies and the gate about `call` (the one approval call
+        site), then run it. Returns the execution and whether the tool ran.
+        `approved`: the user said yes to a tool:pre hook's ask_user."""
+        agent = self.agent
+        tools, policies = agent.tools, agent.hooks.approval_policies
+        unknown = tools.unknown(call)
+        if unknown is not None:
+            return unknown, False
+        context = self._tool_context()
+        try:
+            need = tools.need(call)
+            self.need_kind = need.kind
+            question = ApprovalQuestion(call.tool, dict(call.arguments), need, self.sid)
+            answer = decide(policies, question)
+            if answer.notice:
+                await self.hooks.notify(answer.notice, "warning")
+            if answer.verdict == "deny":
+                return failed(call, answer.reason, "denied"), False
+            # What the user will be shown, and what will be applied.
+            need = await tools.prepare(call, context, need)
+        except ToolRefused as refused:
+            return failed(call, refused.message, refused.code), False
+        question = replace(question, need=need)
+        answer = decide(policies, question)
+        await self.observer.on_tool_need(self.sid, call.id or "", call.tool, need)
 
-    def tool_context(self) -> ToolContext:
-        return _tool_context(self)
+        async def announce(request: ApprovalRequest) -> None:
+            await self.hooks.emit(events.APPROVAL_REQUIRED,
+                                  {"tool_name": call.tool, "prompt": request.prompt})
 
-    def read_reply(self, reply: str) -> ReplyEdits | None:
+        clearance = await agent.gate.clear(question, answer, approved=approved,
+                                           editor_confirms=editor_confirms(context.editor),
+                                           before_asking=announce)
+        if clearance.asked:
+            if clearance.allowed:
+                await self.hooks.emit(events.APPROVAL_GRANTED,
+                                      {"tool_name": call.tool, "choice": clearance.choice})
+            else:
+                await self.hooks.emit(events.APPROVAL_DENIED, {"tool_name": call.tool,
+                                                               "choice": clearance.choice,
+                                                               "reason": clearance.reason})
+        if not clearance.allowed:
+            message, code = _refusal(need, clearance)
+            return failed(call, message, code), False
+        editor = context.editor
+        if clearance.confirm_in_editor and editor is not None:
+            editor = ConfirmingEditor(editor)
+
+        async def output(text: str) -> None:
+            await self.observer.on_tool_output(self.sid, call.id or "", text)
+
+        context = replace(context, need=need, editor=editor, output=output)
+        if self.checkpoints is not None:  # file edits store the files first
+            context = self.checkpoints.wrap(context)
+        return await tools.execute(call, context), True
+
+    def _tool_context(self) -> ToolContext:
+        """The context a tool runs with: the agent's keys, the caller's
+        extra keys, the session and a progress callback."""
+
+        async def progress(text: str) -> None:
+            await self.observer.on_progress(self.sid, text)
+
+        return ToolContext.from_mapping(
+            {**self.context, **self.agent.tool_context()},
+            session_id=self.sid, trigger_source="core", progress=progress)
+
+    # -- edits a final reply writes (core/editor/reply_edits.py) -------------------
+    def read_reply(self, reply: str, seen: Sequence[Message]) -> ReplyEdits | None:
         """The edits a final reply writes, their calls with ids (None
-        without a reply editor)."""
-        editor = self.core.reply_editor
+        without a reply editor). `seen`: the session so far."""
+        editor = self.agent.reply_editor
         if editor is None or not reply.strip():
             return None
-        keys = self.core.tool_context
+        keys = self.agent.tool_context()
         sources = ReplySources(
             workspace_folders=tuple(keys.get("workspace_folders") or ()),
             documents=keys.get("documents"),
-            seen=tuple(str(m.content) for m in self.session.messages
-                       if isinstance(m.content, str)))
+            seen=tuple(str(m.content) for m in seen if isinstance(m.content, str)))
         try:
             edits = editor.reply_edits(reply, sources)
         except Exception:  # a broken editor loses the edits, never the reply
@@ -103,8 +232,8 @@ class ToolCalls(TurnHooks):
         (a call written as text, files repeated unchanged) back to the model."""
         if self.reply_noted:
             return None
-        editor = self.core.reply_editor
-        note = reply_note(reply, [spec["name"] for spec in self.core.offered_tools()], edits,
+        editor = self.agent.reply_editor
+        note = reply_note(reply, [spec["name"] for spec in self.agent.offered_tools()], edits,
                           editor.instructions() if editor is not None else "")
         if note is None:
             return None
@@ -120,7 +249,7 @@ class ToolCalls(TurnHooks):
     def with_reply_edits(self, message: Message, calls: list[ToolCall]) -> Message:
         """The reply, recorded as making `calls` (every provider then sees a
         call before each result)."""
-        previews = {call.id: self.core.tools.preview(call) for call in calls}
+        previews = {call.id: self.agent.tools.preview(call) for call in calls}
         return message.with_metadata(tool_calls=[call.model_dump() for call in calls],
                                      tool_call_previews=previews, reply_edits=len(calls))
 
@@ -131,133 +260,7 @@ class ToolCalls(TurnHooks):
         results = [m.tool_result or {} for m in self.messages[-len(calls):]]
         return (all(r.get("success") for r in results)
                 and all(call.tool != "read_file" for call in calls)
-                and not self.pending_injections and not self.ephemeral)
-
-
-async def _run_tool(turn: ToolCalls, call: ToolCall) -> None:
-    core = turn.core
-    asked = call  # as the model wrote it: what identical calls are compared by
-    again = turn.repeats.count_again(call)
-    if again is not None:
-        if again.times >= END_AT:
-            turn.stop = TurnStop("repeated_tool_call",
-                                 repeated_call_text(call, again.times, turn.messages))
-            await turn.persist(interrupted_message(
-                call, f"Not run: the same call for the {again.times}th time; the turn was "
-                "stopped.", "repeated",
-                "Error: not run, this exact call was already made twice in this turn. The turn "
-                "was stopped."))
-        else:
-            await turn.persist(tool_message(call, again.result,
-                                            again.note(call, _request(turn.messages))))
-        return
-    await turn.observer.on_progress(turn.sid, f"Running {call.tool}")
-    turn.need_kind = None
-    pre = await turn.hook(
-        events.TOOL_PRE,
-        {"tool_name": call.tool, "tool_input": dict(call.arguments), "tool_call_id": call.id},
-    )
-    ran = False
-    if not pre.allowed:
-        execution = failed(call, pre.reason, "denied")
-    else:
-        new_input = pre.data.get("tool_input") if pre.data else None
-        if isinstance(new_input, dict):
-            call = call.model_copy(update={"arguments": new_input})
-        execution, ran = await turn.clear_tool_call(call, approved=pre.choice is not None)
-    result, content = execution.result, execution.content
-    if ran:
-        if not result.success:
-            await turn.emit(
-                events.TOOL_ERROR,
-                {"tool_name": call.tool, "tool_input": call.arguments, "error": result.error},
-            )
-        turn.tool_post_appends = []
-        await turn.hook(
-            events.TOOL_POST,
-            {"tool_name": call.tool, "tool_input": call.arguments, "tool_call_id": call.id,
-             "result": result.model_dump()},
-        )
-        if turn.tool_post_appends:
-            content = "\n\n".join([content, *turn.tool_post_appends])
-            turn.tool_post_appends = []
-    turn.statuses.add(turn.sid, tool_invocations=1, tool_successes=int(result.success),
-                      tool_failures=int(not result.success))
-    limit = core.limits.max_tool_result_chars
-    capped = result.model_copy(update=cap_tool_result(result.model_dump(), limit))
-    content = cap_text(content, limit)
-    turn.repeats.record(asked, capped, content, turn.need_kind)
-    await turn.persist(tool_message(call, capped, content))
-
-
-async def _clear_tool_call(turn: ToolCalls, call: ToolCall, *, approved: bool = False
-                           ) -> tuple[ToolExecution, bool]:
-    """Ask the policies and the gate about `call` (the one approval call
-    site), then run it. Returns the execution and whether the tool ran.
-    `approved`: the user said yes to a tool:pre hook's ask_user."""
-    core = turn.core
-    unknown = core.tools.unknown(call)
-    if unknown is not None:
-        return unknown, False
-    context = turn.tool_context()
-    try:
-        need = core.tools.need(call)
-        turn.need_kind = need.kind
-        question = ApprovalQuestion(call.tool, dict(call.arguments), need, turn.sid)
-        answer = decide(core.hooks.approval_policies, question)
-        if answer.notice:
-            await turn.notify(answer.notice, "warning")
-        if answer.verdict == "deny":
-            return failed(call, answer.reason, "denied"), False
-        # What the user will be shown, and what will be applied.
-        need = await core.tools.prepare(call, context, need)
-    except ToolRefused as refused:
-        return failed(call, refused.message, refused.code), False
-    question = replace(question, need=need)
-    answer = decide(core.hooks.approval_policies, question)
-    await turn.observer.on_tool_need(turn.sid, call.id or "", call.tool, need)
-
-    async def announce(request: ApprovalRequest) -> None:
-        await turn.emit(events.APPROVAL_REQUIRED,
-                        {"tool_name": call.tool, "prompt": request.prompt})
-
-    clearance = await core.gate.clear(question, answer, approved=approved,
-                                      editor_confirms=editor_confirms(context.editor),
-                                      before_asking=announce)
-    if clearance.asked:
-        if clearance.allowed:
-            await turn.emit(events.APPROVAL_GRANTED,
-                            {"tool_name": call.tool, "choice": clearance.choice})
-        else:
-            await turn.emit(events.APPROVAL_DENIED, {"tool_name": call.tool,
-                                                     "choice": clearance.choice,
-                                                     "reason": clearance.reason})
-    if not clearance.allowed:
-        message, code = _refusal(need, clearance)
-        return failed(call, message, code), False
-    editor = context.editor
-    if clearance.confirm_in_editor and editor is not None:
-        editor = ConfirmingEditor(editor)
-
-    async def output(text: str) -> None:
-        await turn.observer.on_tool_output(turn.sid, call.id or "", text)
-
-    context = replace(context, need=need, editor=editor, output=output)
-    if turn.checkpoints is not None:  # file edits store the files first
-        context = turn.checkpoints.wrap(context)
-    return await core.tools.execute(call, context), True
-
-
-def _tool_context(turn: ToolCalls) -> ToolContext:
-    """The context a tool of `turn` runs with: the composition's keys, the
-    caller's extra keys, the session and a progress callback."""
-
-    async def progress(text: str) -> None:
-        await turn.observer.on_progress(turn.sid, text)
-
-    return ToolContext.from_mapping(
-        {**turn.context, **turn.core.tool_context},
-        session_id=turn.sid, trigger_source="core", progress=progress)
+                and not self.hooks.pending_injections and not self.hooks.ephemeral)
 
 
 def _refusal(need: ToolNeed, clearance: Clearance) -> tuple[str, str]:
@@ -288,7 +291,7 @@ def interrupted_message(call: ToolCall, message: str, code: str, content: str) -
                         content)
 
 
-def _request(messages: list[Message]) -> str:
+def _request(messages: Sequence[Message]) -> str:
     """The user's request of this turn, as typed (before mentions were expanded)."""
     for message in messages:
         if message.role == "user":

@@ -4,7 +4,7 @@
 prompt:submit -> request built to fit the window (context.py) -> provider
 stream (deltas to the observer) -> tool calls -> tool:pre (deny / ask_user /
 modify) -> the tool's need, the approval policy and the gate, once per call
-(turn_tools.py) -> tool execution (files checkpointed first) -> tool:post
+(tool_calls.py) -> tool execution (files checkpointed first) -> tool:post
 (inject_context, stored or ephemeral; turn_hooks.py) -> next iteration ->
 until the model stops, `session.maxIterations` is reached, or the turn is
 cancelled (pending tool calls then get a synthetic cancelled result, so the
@@ -13,17 +13,22 @@ session stays valid for every provider).
 Every message is persisted the moment it is final, so a crash loses nothing
 already said. Split from orchestrator.py, which keeps what spans turns (the
 running turns per session, their SessionStatuses, cancellation, compaction
-on request); a turn sees the orchestrator only as a TurnHost (turn_host.py).
+on request). A turn holds the AgentBundle current when it started (so a
+settings change never swaps its provider or tools), the TurnServices the
+orchestrator lends it, its HookDispatch (turn_hooks.py) and a ToolCallRunner
+(tool_calls.py) built from both.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
+from agentls.core.agent.bundle import AgentBundle
 from agentls.core.agent.endings import (
     TurnStop,
     empty_reply_text,
@@ -33,27 +38,50 @@ from agentls.core.agent.endings import (
     max_iterations_text,
 )
 from agentls.core.agent.observer import TurnObserver
-from agentls.core.agent.repeat_calls import RepeatedCalls
 from agentls.core.agent.stream_guard import StreamGuard, StreamStop
-from agentls.core.agent.tool_calls import ToolCalls, interrupted_message
-from agentls.core.agent.turn_host import TurnHost
+from agentls.core.agent.tool_calls import ToolCallRunner, interrupted_message
+from agentls.core.agent.turn_hooks import HookDispatch
 from agentls.core.checkpoints.files import TurnCheckpoints
-from agentls.core.context.fitting import ContextHost, ContextOverflow, RequestPlan
-from agentls.core.plugins.injections import InjectionBudget
+from agentls.core.checkpoints.store import CheckpointStore
+from agentls.core.context.fitting import ContextHost, ContextManager, ContextOverflow, RequestPlan
 from agentls.core.provider.contract import CompletionOptions, ToolCallAccumulator
+from agentls.core.sessions.statuses import SessionStatuses
 from agentls.core.types import events
 from agentls.core.types.conversation import Message, ProviderRequestCancelled, Session
 from agentls.core.types.errors import MalformedToolCall
 from agentls.core.types.messages import ModelError, ModelResponse, SessionStatus, ToolCall, Usage
 
-if TYPE_CHECKING:
-    from agentls.core.sessions.statuses import SessionStatuses
-
-__all__ = ["Turn", "TurnHost", "TurnResult", "TurnStatus"]
+__all__ = ["MessageSink", "Turn", "TurnResult", "TurnServices", "TurnStatus"]
 
 log = logging.getLogger("agentls.orchestrator")
 
 TurnStatus = Literal["completed", "failed", "cancelled"]
+
+
+class MessageSink(Protocol):
+    """Where final messages go (the SQLite SessionStore satisfies this)."""
+
+    def append_message(self, session_id: str, message: Message) -> int: ...
+
+    def update_status(self, session_id: str, status: SessionStatus) -> None: ...
+
+
+def _every_notice(session_id: str, notice: str) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class TurnServices:
+    """What a turn uses of the orchestrator running it, beyond its bundle:
+    state that outlives the turn, owned by the orchestrator."""
+
+    statuses: SessionStatuses
+    # Fits each request to the window; the one current when the turn started.
+    context: ContextManager
+    sink: MessageSink | None = None
+    checkpoints: CheckpointStore | None = None  # None: no checkpoints
+    # True the first time a provider notice comes up in a session.
+    first_notice: Callable[[str, str], bool] = _every_notice
 
 
 @dataclass(frozen=True)
@@ -82,56 +110,52 @@ class TurnResult:
         return wire
 
 
-class Turn(ToolCalls):
-    """State of one running turn."""
+class Turn:
+    """One running turn: its bundle (fixed for the turn's life), what the
+    orchestrator lends it, its hook dispatch and its tool-call runner."""
 
     def __init__(
         self,
-        core: TurnHost,
-        statuses: SessionStatuses,
+        agent: AgentBundle,
+        services: TurnServices,
         session: Session,
         observer: TurnObserver,
         context: dict[str, Any],
     ) -> None:
-        self.core = core
-        self.statuses = statuses
+        self.agent = agent
+        self.services = services
+        self.statuses = services.statuses
         self.session = session
         self.sid = session.session_id
         self.observer = observer
-        self.context = context
-        self.budget = InjectionBudget(core.limits.injection)
+        self.hooks = HookDispatch(agent.hooks, agent.gate, agent.channels.display, self.sid,
+                                  agent.limits.injection)
         self.messages: list[Message] = []  # this turn's final messages
         self.usage = Usage()
-        self.pending_injections: list[Message] = []  # stored before the next model call
-        self.ephemeral: list[Message] = []  # the next model call only
-        self.tool_post_appends: list[str] = []  # append_to_last_tool_result texts
         self.partial_text = ""  # streamed text of the call in progress
         self.partial_reasoning = ""
         self.block_kind: str | None = None  # the content block being streamed
         self.block_text = ""
         self.unanswered: list[ToolCall] = []  # tool calls still without a result
-        self.refused_notices: list[str] = []  # injections over a limit, told to the user
         self.stream_stop: StreamStop | None = None  # why the last stream was cut short
         self.finished = False
-        self.checkpoints: TurnCheckpoints | None = None  # set once the prompt is stored
         self.turn_start = len(session.messages)  # index of this turn's prompt
         self.plan: RequestPlan | None = None  # what the last model call was sent
-        self.repeats = RepeatedCalls()  # identical tool calls (repeat_calls.py)
-        self.stop: TurnStop | None = None  # a tool call ended the turn (turn_tools.py)
-        self.need_kind: str | None = None
+        self.calls = ToolCallRunner(agent, self.hooks, statuses=self.statuses, observer=observer,
+                                    context=context, persist=self.persist,
+                                    messages=self.messages)
         self.malformed = False  # the last reply was a tool call that could not be read
-        self.reply_noted = False  # a reply that did nothing was sent back (turn_tools.py)
 
     # -- the loop ------------------------------------------------------------
     async def run(self, prompt: str | Message) -> TurnResult:
-        core = self.core
+        agent = self.agent
         status = await self.statuses.load(self.sid)
         self.statuses.update(self.sid, status="running", ended_at=None)
         is_new = not self.session.messages and status.total_messages == 0
-        await self.emit(events.SESSION_START if is_new else events.SESSION_RESUME, {})
+        await self.hooks.emit(events.SESSION_START if is_new else events.SESSION_RESUME, {})
 
         user_message = prompt if isinstance(prompt, Message) else Message("user", prompt)
-        outcome = await self.hook(events.PROMPT_SUBMIT, {"prompt": user_message.content})
+        outcome = await self.hooks.hook(events.PROMPT_SUBMIT, {"prompt": user_message.content})
         if not outcome.allowed:
             return await self.finish("failed", {"code": "denied", "message": outcome.reason})
         new_prompt = outcome.data.get("prompt") if outcome.data else None
@@ -140,16 +164,17 @@ class Turn(ToolCalls):
                 "user", new_prompt, user_message.metadata, user_message.multipart_content
             )
         await self.close_interrupted_tool_calls()
-        instructions = core.context.prompt_instructions()
+        instructions = self.services.context.prompt_instructions()
         if instructions:  # shown with the prompt in the chat views
             user_message = user_message.with_metadata(instructions=instructions)
         self.turn_start = len(self.session.messages)
         await self.persist(user_message)
-        self.checkpoints = TurnCheckpoints.for_prompt(core.checkpoints, self.sid,
-                                                      self.session.messages)
+        self.calls.checkpoints = TurnCheckpoints.for_prompt(self.services.checkpoints, self.sid,
+                                                            self.session.messages)
 
-        for iteration in range(1, core.limits.max_iterations + 1):
-            await self.flush_injections()
+        for iteration in range(1, agent.limits.max_iterations + 1):
+            for injection in await self.hooks.take_injections():
+                await self.persist(injection)
             try:
                 response = await self.call_model_retrying(iteration)
             except MalformedToolCall as exc:
@@ -162,15 +187,15 @@ class Turn(ToolCalls):
                     "malformed_tool_call", malformed_again_text(exc.reason, self.messages),
                     {"code": "invalid_response", "message": str(exc)})
             except ModelError as exc:
-                await self.emit(events.PROVIDER_ERROR,
-                                {"error": str(exc), "code": exc.code, "iteration": iteration})
+                await self.hooks.emit(events.PROVIDER_ERROR,
+                                      {"error": str(exc), "code": exc.code, "iteration": iteration})
                 await self.persist_partial({"error": exc.code or "model_error"})
                 return await self.finish(
                     "failed", {"code": exc.code or "model_error", "message": str(exc)})
             except ProviderRequestCancelled:
                 raise asyncio.CancelledError from None
             self.usage = self.usage + response.usage
-            await self.emit(
+            await self.hooks.emit(
                 events.PROVIDER_RESPONSE,
                 {
                     "iteration": iteration,
@@ -185,30 +210,31 @@ class Turn(ToolCalls):
                 # Never a blank answer: say what happened instead.
                 text = empty_reply_text(self.messages)
                 await self.persist(explanation("empty_reply", text, message.metadata))
-                await self.notify(text, "warning")
+                await self.hooks.notify(text, "warning")
                 return await self.finish("failed", {"code": "empty_reply", "message": text})
-            edits = None if response.tool_calls else self.read_reply(response.content)
+            edits = None if response.tool_calls else self.calls.read_reply(response.content,
+                                                                    self.session.messages)
             calls = response.tool_calls or list(edits.calls if edits else ())
             if calls and not response.tool_calls:  # edits the reply wrote (reply_edits.py)
-                message = self.with_reply_edits(message, calls)
+                message = self.calls.with_reply_edits(message, calls)
             await self.persist(message)
-            if not calls and (retry := self.reply_retry(response.content, edits)):
+            if not calls and (retry := self.calls.reply_retry(response.content, edits)):
                 await self.persist(retry)
                 continue
             if not calls:
-                if (gave_up := self.reply_gave_up(response.content, edits)) is not None:
+                if (gave_up := self.calls.reply_gave_up(response.content, edits)) is not None:
                     await self.persist(explanation("reply_did_nothing", gave_up))
                 return await self.finish("completed", None)
             self.unanswered = list(calls)
             while self.unanswered:
-                await self.run_tool(self.unanswered[0])
+                await self.calls.run(self.unanswered[0])
                 self.unanswered.pop(0)
-                if self.stop is not None:
-                    return await self.stop_after_tool(self.stop)
-            if not response.tool_calls and self.reply_edits_settled(calls):
+                if self.calls.stop is not None:
+                    return await self.stop_after_tool(self.calls.stop)
+            if not response.tool_calls and self.calls.reply_edits_settled(calls):
                 return await self.finish("completed", None)
 
-        limit = core.limits.max_iterations
+        limit = agent.limits.max_iterations
         return await self.explain_end("max_iterations", max_iterations_text(limit, self.messages), {
             "code": "max_iterations",
             "message": f"Stopped after {limit} model calls (session.maxIterations = {limit}). "
@@ -227,7 +253,7 @@ class Turn(ToolCalls):
                 call, "Not run: the turn was stopped before this call.", "stopped",
                 "Error: not run, the turn was stopped before this call."))
         self.unanswered = []
-        await self.notify(stop.message, "warning")
+        await self.hooks.notify(stop.message, "warning")
         return await self.explain_end(stop.code, stop.message,
                                       {"code": stop.code, "message": stop.message})
 
@@ -236,8 +262,8 @@ class Turn(ToolCalls):
         tell it why the call was not run, right after it."""
         await self.switch_block(None, len(self.session.messages), "")
         text, self.partial_text = self.partial_text + exc.text, ""
-        await self.emit(events.PROVIDER_ERROR, {"error": str(exc), "code": exc.code,
-                                                "retrying": note})
+        await self.hooks.emit(events.PROVIDER_ERROR, {"error": str(exc), "code": exc.code,
+                                                      "retrying": note})
         for message in malformed_messages(text, exc.reason, exc.model, note=note):
             await self.persist(message)
 
@@ -249,12 +275,11 @@ class Turn(ToolCalls):
             if (exc.code != "context_length" or isinstance(exc, ContextOverflow)
                     or self.partial_text or self.plan is None):
                 raise
-            core = self.core
-            model = core.model or getattr(core.provider, "default_model", "") or ""
-            core.context.learn(model, exc, self.sid, self.plan.budget.window)
-            await self.emit(events.PROVIDER_ERROR,
-                            {"error": str(exc), "code": exc.code, "iteration": iteration,
-                             "retrying": True})
+            self.services.context.learn(self.agent.model_name(), exc, self.sid,
+                                        self.plan.budget.window)
+            await self.hooks.emit(events.PROVIDER_ERROR,
+                                  {"error": str(exc), "code": exc.code, "iteration": iteration,
+                                   "retrying": True})
         try:
             return await self.call_model(iteration, force_compact=True)
         except ModelError as exc:
@@ -268,33 +293,34 @@ class Turn(ToolCalls):
 
     def context_host(self) -> ContextHost:
         async def veto(event: str, data: dict[str, Any]) -> str | None:
-            outcome = await self.hook(event, data)
+            outcome = await self.hooks.hook(event, data)
             return None if outcome.allowed else outcome.reason
 
         async def progress(text: str) -> None:
             await self.observer.on_progress(self.sid, text)
 
-        return ContextHost(self.sid, lambda: self.session.messages, veto, self.emit,
+        return ContextHost(self.sid, lambda: self.session.messages, veto, self.hooks.emit,
                            self.persist, progress)
 
     async def call_model(self, iteration: int, *, force_compact: bool = False) -> ModelResponse:
-        core = self.core
-        model = core.model or getattr(core.provider, "default_model", "") or ""
-        self.plan = await core.context.prepare(
-            self.context_host(), provider=core.provider, model=model,
-            system=core.system_prompt(), ephemeral=self.ephemeral, tools=core.offered_tools(),
-            turn_start=self.turn_start, output_cap=core.output_cap or core.max_tokens,
+        agent = self.agent
+        model = agent.model_name()
+        offered = agent.offered_tools()
+        self.plan = await self.services.context.prepare(
+            self.context_host(), provider=agent.provider, model=model,
+            system=agent.system_text(), ephemeral=self.hooks.ephemeral, tools=offered,
+            turn_start=self.turn_start, output_cap=agent.output_cap or agent.max_tokens,
             force_compact=force_compact,
         )
         messages = self.plan.messages
-        sent_ephemeral = list(self.ephemeral)
-        await self.emit(
+        sent_ephemeral = list(self.hooks.ephemeral)
+        await self.hooks.emit(
             events.PROVIDER_REQUEST,
             {"iteration": iteration, "model": model, "message_count": len(messages)},
         )
         await self.observer.on_progress(self.sid, "Calling model")
         options = CompletionOptions(
-            model=core.model, max_tokens=core.max_tokens, request_id=f"{self.sid}:{iteration}"
+            model=agent.model, max_tokens=agent.max_tokens, request_id=f"{self.sid}:{iteration}"
         )
         index = len(self.session.messages)
         self.partial_text = ""
@@ -302,24 +328,24 @@ class Turn(ToolCalls):
         calls = ToolCallAccumulator()
         usage = Usage()
         finish = None
-        want_delta_hooks = core.hooks.has_handlers(events.CONTENT_BLOCK_DELTA)
-        guard = StreamGuard(core.output_cap or core.max_tokens)
+        want_delta_hooks = self.hooks.has_handlers(events.CONTENT_BLOCK_DELTA)
+        guard = StreamGuard(agent.output_cap or agent.max_tokens)
         stop: StreamStop | None = None
-        stream = core.provider.stream(messages, core.offered_tools() or None, options=options)
+        stream = agent.provider.stream(messages, offered or None, options=options)
         async for chunk in stream:
-            if chunk.notice and core.first_notice(self.sid, chunk.notice):
-                await self.notify(chunk.notice, "warning")
+            if chunk.notice and self.services.first_notice(self.sid, chunk.notice):
+                await self.hooks.notify(chunk.notice, "warning")
             if chunk.reasoning:
                 self.partial_reasoning += chunk.reasoning
                 await self.switch_block("thinking", index, chunk.reasoning)
                 await self.observer.on_delta(self.sid, index, chunk.reasoning, "thinking")
-                await self.emit(events.THINKING_DELTA, {"delta": chunk.reasoning})
+                await self.hooks.emit(events.THINKING_DELTA, {"delta": chunk.reasoning})
             if chunk.delta:
                 self.partial_text += chunk.delta
                 await self.switch_block("text", index, chunk.delta)
                 await self.observer.on_delta(self.sid, index, chunk.delta, "text")
                 if want_delta_hooks:
-                    await self.emit(events.CONTENT_BLOCK_DELTA, {"delta": chunk.delta})
+                    await self.hooks.emit(events.CONTENT_BLOCK_DELTA, {"delta": chunk.delta})
             calls.add(chunk)
             if chunk.usage.total_tokens or chunk.usage.input_tokens or chunk.usage.output_tokens:
                 usage = chunk.usage
@@ -334,21 +360,20 @@ class Turn(ToolCalls):
             if chunk.finish_reason is not None:
                 finish = chunk.finish_reason
         await self.switch_block(None, index, "")
-        # Sent: kept until now for a context_length retry.
-        self.ephemeral = [m for m in self.ephemeral if all(m is not e for e in sent_ephemeral)]
+        self.hooks.drop_ephemeral(sent_ephemeral)
         if usage.input_tokens:
-            core.context.calibrate(self.sid, usage.input_tokens,
-                                   core.context.counter(core.provider, model).name)
+            self.services.context.calibrate(self.sid, usage.input_tokens,
+                                   self.services.context.counter(agent.provider, model).name)
         if stop is not None:
             # Closing the generator cancels the provider's HTTP call.
             await _close_stream(stream)
             finish = stop.finish_reason
             self.stream_stop = stop
-            await self.notify(stop.message, "warning")
+            await self.hooks.notify(stop.message, "warning")
         # A reply cut short may end inside a tool call's arguments: run none.
         tool_calls = calls.tool_calls(model=model) if stop is None else []
         if self.partial_reasoning:
-            await self.emit(events.THINKING_FINAL, {"text": self.partial_reasoning})
+            await self.hooks.emit(events.THINKING_FINAL, {"text": self.partial_reasoning})
         return ModelResponse(
             model=model,
             content=self.partial_text,
@@ -364,11 +389,12 @@ class Turn(ToolCalls):
         block before it, content_block:start for a new one."""
         if kind != self.block_kind:
             if self.block_kind is not None:
-                await self.emit(events.CONTENT_BLOCK_END, {
+                await self.hooks.emit(events.CONTENT_BLOCK_END, {
                     "index": index, "block_type": self.block_kind, "text": self.block_text})
             self.block_kind, self.block_text = kind, ""
             if kind is not None:
-                await self.emit(events.CONTENT_BLOCK_START, {"index": index, "block_type": kind})
+                await self.hooks.emit(events.CONTENT_BLOCK_START,
+                                      {"index": index, "block_type": kind})
         self.block_text += text
 
     def assistant_message(self, response: ModelResponse) -> Message:
@@ -380,7 +406,7 @@ class Turn(ToolCalls):
         }
         if response.tool_calls:
             metadata["tool_calls"] = [tc.model_dump() for tc in response.tool_calls]
-            previews = {tc.id: self.core.tools.preview(tc) for tc in response.tool_calls}
+            previews = {tc.id: self.agent.tools.preview(tc) for tc in response.tool_calls}
             if any(previews.values()):
                 metadata["tool_call_previews"] = previews
         if response.reasoning_content:
@@ -402,7 +428,7 @@ class Turn(ToolCalls):
         self.session = self.session.with_message(message)
         self.messages.append(message)
         self.statuses.add(self.sid, total_messages=1)
-        sink = self.core.sink
+        sink = self.services.sink
         if sink is not None:
             # Shielded: a cancellation must not abandon a half-written message.
             await asyncio.shield(asyncio.to_thread(sink.append_message, self.sid, message))
@@ -449,33 +475,33 @@ class Turn(ToolCalls):
     async def finish_cancelled(self) -> TurnResult:
         if self.finished:
             return self._result("cancelled", None)
-        await self.emit(events.CANCEL_REQUESTED, {})
+        await self.hooks.emit(events.CANCEL_REQUESTED, {})
         await self.persist_partial({"cancelled": True})
         for call in self.unanswered:
             await self.persist(interrupted_message(
                 call, "Cancelled by the user before this tool call finished.", "cancelled",
                 "Error: cancelled by the user."))
         self.unanswered = []
-        await self.emit(events.CANCEL_COMPLETED, {})
+        await self.hooks.emit(events.CANCEL_COMPLETED, {})
         return await self.finish(
             "cancelled", {"code": "cancelled", "message": "The turn was cancelled."}
         )
 
     async def finish(self, status: TurnStatus, error: dict[str, str] | None) -> TurnResult:
-        core = self.core
+        sink = self.services.sink
         self.statuses.update(self.sid, status=status, ended_at=datetime.now(UTC))
         saved = self.statuses.add(self.sid, total_input_tokens=self.usage.input_tokens,
                                   total_output_tokens=self.usage.output_tokens)
         self.finished = True
-        if core.sink is not None:
+        if sink is not None:
             try:
-                await asyncio.shield(asyncio.to_thread(core.sink.update_status, self.sid, saved))
+                await asyncio.shield(asyncio.to_thread(sink.update_status, self.sid, saved))
             except Exception:
                 log.exception("Could not save the status of session %s", self.sid)
         if status == "completed":
-            await self.emit(events.PROMPT_COMPLETE, {"usage": self.usage.model_dump()})
-        await self.emit(events.ORCHESTRATOR_COMPLETE,
-                        {"status": status, "usage": self.usage.model_dump()})
+            await self.hooks.emit(events.PROMPT_COMPLETE, {"usage": self.usage.model_dump()})
+        await self.hooks.emit(events.ORCHESTRATOR_COMPLETE,
+                              {"status": status, "usage": self.usage.model_dump()})
         return self._result(status, error)
 
     def _result(self, status: TurnStatus, error: dict[str, str] | None) -> TurnResult:

@@ -1,8 +1,9 @@
-"""Hook events of a turn (seed 002's actions acted on): a handler's
+"""Hook events of a turn, and acting on the hooks' answers: a handler's
 user_message is shown, `deny` stops, `ask_user` asks through the approval
-gate, inject_context is admitted against the injection budget and stored
-(or kept for the next model call only), `modify` rewrites the data.
-`TurnHooks` is the part of Turn (turn.py) that does it."""
+gate, inject_context is admitted against the injection budget and queued
+(stored before the next model call, or kept for that call only), `modify`
+rewrites the data. `HookDispatch` does it for one turn; the turn (turn.py)
+and its tool-call runner (tool_calls.py) share one."""
 
 from __future__ import annotations
 
@@ -11,14 +12,20 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from agentls.core.agent.turn_host import TurnHost
-from agentls.core.approval.gate import ApprovalRequest, MessageLevel, options_from_labels
-from agentls.core.plugins.injections import InjectionBudget, InjectionRefused
+from agentls.core.approval.gate import (
+    ApprovalGate,
+    ApprovalRequest,
+    DisplayChannel,
+    MessageLevel,
+    options_from_labels,
+)
+from agentls.core.plugins.hooks import HookRegistry
+from agentls.core.plugins.injections import InjectionBudget, InjectionLimits, InjectionRefused
 from agentls.core.types import events
 from agentls.core.types.conversation import Message
 from agentls.core.types.messages import HookResult
 
-__all__ = ["HookOutcome", "TurnHooks"]
+__all__ = ["HookDispatch", "HookOutcome"]
 
 log = logging.getLogger("agentls.orchestrator")
 
@@ -33,32 +40,37 @@ class HookOutcome:
     choice: str | None = None  # the user's yes to a hook's ask_user
 
 
-class TurnHooks:
-    """Emitting events and acting on the hooks' answers; what it uses of
-    the turn is declared here, Turn provides it."""
+class HookDispatch:
+    """One turn's hook events: emits them with the session and a timestamp,
+    acts on the answers, and keeps what the answers queued for the turn."""
 
-    core: TurnHost
-    sid: str
-    budget: InjectionBudget
-    refused_notices: list[str]
-    pending_injections: list[Message]
-    ephemeral: list[Message]
-    tool_post_appends: list[str]
+    def __init__(self, registry: HookRegistry, gate: ApprovalGate,
+                 display: DisplayChannel | None, session_id: str,
+                 limits: InjectionLimits) -> None:
+        self.registry = registry
+        self.gate = gate  # asks the user for a hook's ask_user
+        self.display = display
+        self.sid = session_id
+        self.budget = InjectionBudget(limits)
+        self.refused_notices: list[str] = []  # injections over a limit, told to the user
+        self.pending_injections: list[Message] = []  # stored before the next model call
+        self.ephemeral: list[Message] = []  # the next model call only
+        self.tool_post_appends: list[str] = []  # append_to_last_tool_result texts
 
-    async def persist(self, message: Message) -> None:
-        raise NotImplementedError
+    def has_handlers(self, event: str) -> bool:
+        return self.registry.has_handlers(event)
 
     async def emit(self, event: str, data: dict[str, Any]) -> HookResult:
-        if not self.core.hooks.has_handlers(event):
+        if not self.registry.has_handlers(event):
             return HookResult()
-        return await self.core.hooks.emit(
+        return await self.registry.emit(
             event, {**data, "session_id": self.sid, "timestamp": _now()}
         )
 
     async def hook(self, event: str, data: dict[str, Any]) -> HookOutcome:
         """Emit `event` and act on the merged result: show user_message, queue
         injections, ask the user for ask_user. Returns whether to go on."""
-        hooks = self.core.hooks
+        hooks = self.registry
         if not hooks.has_handlers(event):
             return HookOutcome(True, data=data)
         payload = {**data, "session_id": self.sid, "timestamp": _now()}
@@ -93,7 +105,7 @@ class TurnHooks:
         await self.emit(
             events.APPROVAL_REQUIRED, {"tool_name": tool_name, "prompt": request.prompt}
         )
-        decision = await self.core.gate.ask(request)
+        decision = await self.gate.ask(request)
         if decision.allowed:
             await self.emit(
                 events.APPROVAL_GRANTED, {"tool_name": tool_name, "choice": decision.choice}
@@ -141,17 +153,28 @@ class TurnHooks:
             # split an assistant tool_calls message from its tool results.
             self.pending_injections.append(Message(result.context_injection_role, text, metadata))
 
-    async def flush_injections(self) -> None:
+    async def take_injections(self) -> list[Message]:
+        """Tell the user about refused injections; the stored ones queued
+        since the last model call, for the turn to store now."""
         for notice in self.refused_notices:
             await self.notify(notice, "warning")
         self.refused_notices.clear()
         pending, self.pending_injections = self.pending_injections, []
-        for message in pending:
-            await self.persist(message)
+        return pending
+
+    def drop_ephemeral(self, sent: list[Message]) -> None:
+        """`sent` reached the model: drop them (kept until now for a
+        context_length retry)."""
+        self.ephemeral = [m for m in self.ephemeral if all(m is not e for e in sent)]
+
+    def take_tool_post_appends(self) -> list[str]:
+        """The texts tool:post hooks asked to append to the result just made."""
+        appends, self.tool_post_appends = self.tool_post_appends, []
+        return appends
 
     async def notify(self, text: str, level: MessageLevel) -> None:
         await self.emit(events.USER_NOTIFICATION, {"message": text, "level": level})
-        display = self.core.display
+        display = self.display
         if display is None:
             log.info("[%s] %s", level, text)
             return

@@ -141,6 +141,16 @@ class ContextManager:
         self.compactions = 0  # model calls spent on compaction, for the benchmark
         self.compaction_seconds = 0.0
 
+    def with_settings(self, *, window: int | None,
+                      instructions: ProjectInstructions | None) -> ContextManager:
+        """A manager for other settings (the next agent bundle's) that shares
+        what this one learned about models: windows, calibration, sizes."""
+        other = ContextManager(window=window, instructions=instructions)
+        other._reported, other._learned = self._reported, self._learned
+        other._calibration, other._last_estimate = self._calibration, self._last_estimate
+        other._sizes = self._sizes
+        return other
+
     # -- window and counting ---------------------------------------------------------
     async def window(self, provider: Provider, model: str) -> int:
         learned = self._learned.get(model)

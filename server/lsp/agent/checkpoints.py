@@ -99,7 +99,7 @@ async def _restore(ls: AgentlsLanguageServer, session_id: str, turn: int, force:
 def _approval_policies(ls: AgentlsLanguageServer) -> list[Any]:
     """The approval policies of the current settings (the turns' own)."""
     try:
-        hooks = ls.state.get_orchestrator().hooks
+        hooks = ls.state.get_orchestrator().agent.hooks
     except Exception:  # no provider yet: the hook modules alone
         hooks = ls.state.build_hooks()
     return list(hooks.approval_policies)
