@@ -1,6 +1,6 @@
 """What the user reads when a turn ends without the model's answer.
 
-A turn never ends with an empty answer (issue 21: turns with a real small
+A turn never ends with an empty answer (turns with a real small
 model ended `completed` and blank after failed calls): after an empty
 reply, the iteration limit, a third identical tool call or a second tool
 call in a row that could not be read, the last message of the turn is

@@ -1,4 +1,4 @@
-"""The agent turn loop's owner (ARCHITECTURE.md, "Agent turn"): runs turns
+"""The agent turn loop's owner (docs/architecture.md, "The path of a chat turn"): runs turns
 for any number of sessions, one at a time per session, keeps their statuses,
 cancels them, and compacts a session on request. One turn's loop lives in
 turn.py.

@@ -1,4 +1,4 @@
-"""Identical tool calls within one turn (issue 21: a 1.5B model read the
+"""Identical tool calls within one turn (small local models loop: a 1.5B model read the
 same file ten times, and applied the same edit seven times, until the
 iteration limit).
 

@@ -1,5 +1,5 @@
-"""One agent turn: the loop that Orchestrator.run_turn runs (ARCHITECTURE.md,
-"Agent turn").
+"""One agent turn: the loop that Orchestrator.run_turn runs (docs/architecture.md,
+"The path of a chat turn").
 
 prompt:submit -> request built to fit the window (context.py) -> provider
 stream (deltas to the observer) -> tool calls -> tool:pre (deny / ask_user /
@@ -98,7 +98,7 @@ class TurnResult:
         return self.session.session_id
 
     def to_wire(self) -> dict[str, Any]:
-        """The `agentls/chat` result (PROTOCOL.md)."""
+        """The `agentls/chat` result (docs/protocol.md)."""
         wire: dict[str, Any] = {
             "sessionId": self.session_id,
             "status": self.status,
