@@ -124,12 +124,12 @@ def test_protected_requests_are_not_remembered_and_need_an_explicit_yes() -> Non
     assert run(gate.ask(protected)).allowed
     assert not gate.remembered("s", "write_file")
     question = ApprovalQuestion("write_file", {}, ToolNeed("edit", remember=True), "s")
-    assert run(gate.clear(question, PolicyAnswer("protected"))).asked
+    assert run(gate.clearance(question, PolicyAnswer("protected"))).asked
     gate.remember("s", "write_file")
-    assert run(gate.clear(question, PolicyAnswer("protected"))).asked  # memory never answers it
-    remembered = run(gate.clear(question, PolicyAnswer("ask")))
+    assert run(gate.clearance(question, PolicyAnswer("protected"))).asked  # memory never answers it
+    remembered = run(gate.clearance(question, PolicyAnswer("ask")))
     assert remembered.allowed and not remembered.asked
-    assert run(gate.clear(question, PolicyAnswer("something else"))).asked  # type: ignore[arg-type]
+    assert run(gate.clearance(question, PolicyAnswer("something else"))).asked  # type: ignore[arg-type]
     # approval.default allow applies to ordinary calls, never to protected ones
     silent = ApprovalGate(Silent())
     quick = ApprovalRequest(prompt="?", timeout=0.05, default="allow", tool_name="x")

@@ -138,7 +138,7 @@ def clear(ls: FakeServer, gate: ApprovalGate | None = None, *, tool: str = "edit
     answer = PolicyAnswer(verdict, timeout=ls.approval.timeout_seconds,  # type: ignore[arg-type]
                           default=ls.approval.default)
     editor = LspEditApplier(ls)  # type: ignore[arg-type]
-    return run(gate.clear(ApprovalQuestion(tool, {}, need, session), answer,
+    return run(gate.clearance(ApprovalQuestion(tool, {}, need, session), answer,
                           editor_confirms=editor.confirms_in_editor()))
 
 

@@ -114,7 +114,7 @@ def test_an_edit_too_long_for_a_message_names_its_title_and_diff_size(tmp_path: 
     need = ToolNeed("edit", ("x.py",), title="agentls: edit_file x.py", preview=diff)
     channel = Channel()
     gate = ApprovalGate(channel, documents=QuestionDocuments(tmp_path / "q"))
-    cleared = asyncio.run(gate.clear(ApprovalQuestion("edit_file", {}, need),
+    cleared = asyncio.run(gate.clearance(ApprovalQuestion("edit_file", {}, need),
                                      PolicyAnswer("protected", "a protected file")))
     assert not cleared.allowed
     [put] = channel.asked

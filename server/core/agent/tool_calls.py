@@ -5,7 +5,7 @@
     -> the policies answer (approval.decide); deny stops here, with a notice
     -> the tool prepares what the user is shown (the edit and its diff)
     -> the policies answer again on the prepared need, and the gate clears
-       the call (ApprovalGate.clear: session memory, the question, timeout)
+       the call (ApprovalGate.clearance: session memory, the question, timeout)
     -> the tool runs with a frozen ToolContext (files checkpointed first)
     -> tool:post hooks -> the result is stored.
 
@@ -168,7 +168,7 @@ class ToolCallRunner:
             await self.hooks.emit(events.APPROVAL_REQUIRED,
                                   {"tool_name": call.tool, "prompt": request.prompt})
 
-        clearance = await agent.gate.clear(question, answer, approved=approved,
+        clearance = await agent.gate.clearance(question, answer, approved=approved,
                                            editor_confirms=editor_confirms(context.editor),
                                            before_asking=announce)
         if clearance.asked:

@@ -2,7 +2,7 @@
 needs the user, or is refused, and that asks the user.
 
 The turn asks once per tool call, before the tool runs
-(`ApprovalGate.clear`), from the tool's declared need (`ToolNeed`,
+(`ApprovalGate.clearance`), from the tool's declared need (`ToolNeed`,
 core/tools/contract.py); a checkpoint restore asks the same way. Inputs to a
 decision, all made here and nowhere else:
 
@@ -262,7 +262,7 @@ class ApprovalGate:
             self._remembered = {k for k in self._remembered if k[0] != session_id}
 
     # -- one tool call -------------------------------------------------------------
-    async def clear(
+    async def clearance(
         self,
         question: ApprovalQuestion,
         answer: PolicyAnswer,

@@ -404,7 +404,7 @@ async def restore_turn(
     question = ApprovalQuestion(RESTORE_TOOL, {"sessionId": session_id, "turn": turn,
                                                "force": force},
                                 restore_need(request), session_id)
-    clearance = await gate.clear(question, decide(policies, question),
+    clearance = await gate.clearance(question, decide(policies, question),
                                  editor_confirms=editor_confirms(editor))
     if not clearance.allowed:
         refused = [Conflict(p, f"{shown(p)}: {clearance.reason}") for p in plan.restored]
