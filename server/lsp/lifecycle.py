@@ -20,7 +20,7 @@ from lsprotocol import types
 from agentls.core.plugins.protocols import plugin_name
 from agentls.lsp.reload import close_retired_providers, prepare_models, report_problems
 from agentls.lsp.suggestions import inline_registration
-from agentls.lsp.trust import schedule_trust_question, trust_asker
+from agentls.lsp.trust import schedule_trust_question
 from agentls.lsp.wire.convert import to_plain
 
 if TYPE_CHECKING:
@@ -35,14 +35,14 @@ def register(server: AgentlsLanguageServer) -> None:
     @server.feature(types.INITIALIZE)
     def on_initialize(ls: AgentlsLanguageServer, params: types.InitializeParams) -> None:
         inline_registration.prepare(ls, params)
-        ls.state.workspace_root = _workspace_root(params)
-        ls.state.workspace_folders = _workspace_folders(params, ls.state.workspace_root)
+        ls.state.host.workspace_root = _workspace_root(params)
+        ls.state.host.workspace_folders = _workspace_folders(params, ls.state.host.workspace_root)
         options = to_plain(params.initialization_options) or {}
         if isinstance(options, Mapping) and isinstance(options.get(SECTION), Mapping):
             options = options[SECTION]
         # Read with the other sources after this answer (on `initialized`):
         # requests wait for them (settings_ready), the answer need not.
-        ls.state.set_init_options(options if isinstance(options, Mapping) else {})
+        ls.state.host.set_init_options(options if isinstance(options, Mapping) else {})
 
     @server.feature(types.INITIALIZED)
     async def on_initialized(ls: AgentlsLanguageServer, params: types.InitializedParams) -> None:
@@ -67,7 +67,7 @@ def register(server: AgentlsLanguageServer) -> None:
         # clients send null and expect us to ask.
         pushed = to_plain(params.settings)
         if isinstance(pushed, Mapping) and isinstance(pushed.get(SECTION), Mapping):
-            problems = ls.state.reload_settings(workspace_config=pushed[SECTION])
+            problems = ls.state.host.reload_settings(workspace_config=pushed[SECTION])
             report_problems(ls, problems)
         await refresh_configuration(ls)
         await close_retired_providers(ls)
@@ -94,8 +94,8 @@ async def start_features(ls: AgentlsLanguageServer) -> None:
     from agentls.core.plugins.registry import offering
 
     try:
-        enabled = {id(f): f for f in offering(ls.state.features(), Startable)}
-        host = ls.state.feature_host(trust=trust_asker(ls))
+        enabled = {id(f): f for f in offering(ls.state.host.features(), Startable)}
+        host = ls.state.host.feature_host()
     except Exception:
         log.exception("Cannot list the features to start")
         ls.features_started.set()
@@ -145,7 +145,7 @@ async def refresh_configuration(ls: AgentlsLanguageServer) -> None:
             workspace_config = section if isinstance(section, Mapping) else {}
         except Exception as exc:  # an odd client must not stop the server
             log.warning("workspace/configuration failed: %s", exc)
-    report_problems(ls, ls.state.reload_settings(workspace_config=workspace_config))
+    report_problems(ls, ls.state.host.reload_settings(workspace_config=workspace_config))
     prepare_models(ls)
 
 

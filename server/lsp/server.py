@@ -185,10 +185,5 @@ class AgentlsLanguageServer(LanguageServer):
                 await asyncio.wait_for(step(), 10)
             except Exception:
                 log.exception("Shutdown step %r failed", step)
-        provider = self.state._provider
-        if provider is not None:
-            try:
-                await asyncio.wait_for(provider.aclose(), 5)
-            except Exception:
-                log.exception("Closing the provider failed")
-        self.state.close_store()
+        await self.state.host.close_provider()
+        self.state.host.stores.close()
