@@ -2,7 +2,8 @@
 each ACP workspace (acp/workspace.py) hold to run the agent.
 
 `AgentHost` owns the chain registry -> settings -> provider -> bundle ->
-orchestrator and the one approval gate with its question documents. A
+orchestrator, the one approval gate with its question documents, and the
+long-running features started for its settings (MCP servers). A
 front lends what only it has (`connect`: the approval and display
 channels, the opener for long questions, the edit applier and document
 lookups) and sets the settings' sources and the workspace folders; it
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from agentls.core.sessions.store import SessionStore
     from agentls.core.settings.load import AgentlsSettings, LoadedSettings, SettingsProblem
     from agentls.core.trust.question import TrustAsker
-    from agentls.core.trust.workspace import TrustStore
+    from agentls.core.trust.workspace import TrustDecision, TrustStore, WorkspaceTrust
 
 __all__ = ["AgentHost", "HostStores"]
 
@@ -54,6 +55,8 @@ log = logging.getLogger("agentls.host")
 _PROVIDER_KEYS = ("provider", "model", "baseUrl", "apiKeyEnv", "providerOptions",
                   "requestTimeoutSeconds", "connectTimeoutSeconds")
 PROVIDER_CLOSE_SECONDS = 5.0
+FEATURE_START_SECONDS = 5.0
+FEATURE_STOP_SECONDS = 15.0
 
 
 class HostStores:
@@ -121,6 +124,8 @@ class AgentHost:
         self._agent_inputs: tuple[object, ...] = ()
         self._agent_place: tuple[object, ...] = ()
         self.orchestrator: Orchestrator | None = None
+        # Features whose start(host) ran (start_features), by id.
+        self.started_features: dict[int, Any] = {}
 
     # -- registry and settings ------------------------------------------------------
     @property
@@ -297,6 +302,36 @@ class AgentHost:
             environ=self.stores.environ,
         )
 
+    async def start_features(self) -> None:
+        """(Re)start long-running features (the Startable capability,
+        core/plugins/capabilities.py) with the current settings; stop those
+        no longer enabled. Each start only schedules its work, so this
+        returns at once."""
+        from agentls.core.plugins.capabilities import Startable
+        from agentls.core.plugins.protocols import plugin_name
+        from agentls.core.plugins.registry import offering
+
+        try:
+            enabled = {id(f): f for f in offering(self.features(), Startable)}
+            host = self.feature_host()
+        except Exception:
+            log.exception("Cannot list the features to start")
+            return
+        for key in [k for k in self.started_features if k not in enabled]:
+            await close_feature(self.started_features.pop(key))
+        for key, feature in enabled.items():
+            try:
+                await asyncio.wait_for(feature.start(host), FEATURE_START_SECONDS)
+                self.started_features[key] = feature
+            except Exception:
+                log.exception("Starting feature %s failed", plugin_name(feature))
+
+    async def stop_features(self) -> None:
+        """Stop what features started (MCP server processes), in parallel, bounded."""
+        features = list(self.started_features.values())
+        self.started_features.clear()
+        await asyncio.gather(*(close_feature(f) for f in features))
+
     # -- the gate and what the front lends ---------------------------------------------------
     @property
     def gate(self) -> ApprovalGate:
@@ -353,6 +388,19 @@ class AgentHost:
         return TrustAsker(self.gate, self.trust_store,
                           channels.opener if channels else None,
                           channels.display if channels else None)
+
+    async def ask_settings_trust(self, trust: WorkspaceTrust) -> TrustDecision | None:
+        """Ask to trust the workspace settings file (`.agentls.toml`); None
+        when dismissed or when asking failed (logged)."""
+        from agentls.core.trust.question import settings_question
+
+        try:
+            return await self.trust_asker().ask(settings_question(trust))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("Asking to trust %s failed: %s", trust.file, exc)
+            return None
 
     # -- agent turns ------------------------------------------------------------------------
     def build_hooks(self) -> HookRegistry:
@@ -419,3 +467,17 @@ async def close_provider(provider: Provider) -> None:
             await asyncio.wait_for(closing, PROVIDER_CLOSE_SECONDS)
     except Exception:
         log.exception("Closing the provider failed")
+
+
+async def close_feature(feature: object) -> None:
+    """feature.aclose() when it has one (Closable), bounded; a failure is logged."""
+    from agentls.core.plugins.capabilities import Closable
+    from agentls.core.plugins.protocols import plugin_name
+    from agentls.core.plugins.registry import offers
+
+    if not offers(feature, Closable):
+        return
+    try:
+        await asyncio.wait_for(feature.aclose(), FEATURE_STOP_SECONDS)
+    except Exception:
+        log.exception("Stopping feature %s failed", plugin_name(feature))

@@ -31,14 +31,11 @@ __all__ = ["AcpWorkspace"]
 
 log = logging.getLogger("agentls.acp.workspace")
 
-FEATURE_START_SECONDS = 5.0
-FEATURE_STOP_SECONDS = 15.0
-
 
 class AcpWorkspace:
     """One cwd: its AgentHost (settings, provider, agent, gate; agentls.host)
     and what only the ACP front keeps: the client's model list, the session
-    whose turn runs, the started features. The process's HostStores (one
+    whose turn runs, whether its features were started. The process's HostStores (one
     session database, one trust store) are shared by every workspace; the
     plugin registry is not: its plugins are instances with state (the MCP
     feature owns one workspace's servers)."""
@@ -50,7 +47,6 @@ class AcpWorkspace:
                               on_problems=_log_problems)
         self.models: list[tuple[str, str]] | None = None  # (id, name) the provider lists
         self.active_session: str | None = None  # the session whose turn runs or ran last
-        self._features: dict[int, Any] = {}
         self._started = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self.channels = self._connect()
@@ -70,7 +66,7 @@ class AcpWorkspace:
         for old in self.host.take_retired_providers():
             self._spawn(close_provider(old))
         if self._started:
-            self._spawn(self.start_features())
+            self._spawn(self.host.start_features())
 
     def set_model(self, model: str) -> None:
         """The model chosen in the client (session/set_config_option), as
@@ -111,50 +107,21 @@ class AcpWorkspace:
             return
         self._started = True
         self._spawn(self._ask_settings_trust())
-        self._spawn(self.start_features())
+        self._spawn(self.host.start_features())
 
     async def _ask_settings_trust(self) -> None:
-        from agentls.core.trust.question import settings_question
-
         trust = self.host.loaded.workspace_trust
         if trust is None or trust.state in ("none", "trusted", "refused"):
             return
-        try:
-            decision = await self.host.trust_asker().ask(settings_question(trust))
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.warning("Asking to trust %s failed: %s", trust.file, exc)
-            return
-        if decision is not None:
+        if await self.host.ask_settings_trust(trust) is not None:
             self.reload()
-
-    async def start_features(self) -> None:
-        from agentls.core.plugins.capabilities import Startable
-        from agentls.core.plugins.registry import offering
-
-        try:
-            enabled = {id(f): f for f in offering(self.host.features(), Startable)}
-            host = self.host.feature_host()
-        except Exception:
-            log.exception("Cannot list the features to start")
-            return
-        for key in [k for k in self._features if k not in enabled]:
-            await _close_feature(self._features.pop(key))
-        for key, feature in enabled.items():
-            try:
-                await asyncio.wait_for(feature.start(host), FEATURE_START_SECONDS)
-                self._features[key] = feature
-            except Exception:
-                log.exception("Starting feature %s failed", type(feature).__name__)
 
     async def aclose(self) -> None:
         for task in list(self._tasks):
             task.cancel()
         if self.host.orchestrator is not None:
             await self.host.orchestrator.end_sessions("shutdown")
-        await asyncio.gather(*(_close_feature(f) for f in self._features.values()))
-        self._features.clear()
+        await self.host.stop_features()
         await self.host.close_provider()
 
     def _spawn(self, work: Any) -> None:
@@ -166,15 +133,3 @@ class AcpWorkspace:
 def _log_problems(problems: Sequence[SettingsProblem]) -> None:
     for problem in problems:
         log.warning("Settings: %s", problem)
-
-
-async def _close_feature(feature: object) -> None:
-    from agentls.core.plugins.capabilities import Closable
-    from agentls.core.plugins.registry import offers
-
-    if not offers(feature, Closable):
-        return
-    try:
-        await asyncio.wait_for(feature.aclose(), FEATURE_STOP_SECONDS)
-    except Exception:
-        log.exception("Stopping feature %s failed", type(feature).__name__)

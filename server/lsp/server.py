@@ -40,8 +40,6 @@ class AgentlsLanguageServer(LanguageServer):
         self.background_tasks: set[asyncio.Future[Any]] = set()
         # inline_registration: whether the client registers inlineCompletion
         # dynamically, and whether it is registered now.
-        # Features whose start(host) ran (lifecycle.start_features), by id.
-        self.started_features: dict[int, Any] = {}
         self.features_started = asyncio.Event()  # set after the first start_features
         self.inline_dynamic = False
         self.inline_registered = False

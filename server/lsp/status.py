@@ -36,7 +36,7 @@ def register(server: AgentlsLanguageServer) -> None:
         except AgentlsError as exc:
             info = {"id": settings.provider, "display_name": settings.provider,
                     "error": str(exc)}
-        for feature in offering(ls.started_features.values(), StatusSource):
+        for feature in offering(ls.state.host.started_features.values(), StatusSource):
             try:
                 extra.update(feature.status() or {})
             except Exception:

@@ -16,7 +16,6 @@ initialize, inline completion or chat.
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
@@ -26,7 +25,6 @@ if TYPE_CHECKING:
     from agentls.core.trust.workspace import WorkspaceTrust
     from agentls.lsp.server import AgentlsLanguageServer
 
-log = logging.getLogger("agentls.lsp.trust")
 
 def trust_question(trust: WorkspaceTrust) -> TrustQuestion:
     from agentls.core.trust.question import settings_question
@@ -61,13 +59,7 @@ def schedule_trust_question(ls: AgentlsLanguageServer) -> None:
 
 
 async def _ask(ls: AgentlsLanguageServer, trust: WorkspaceTrust) -> None:
-    try:
-        decision = await ls.state.host.trust_asker().ask(trust_question(trust))
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
-        log.warning("Asking to trust %s failed: %s", trust.file, exc)
-        return
+    decision = await ls.state.host.ask_settings_trust(trust)
     if decision is None:
         return
     from agentls.lsp.reload import close_retired_providers, prepare_models, report_problems
