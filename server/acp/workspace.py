@@ -33,12 +33,12 @@ log = logging.getLogger("agentls.acp.workspace")
 
 
 class AcpWorkspace:
-    """One cwd: its AgentHost (settings, provider, agent, gate; agentls.host)
-    and what only the ACP front keeps: the client's model list, the session
-    whose turn runs, whether its features were started. The process's HostStores (one
-    session database, one trust store) are shared by every workspace; the
-    plugin registry is not: its plugins are instances with state (the MCP
-    feature owns one workspace's servers)."""
+    """One cwd: its AgentHost (settings, provider, agent, gate, features;
+    agentls.host) and what only the ACP front keeps: the client link, the
+    provider's model list, the session whose turn runs. The process's
+    HostStores (one session database, one trust store) are shared by every
+    workspace; the plugin registry is not: its plugins are instances with
+    state (the MCP feature owns one workspace's servers)."""
 
     def __init__(self, root: Path, link: ClientLink, stores: HostStores) -> None:
         self.root = root
@@ -58,11 +58,12 @@ class AcpWorkspace:
             return
         self.reload(client_servers=servers)
 
-    def reload(self, **sources: Any) -> None:
-        """Re-read the settings (`sources`: AgentHost.reload_settings's), close
-        a provider they replaced, restart the features once started."""
+    def reload(self, *, init_options: Mapping[str, Any] | None = None,
+               client_servers: Mapping[str, dict[str, Any]] | None = None) -> None:
+        """Re-read the settings (a given source replaces the last), close a
+        provider they replaced, restart the features once started."""
         self.models = None
-        self.host.reload_settings(**sources)
+        self.host.reload_settings(init_options=init_options, client_servers=client_servers)
         for old in self.host.take_retired_providers():
             self._spawn(close_provider(old))
         if self._started:
