@@ -3,10 +3,10 @@
 `build_agent(settings, registry, channels)` turns the user's settings, the
 plugin registry and the editor's channels into one frozen AgentBundle
 (core/agent/bundle.py): provider, model, tools, hooks, the chat's prompt
-enrichers, limits, context settings and workspace. The language server
-(lsp/state.py), the CLI (`agentls check`) and the autogen adapter
-(providers/autogen/client.py) all call it, so they agree on what the
-user's configuration means. `build_provider` is its first step, also used
+enrichers, limits, context settings and workspace. The fronts' one host
+(host.py, for the language server and ACP), the CLI (`agentls check`) and
+the autogen adapter (providers/autogen/client.py) all call it, so they
+agree on what the user's configuration means. `build_provider` is its first step, also used
 alone by the keystroke path (inline completion needs no tools or hooks).
 
 Lives outside `core` because it wires core to providers and features.

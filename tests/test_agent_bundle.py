@@ -13,7 +13,6 @@ import pytest
 from agentls.app import build_agent
 from agentls.core.agent.bundle import AgentBundle, ContextSettings, EditorChannels
 from agentls.core.agent.orchestrator import Orchestrator
-from agentls.core.approval.gate import ApprovalGate
 from agentls.core.editor.inline_completion import InlineCompleter
 from agentls.core.editor.prompt_enrichment import (
     EditorContext,
@@ -100,32 +99,32 @@ def test_build_agent_takes_tools_and_hooks_from_features(tmp_path: Path) -> None
 def server_state(tmp_path: Path) -> ServerState:
     state = ServerState(environ={"AGENTLS_CONFIG_FILE": str(tmp_path / "none.toml"),
                                  "AGENTLS_STATE_DIR": str(tmp_path / "state")})
-    state.workspace_root = tmp_path
-    state.workspace_folders = [tmp_path]
-    state.set_init_options({"provider": "scripted"})
+    state.host.workspace_root = tmp_path
+    state.host.workspace_folders = [tmp_path]
+    state.host.set_init_options({"provider": "scripted"})
     return state
 
 
 def test_the_server_keeps_its_bundle_until_the_settings_change(tmp_path: Path) -> None:
     state = server_state(tmp_path)
     try:
-        first = state.agent()
-        assert state.agent() is first  # same inputs, same bundle
-        orchestrator = state.get_orchestrator()
+        first = state.host.agent()
+        assert state.host.agent() is first  # same inputs, same bundle
+        orchestrator = state.host.get_orchestrator()
         assert orchestrator.agent is first
 
-        state.reload_settings(workspace_config={"session": {"maxIterations": 3}})
-        second = state.agent()
+        state.host.reload_settings(workspace_config={"session": {"maxIterations": 3}})
+        second = state.host.agent()
         assert second is not first and second.limits.max_iterations == 3
         assert first.limits.max_iterations != 3  # the old bundle is left as it was
-        assert state.get_orchestrator() is orchestrator  # swapped, not replaced
+        assert state.host.get_orchestrator() is orchestrator  # swapped, not replaced
         assert orchestrator.agent is second
 
-        state.channels = EditorChannels(gate=ApprovalGate())  # the editor connected
-        third = state.agent()
-        assert third is not second and third.channels is state.channels
+        state.host.connect()  # the editor connected
+        third = state.host.agent()
+        assert third is not second and third.channels is state.host.channels
     finally:
-        state.close_store()
+        state.host.stores.close()
 
 
 # ------------------------------------------------------------------ swapping under a turn

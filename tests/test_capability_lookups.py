@@ -1,5 +1,5 @@
 """The server finds what plugins offer by typed contract (core.registry.offers):
-the built-in plugins offer the contracts lsp asks them for, ServerState.feature
+the built-in plugins offer the contracts lsp asks them for, AgentHost.feature
 hands out only a plugin that offers the asked Protocol, and the tool executor
 asks for each optional part of a tool plugin on its own."""
 
@@ -64,22 +64,22 @@ def _state(tmp_path: Path, plugin: Any) -> ServerState:
                                  "AGENTLS_STATE_DIR": str(tmp_path / "state")})
     registry = PluginRegistry.discover()
     registry.register("feature", "next-edit", plugin)
-    state._registry = registry
-    state.set_init_options({"provider": "scripted"})
+    state.host._registry = registry
+    state.host.set_init_options({"provider": "scripted"})
     return state
 
 
 def test_state_feature_hands_out_only_a_plugin_offering_the_protocol(tmp_path: Path) -> None:
     state = _state(tmp_path, _Suggests())
-    found = state.feature("next-edit", NextEditSuggester)
+    found = state.host.feature("next-edit", NextEditSuggester)
     assert isinstance(found, _Suggests)
-    assert state.feature("next-edit", InlineCompleter) is None
-    assert state.feature("no-such-feature", NextEditSuggester) is None
+    assert state.host.feature("next-edit", InlineCompleter) is None
+    assert state.host.feature("no-such-feature", NextEditSuggester) is None
     # Off in the settings: not handed out after the reload.
-    state.set_init_options({"provider": "scripted", "features": {"disabled": ["next-edit"]}})
-    assert state.feature("next-edit", NextEditSuggester) is None
+    state.host.set_init_options({"provider": "scripted", "features": {"disabled": ["next-edit"]}})
+    assert state.host.feature("next-edit", NextEditSuggester) is None
 
-    assert _state(tmp_path, _DoesNotSuggest()).feature("next-edit", NextEditSuggester) is None
+    assert _state(tmp_path, _DoesNotSuggest()).host.feature("next-edit", NextEditSuggester) is None
 
 
 class _NeedOnly:

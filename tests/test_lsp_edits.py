@@ -96,8 +96,9 @@ class FakeServer:
 
     @property
     def state(self) -> Any:
-        return SimpleNamespace(settings=SimpleNamespace(approval=self.approval),
-                               workspace_folders=[self.folder], channels=None)
+        return SimpleNamespace(host=SimpleNamespace(
+            settings=SimpleNamespace(approval=self.approval),
+            workspace_folders=[self.folder], channels=None))
 
     def open(self, name: str, text: str, version: int = 1) -> str:
         uri = (self.folder / name).as_uri()
@@ -371,7 +372,7 @@ def test_end_session_approvals_reaches_the_wired_gate(ws: Path) -> None:
     gate = ApprovalGate()
     gate.remember("s1", "edit_file")
     gate.remember("s2", "edit_file")
-    ls = SimpleNamespace(state=SimpleNamespace(channels=SimpleNamespace(gate=gate)))
+    ls = SimpleNamespace(state=SimpleNamespace(host=SimpleNamespace(gate=gate)))
     end_session_approvals(ls, "s1")
     assert not gate.remembered("s1", "edit_file")
     assert gate.remembered("s2", "edit_file")

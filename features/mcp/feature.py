@@ -156,7 +156,7 @@ class McpFeature:
         host = self._host
         if ws is None or host is None or ws.digest in self._asked:
             return
-        if host.trust is None and host.approval is None:
+        if host.trust is None:
             return  # nobody to ask (the CLI): the servers stay off
         self._asked.add(ws.digest)
         self._spawn(self._ask(ws))
@@ -192,15 +192,8 @@ class McpFeature:
             link_target=ws.link_target, outside=ws.outside)
 
     async def _ask(self, ws: WorkspaceServers) -> None:
-        host = self._host
-        asker = host.trust
-        if asker is None:  # a host without the server's asker: same flow, its channel
-            from agentls.core.approval.gate import ApprovalGate
-            from agentls.core.trust.question import TrustAsker
-
-            asker = TrustAsker(ApprovalGate(host.approval), host.trust_store)
         try:
-            decision = await asker.ask(self.trust_question(ws))
+            decision = await self._host.trust.ask(self.trust_question(ws))
         except asyncio.CancelledError:
             raise
         except Exception as exc:

@@ -50,8 +50,9 @@ from agentls import __version__
 from agentls.acp import commands, updates
 from agentls.acp.channels import AcpTurnObserver, ClientLink
 from agentls.acp.prompt import client_servers, prompt_text, user_message
-from agentls.acp.workspace import AcpHost, AcpWorkspace
+from agentls.acp.workspace import AcpWorkspace
 from agentls.core.agent.endings import ended_with_explanation
+from agentls.host import HostStores
 
 if TYPE_CHECKING:
     from agentls.acp.stdio import GuardedTransport
@@ -74,7 +75,7 @@ class AgentlsAcpAgent:
     def __init__(self, transport: GuardedTransport | None = None,
                  environ: Any = None) -> None:
         self.link = ClientLink()
-        self.host = AcpHost(self.link, environ)
+        self.stores = HostStores(environ)  # every workspace shares the session database
         self.transport = transport
         self.workspaces: dict[str, AcpWorkspace] = {}
         self.sessions: dict[str, AcpWorkspace] = {}
@@ -123,7 +124,7 @@ class AgentlsAcpAgent:
             raise _invalid(f"`cwd` {cwd} is not a folder.")
         key = os.path.realpath(root)
         if key not in self.workspaces:
-            self.workspaces[key] = AcpWorkspace(root, self.host)
+            self.workspaces[key] = AcpWorkspace(root, self.link, self.stores)
         return self.workspaces[key]
 
     async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None,
@@ -131,7 +132,7 @@ class AgentlsAcpAgent:
         workspace = self.workspace(cwd)
         workspace.set_client_servers(client_servers(mcp_servers))
         sid = uuid.uuid4().hex
-        await self._store(self.host.store().create_session, sid, metadata={"cwd": cwd})
+        await self._store(self.stores.store().create_session, sid, metadata={"cwd": cwd})
         self._attach(sid, workspace)
         await self._models_briefly(workspace)
         self._after_answer(sid, workspace)
@@ -168,8 +169,8 @@ class AgentlsAcpAgent:
         if task is not None:
             await asyncio.wait([task], timeout=SHUTDOWN_WAIT_SECONDS)
         workspace.channels.gate.forget(session_id)
-        if workspace.orchestrator is not None:
-            await workspace.orchestrator.end_sessions("closed", [session_id])
+        if workspace.host.orchestrator is not None:
+            await workspace.host.orchestrator.end_sessions("closed", [session_id])
         self.sessions.pop(session_id, None)
         self.commands_sent.pop(session_id, None)
         return CloseSessionResponse()
@@ -177,7 +178,7 @@ class AgentlsAcpAgent:
     async def list_sessions(self, cwd: str | None = None, cursor: str | None = None,
                             **kwargs: Any) -> ListSessionsResponse:
         start = int(cursor) if cursor and cursor.isdigit() else 0
-        summaries = await self._store(self.host.store().list_sessions)
+        summaries = await self._store(self.stores.store().list_sessions)
         found = await asyncio.to_thread(_session_infos, summaries, cwd)
         page = found[start:start + LIST_PAGE]
         more = start + LIST_PAGE < len(found)
@@ -195,13 +196,13 @@ class AgentlsAcpAgent:
     def _config(self, workspace: AcpWorkspace) -> list[Any]:
         """The session's settings the client may change: the model (the
         current one, and those the provider listed once asked)."""
-        model = workspace.settings.model or ""
+        model = workspace.host.settings.model or ""
         listed = dict(workspace.models or [])
         choices = [(model, listed.get(model) or model or "(the provider's default)")]
         choices += [(i, n) for i, n in listed.items() if i != model]
         return [SessionConfigOptionSelect(
             id="model", name="Model", category="model", type="select", current_value=model,
-            description=f"The model of provider {workspace.settings.provider}",
+            description=f"The model of provider {workspace.host.settings.provider}",
             options=[SessionConfigSelectOption(value=i, name=n) for i, n in choices])]
 
     async def _models_briefly(self, workspace: AcpWorkspace) -> None:
@@ -272,7 +273,7 @@ class AgentlsAcpAgent:
         from agentls.core.sessions.store import SessionNotFound
 
         try:
-            session: Session = await self._store(self.host.store().load, sid)
+            session: Session = await self._store(self.stores.store().load, sid)
         except RequestError:
             raise
         except SessionNotFound:
@@ -301,7 +302,7 @@ class AgentlsAcpAgent:
                            "answer or cancel it (session/cancel).")
         text, attachments = prompt_text(prompt)
         too_large = prompt_too_large(text + "".join(attachments),
-                                     workspace.settings.session.max_prompt_chars)
+                                     workspace.host.settings.session.max_prompt_chars)
         if too_large is not None:
             raise _invalid(too_large)
         if not text.strip() and not attachments:
@@ -316,7 +317,7 @@ class AgentlsAcpAgent:
             if own is not None:
                 return await self._own_command(workspace, session, *own)
             try:
-                orchestrator = workspace.get_orchestrator()
+                orchestrator = workspace.host.get_orchestrator()
             except AgentlsError as exc:
                 raise RequestError(-32603, f"agentls: {exc}") from None
             message = await user_message(workspace, orchestrator.agent.enrichers, text,
@@ -392,8 +393,8 @@ class AgentlsAcpAgent:
         if workspace is None or session_id not in self.turns:
             return
         self.cancel_early.add(session_id)
-        if workspace.orchestrator is not None:
-            workspace.orchestrator.cancel(session_id)
+        if workspace.host.orchestrator is not None:
+            workspace.host.orchestrator.cancel(session_id)
 
     # -- shutdown -----------------------------------------------------------------------
     async def shutdown(self) -> None:
@@ -408,7 +409,7 @@ class AgentlsAcpAgent:
             task.cancel()
         for workspace in self.workspaces.values():
             await workspace.aclose()
-        self.host.close()
+        self.stores.close()
 
 
 # --------------------------------------------------------------------------- helpers

@@ -39,8 +39,8 @@ def available_commands(workspace: AcpWorkspace) -> list[AvailableCommand]:
              for name, (description, hint) in OWN_COMMANDS.items()]
     names = set(OWN_COMMANDS)
     try:
-        config = workspace.feature_config()
-        for source in offering(workspace.features(), TemplateSource):
+        config = workspace.host.feature_config()
+        for source in offering(workspace.host.features(), TemplateSource):
             for template in source.list_templates(config):
                 name = str(template.get("name") or "")
                 if not name or name in names:
@@ -82,7 +82,7 @@ async def run_command(workspace: AcpWorkspace, session: Session, name: str, rest
 async def _compact(workspace: AcpWorkspace, session: Session) -> str:
     from agentls.core.sessions.rows import message_text
 
-    orchestrator = workspace.get_orchestrator()
+    orchestrator = workspace.host.get_orchestrator()
     summary = await orchestrator.compact(session)
     if summary is None:
         return "Nothing to compact yet."
@@ -92,7 +92,7 @@ async def _compact(workspace: AcpWorkspace, session: Session) -> str:
 async def _checkpoints(workspace: AcpWorkspace, session_id: str) -> str:
     from agentls.core.checkpoints.store import CheckpointStore
 
-    store = CheckpointStore(workspace.host.store())
+    store = CheckpointStore(workspace.host.stores.store())
     found = await asyncio.to_thread(store.list_checkpoints, session_id)
     if not found:
         return "No checkpoints in this session yet (one is kept before each turn that " \
@@ -116,11 +116,11 @@ async def _restore(workspace: AcpWorkspace, session_id: str, rest: str) -> str:
                          "(1 for the first prompt).")
     channels = workspace.channels
     assert channels.editor is not None and channels.snapshots is not None
-    orchestrator = workspace.get_orchestrator()
+    orchestrator = workspace.host.get_orchestrator()
     shown = _shower(workspace.root)
     try:
         outcome = await restore_turn(
-            CheckpointStore(workspace.host.store()), session_id, int(numbers[0]),
+            CheckpointStore(workspace.host.stores.store()), session_id, int(numbers[0]),
             editor=channels.editor, lookup=channels.snapshots,
             workspace_folders=[workspace.root], gate=channels.gate,
             policies=list(orchestrator.agent.hooks.approval_policies), force=force,

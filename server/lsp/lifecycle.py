@@ -17,10 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
-from agentls.core.plugins.protocols import plugin_name
 from agentls.lsp.reload import close_retired_providers, prepare_models, report_problems
 from agentls.lsp.suggestions import inline_registration
-from agentls.lsp.trust import schedule_trust_question, trust_asker
+from agentls.lsp.trust import schedule_trust_question
 from agentls.lsp.wire.convert import to_plain
 
 if TYPE_CHECKING:
@@ -35,14 +34,14 @@ def register(server: AgentlsLanguageServer) -> None:
     @server.feature(types.INITIALIZE)
     def on_initialize(ls: AgentlsLanguageServer, params: types.InitializeParams) -> None:
         inline_registration.prepare(ls, params)
-        ls.state.workspace_root = _workspace_root(params)
-        ls.state.workspace_folders = _workspace_folders(params, ls.state.workspace_root)
+        ls.state.host.workspace_root = _workspace_root(params)
+        ls.state.host.workspace_folders = _workspace_folders(params, ls.state.host.workspace_root)
         options = to_plain(params.initialization_options) or {}
         if isinstance(options, Mapping) and isinstance(options.get(SECTION), Mapping):
             options = options[SECTION]
         # Read with the other sources after this answer (on `initialized`):
         # requests wait for them (settings_ready), the answer need not.
-        ls.state.set_init_options(options if isinstance(options, Mapping) else {})
+        ls.state.host.set_init_options(options if isinstance(options, Mapping) else {})
 
     @server.feature(types.INITIALIZED)
     async def on_initialized(ls: AgentlsLanguageServer, params: types.InitializedParams) -> None:
@@ -67,7 +66,7 @@ def register(server: AgentlsLanguageServer) -> None:
         # clients send null and expect us to ask.
         pushed = to_plain(params.settings)
         if isinstance(pushed, Mapping) and isinstance(pushed.get(SECTION), Mapping):
-            problems = ls.state.reload_settings(workspace_config=pushed[SECTION])
+            problems = ls.state.host.reload_settings(workspace_config=pushed[SECTION])
             report_problems(ls, problems)
         await refresh_configuration(ls)
         await close_retired_providers(ls)
@@ -78,7 +77,7 @@ def register(server: AgentlsLanguageServer) -> None:
     @server.feature(types.SHUTDOWN)
     async def on_shutdown(ls: AgentlsLanguageServer, params: Any) -> None:
         await ls.graceful_shutdown()
-        await stop_features(ls)
+        await ls.state.host.stop_features()
 
 
 async def _start_features_when_warm(ls: AgentlsLanguageServer) -> None:
@@ -87,48 +86,11 @@ async def _start_features_when_warm(ls: AgentlsLanguageServer) -> None:
 
 
 async def start_features(ls: AgentlsLanguageServer) -> None:
-    """(Re)start long-running features (the Startable capability,
-    core/plugins/capabilities.py) with the current settings; stop those no longer
-    enabled. Each start only schedules its work, so this returns at once."""
-    from agentls.core.plugins.capabilities import Startable
-    from agentls.core.plugins.registry import offering
-
+    """(Re)start the host's long-running features (AgentHost.start_features)."""
     try:
-        enabled = {id(f): f for f in offering(ls.state.features(), Startable)}
-        host = ls.state.feature_host(trust=trust_asker(ls))
-    except Exception:
-        log.exception("Cannot list the features to start")
+        await ls.state.host.start_features()
+    finally:
         ls.features_started.set()
-        return
-    for key in [k for k in ls.started_features if k not in enabled]:
-        feature = ls.started_features.pop(key)
-        await _close_feature(feature)
-    for key, feature in enabled.items():
-        try:
-            await asyncio.wait_for(feature.start(host), 5)
-            ls.started_features[key] = feature
-        except Exception:
-            log.exception("Starting feature %s failed", plugin_name(feature))
-    ls.features_started.set()
-
-
-async def stop_features(ls: AgentlsLanguageServer) -> None:
-    """Stop what features started (MCP server processes), in parallel, bounded."""
-    features = list(ls.started_features.values())
-    ls.started_features.clear()
-    await asyncio.gather(*(_close_feature(f) for f in features))
-
-
-async def _close_feature(feature: object) -> None:
-    from agentls.core.plugins.capabilities import Closable
-    from agentls.core.plugins.registry import offers
-
-    if not offers(feature, Closable):
-        return
-    try:
-        await asyncio.wait_for(feature.aclose(), 15)
-    except Exception:
-        log.exception("Stopping feature %s failed", plugin_name(feature))
 
 
 async def refresh_configuration(ls: AgentlsLanguageServer) -> None:
@@ -145,7 +107,7 @@ async def refresh_configuration(ls: AgentlsLanguageServer) -> None:
             workspace_config = section if isinstance(section, Mapping) else {}
         except Exception as exc:  # an odd client must not stop the server
             log.warning("workspace/configuration failed: %s", exc)
-    report_problems(ls, ls.state.reload_settings(workspace_config=workspace_config))
+    report_problems(ls, ls.state.host.reload_settings(workspace_config=workspace_config))
     prepare_models(ls)
 
 

@@ -141,4 +141,4 @@ def _client_supports_progress(ls: AgentlsLanguageServer) -> bool:
 
 
 def register(server: AgentlsLanguageServer) -> None:
-    server.state.progress = LspProgressSink(server)
+    server.state.host.progress = LspProgressSink(server)

@@ -34,13 +34,13 @@ def report_problems(ls: AgentlsLanguageServer, problems: list[Any]) -> None:
 
 
 async def close_retired_providers(ls: AgentlsLanguageServer) -> None:
-    retired = ls.state.take_retired_providers()
+    retired = ls.state.host.take_retired_providers()
     successor: Any = None
     if retired:
         # A provider that runs models here (local) keeps the previous one's
         # serving models until its own are ready, instead of a gap.
         try:
-            successor = ls.state.provider()
+            successor = ls.state.host.provider()
         except Exception:  # settings that cannot build one were reported already
             successor = None
     from agentls.core.plugins.capabilities import TakesOver
@@ -65,7 +65,7 @@ def prepare_models(ls: AgentlsLanguageServer) -> None:
     background) as soon as they are chosen, so the editor shows progress
     then rather than at the first request. Only when a download is named:
     the provider is otherwise built on first use (start-up stays fast)."""
-    settings = ls.state.settings
+    settings = ls.state.host.settings
     names = [name for name in (settings.model, settings.inline_completion.model) if name]
     if not any(name.startswith(("hf:", "hf.co/", "huggingface.co/")) for name in names):
         return
@@ -73,7 +73,7 @@ def prepare_models(ls: AgentlsLanguageServer) -> None:
     from agentls.core.plugins.registry import offers
 
     try:
-        provider = ls.state.provider()
+        provider = ls.state.host.provider()
         if offers(provider, ModelPreparer):
             provider.prepare_models(names)
     except Exception as exc:  # shown when the model is used; never stop the server

@@ -40,8 +40,6 @@ class AgentlsLanguageServer(LanguageServer):
         self.background_tasks: set[asyncio.Future[Any]] = set()
         # inline_registration: whether the client registers inlineCompletion
         # dynamically, and whether it is registered now.
-        # Features whose start(host) ran (lifecycle.start_features), by id.
-        self.started_features: dict[int, Any] = {}
         self.features_started = asyncio.Event()  # set after the first start_features
         self.inline_dynamic = False
         self.inline_registered = False
@@ -185,10 +183,5 @@ class AgentlsLanguageServer(LanguageServer):
                 await asyncio.wait_for(step(), 10)
             except Exception:
                 log.exception("Shutdown step %r failed", step)
-        provider = self.state._provider
-        if provider is not None:
-            try:
-                await asyncio.wait_for(provider.aclose(), 5)
-            except Exception:
-                log.exception("Closing the provider failed")
-        self.state.close_store()
+        await self.state.host.close_provider()
+        self.state.host.stores.close()

@@ -25,10 +25,10 @@ def register(server: AgentlsLanguageServer) -> None:
         await ls.wait_settings()
 
         state = ls.state
-        settings = state.settings
+        settings = state.host.settings
         extra: dict[str, Any] = {}
         try:
-            provider = state.provider()
+            provider = state.host.provider()
             info: dict[str, Any] = provider.get_info().model_dump(mode="json")
             # Providers that run models here (local) add their processes and downloads.
             if offers(provider, StatusReporter):
@@ -36,7 +36,7 @@ def register(server: AgentlsLanguageServer) -> None:
         except AgentlsError as exc:
             info = {"id": settings.provider, "display_name": settings.provider,
                     "error": str(exc)}
-        for feature in offering(ls.started_features.values(), StatusSource):
+        for feature in offering(ls.state.host.started_features.values(), StatusSource):
             try:
                 extra.update(feature.status() or {})
             except Exception:
@@ -53,13 +53,13 @@ def register(server: AgentlsLanguageServer) -> None:
             "model": settings.model or info.get("defaults", {}).get("model"),
             # How the agent writes file changes (session.editFormat, resolved).
             "editFormat": resolved_edit_format(settings.session.edit_format, settings.provider),
-            "sessions": [s.to_dict() for s in state.session_statuses()],
+            "sessions": [s.to_dict() for s in state.host.session_statuses()],
             "completions": state.counters.to_wire(),
             "nextEdits": state.next_edit_counters.to_wire(),
             "inlinePrompts": state.prompt_counters.to_wire(),
             # The workspace file's trust state and the keys it waits on.
-            "workspaceTrust": (state.loaded.workspace_trust.to_wire()
-                               if state.loaded.workspace_trust else None),
+            "workspaceTrust": (state.host.loaded.workspace_trust.to_wire()
+                               if state.host.loaded.workspace_trust else None),
         }
 
     @server.feature("agentls/models")
@@ -67,7 +67,7 @@ def register(server: AgentlsLanguageServer) -> None:
         from agentls.core.types.messages import AgentlsError, ModelError
 
         try:
-            provider = ls.state.provider()
+            provider = ls.state.host.provider()
             listed = await provider.list_models()
         except (AgentlsError, ModelError) as exc:
             from pygls.exceptions import JsonRpcInternalError

@@ -1,9 +1,9 @@
 """Asking the user to trust the workspace file (`.agentls.toml`), and the
-LSP side of every workspace-trust question: the TrustAsker built here asks
-through the server's one approval gate (window/showMessageRequest) and
-opens a long question's whole text with window/showDocument. The MCP
-feature's `.mcp.json` question goes through the same asker (FeatureHost
-.trust); the mechanism is agentls.core.trust.question.
+LSP's way of asking it: through the host's TrustAsker (agentls.host), whose
+one approval gate asks with window/showMessageRequest and opens a long
+question's whole text with window/showDocument. The MCP feature's
+`.mcp.json` question goes through the same asker (FeatureHost.trust); the
+mechanism is agentls.core.trust.question.
 
 Until the user answers, the file's keys that can send data or run code are
 ignored (the settings loader already left them out). "Trust" records the
@@ -16,17 +16,15 @@ initialize, inline completion or chat.
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
 if TYPE_CHECKING:
-    from agentls.core.trust.question import TrustAsker, TrustQuestion
+    from agentls.core.trust.question import TrustQuestion
     from agentls.core.trust.workspace import WorkspaceTrust
     from agentls.lsp.server import AgentlsLanguageServer
 
-log = logging.getLogger("agentls.lsp.trust")
 
 def trust_question(trust: WorkspaceTrust) -> TrustQuestion:
     from agentls.core.trust.question import settings_question
@@ -39,23 +37,10 @@ def question(trust: WorkspaceTrust) -> str:
     return trust_question(trust).full_text()
 
 
-def trust_asker(ls: AgentlsLanguageServer) -> TrustAsker:
-    """The server's TrustAsker: the one approval gate (the editor channels'),
-    the user's trust store, showDocument for long questions."""
-    from agentls.core.approval.gate import ApprovalGate
-    from agentls.core.trust.question import TrustAsker
-    from agentls.lsp.agent.channels import LspApprovalChannel, LspDisplayChannel, LspDocumentOpener
-
-    channels = ls.state.channels
-    gate = channels.gate if channels is not None else ApprovalGate(
-        LspApprovalChannel(ls), opener=LspDocumentOpener(ls))
-    return TrustAsker(gate, ls.state.trust_store, LspDocumentOpener(ls), LspDisplayChannel(ls))
-
-
 def schedule_trust_question(ls: AgentlsLanguageServer) -> None:
     """Ask in the background when the workspace file waits for trust (once
     per file content and process); tell once when the user refused it."""
-    trust = ls.state.loaded.workspace_trust
+    trust = ls.state.host.loaded.workspace_trust
     if trust is None or trust.state in ("none", "trusted"):
         return
     if trust.state == "refused":
@@ -74,19 +59,13 @@ def schedule_trust_question(ls: AgentlsLanguageServer) -> None:
 
 
 async def _ask(ls: AgentlsLanguageServer, trust: WorkspaceTrust) -> None:
-    try:
-        decision = await trust_asker(ls).ask(trust_question(trust))
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
-        log.warning("Asking to trust %s failed: %s", trust.file, exc)
-        return
+    decision = await ls.state.host.ask_settings_trust(trust)
     if decision is None:
         return
     from agentls.lsp.reload import close_retired_providers, prepare_models, report_problems
 
     # Re-read: a trusted file's keys apply now; a refused one is reported as such.
-    report_problems(ls, ls.state.reload_settings())
+    report_problems(ls, ls.state.host.reload_settings())
     prepare_models(ls)
     await close_retired_providers(ls)
     from agentls.lsp.suggestions.inline_registration import sync

@@ -309,9 +309,9 @@ def _in_process_server(tmp_path: Path) -> Any:
     from agentls.lsp.state import ServerState
 
     server = create_server(ServerState(environ={"AGENTLS_CONFIG_FILE": str(tmp_path / "none")}))
-    server.state.workspace_root = tmp_path
-    server.state.registry.register("feature", "fake-mentions", _MentionLike())
-    server.state.registry.register("feature", "broken", _Broken())
+    server.state.host.workspace_root = tmp_path
+    server.state.host.registry.register("feature", "fake-mentions", _MentionLike())
+    server.state.host.registry.register("feature", "broken", _Broken())
     return server
 
 
@@ -358,7 +358,7 @@ def test_disabled_features_give_no_completions_templates_or_actions(tmp_path: Pa
     assert {i["plugin"] for i in feature_completions(server, "/ex")} == {"templates"}
     assert "fake-mentions" in {i["plugin"] for i in feature_completions(server, "@")}
     assert list_templates(server)
-    server.state.reload_settings(
+    server.state.host.reload_settings(
         init_options={"features": {"disabled": ["templates", "fake-mentions"]}})
     assert feature_completions(server, "/ex") == []
     assert "fake-mentions" not in {i["plugin"] for i in feature_completions(server, "@")}

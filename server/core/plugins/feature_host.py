@@ -36,7 +36,7 @@ class FeatureHost:
     approval: ApprovalChannel | None = None
     display: DisplayChannel | None = None
     trust_store: TrustStore | None = None
-    # Asks a workspace file's trust question through the server's approval
+    # Asks a workspace file's trust question through the host's one approval
     # gate (core/trust/question.py); None: nothing is asked (the CLI).
     trust: TrustAsker | None = None
     environ: Mapping[str, str] | None = None

@@ -9,25 +9,24 @@
   so a late answer is ignored rather than acted on.
 - LspDisplayChannel: `window/showMessage`, type by level.
 - LspDocumentOpener: `window/showDocument` (when the client supports it)
-  for a question too long for a message, written whole by the gate to
-  `approval_documents` (core/approval/documents.py).
+  for a question too long for a message, written whole by the host's gate
+  (agentls.host; core/approval/documents.py).
 - LspTurnObserver: one per `agentls/chat` request; streams
   `agentls/messageDelta` and `agentls/message` notifications and, when the
   request carried a workDoneToken, `$/progress` begin/report/end.
 - open_document_lookup: the open buffer's text by path, for tools.
 
-lsp/agent/chat.py puts these (with lsp/agent/edits.py's edit applier and document
-lookup) into the core's EditorChannels (core/agent/bundle.py), the editor's side
-of every agent bundle.
+lsp/agent/chat.py lends these (with lsp/agent/edits.py's edit applier and document
+lookup) to the host (AgentHost.connect), which makes them the core's EditorChannels
+(core/agent/bundle.py), the editor's side of every agent bundle.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +38,6 @@ from agentls.core.approval.gate import ApprovalRequest, MessageLevel
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer
 
-    from agentls.core.approval.documents import QuestionDocuments
     from agentls.core.types.conversation import Message
 
 __all__ = [
@@ -49,7 +47,6 @@ __all__ = [
     "LspDisplayChannel",
     "LspDocumentOpener",
     "LspTurnObserver",
-    "approval_documents",
     "open_document_lookup",
     "send_request",
 ]
@@ -138,20 +135,6 @@ class LspDocumentOpener:
         result = await send_request(self.ls, types.WINDOW_SHOW_DOCUMENT, params,
                                     SHOW_DOCUMENT_SECONDS)
         return bool(getattr(result, "success", False))
-
-
-def approval_documents(environ: Mapping[str, str] | None = None) -> QuestionDocuments:
-    """Where the approval gate writes questions too long for a message:
-    `<state dir>/approval-questions/` (created 0700 on first use)."""
-    from agentls.core.approval.documents import APPROVAL_QUESTIONS_FOLDER, QuestionDocuments
-
-    def folder() -> Path:
-        from agentls.core.support.state_dir import default_state_dir
-
-        state = default_state_dir(environ if environ is not None else os.environ)
-        return state / APPROVAL_QUESTIONS_FOLDER
-
-    return QuestionDocuments(folder)
 
 
 class LspTurnObserver(TurnObserver):

@@ -21,14 +21,11 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams, JsonRpcInvalidRequest
 
-from agentls.core.agent.bundle import EditorChannels
-from agentls.core.approval.gate import ApprovalGate
 from agentls.lsp.agent.channels import (
     LspApprovalChannel,
     LspDisplayChannel,
     LspDocumentOpener,
     LspTurnObserver,
-    approval_documents,
     open_document_lookup,
 )
 from agentls.lsp.agent.edits import (
@@ -61,15 +58,12 @@ SHUTDOWN_WAIT_SECONDS = 8.0
 
 def register(server: AgentlsLanguageServer) -> None:
     service = ChatService(server)
-    channel = LspApprovalChannel(server)
-    gate = ApprovalGate(channel, documents=approval_documents(server.state.environ))
-    server.state.channels = EditorChannels(
-        approval=channel,
-        gate=gate,
+    server.state.host.connect(
+        approval=LspApprovalChannel(server),
         display=LspDisplayChannel(server),
         opener=LspDocumentOpener(server),
         documents=open_document_lookup(server),
-        editor=LspEditApplier(server, gate),
+        editor=LspEditApplier(server),
         snapshots=LspDocumentLookup(server),
         publish_diagnostics=diagnostics_publisher(server),
     )
@@ -94,9 +88,9 @@ def register(server: AgentlsLanguageServer) -> None:
     @server.feature("agentls/uiSchema")
     def ui_schema(ls: AgentlsLanguageServer, params: Any = None) -> list[dict[str, Any]]:
         state = ls.state
-        config = state.feature_config()
-        return state.registry.get_ui_schema(
-            config, None, plugins=[*state.features(), *state.tools()]
+        config = state.host.feature_config()
+        return state.host.registry.get_ui_schema(
+            config, None, plugins=[*state.host.features(), *state.host.tools()]
         )
 
     @server.command("agentls.chat")
@@ -138,7 +132,7 @@ class ChatService:
         from agentls.core.sessions.store import SessionStoreError
 
         try:
-            return self.ls.state.store()
+            return self.ls.state.host.stores.store()
         except SessionStoreError as exc:
             self._tell_once(f"store:{exc}", str(exc))
             raise JsonRpcInternalError(str(exc)) from exc
@@ -150,7 +144,7 @@ class ChatService:
             )
 
     def _orchestrator(self) -> Orchestrator | None:
-        return self.ls.state.orchestrator
+        return self.ls.state.host.orchestrator
 
     # -- agentls/chat ----------------------------------------------------------------
     async def chat(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -179,7 +173,7 @@ class ChatService:
         if self.closing:
             raise JsonRpcInvalidRequest("The server is shutting down; no new turns start.")
         await self.ls.wait_settings()
-        too_large = prompt_too_large(prompt, self.ls.state.settings.session.max_prompt_chars)
+        too_large = prompt_too_large(prompt, self.ls.state.host.settings.session.max_prompt_chars)
         if too_large is not None:
             raise JsonRpcInvalidParams(too_large)  # nothing stored, no session created
         store = self.store()
@@ -200,15 +194,15 @@ class ChatService:
                 else:
                     session = await self._load(store, session_id)
                 try:
-                    orchestrator = self.ls.state.get_orchestrator()
+                    orchestrator = self.ls.state.host.get_orchestrator()
                 except AgentlsError as exc:
                     self._tell_once(f"provider:{exc}", f"agentls chat: {exc}")
                     return _failed_wire(session_id, "internal", str(exc))
                 state = self.ls.state
                 message = await user_message(
                     self.ls, prompt, context or {}, orchestrator.agent.enrichers,
-                    state.workspace_folders,
-                    state.channels.documents if state.channels else None)
+                    state.host.workspace_folders,
+                    state.host.channels.documents if state.host.channels else None)
             except SessionStoreError as exc:
                 self._tell_once(f"store:{exc}", str(exc))
                 raise JsonRpcInternalError(str(exc)) from exc

@@ -67,11 +67,11 @@ async def _restore(ls: AgentlsLanguageServer, session_id: str, turn: int, force:
                    ) -> dict[str, Any]:
     from agentls.core.checkpoints.files import OUTSIDE_CHECKPOINTS_NOTE, NoCheckpoint, restore_turn
 
-    orchestrator = ls.state.orchestrator
+    orchestrator = ls.state.host.orchestrator
     if orchestrator is not None and orchestrator.is_running(session_id):
         raise JsonRpcInvalidParams(f"Session {session_id} has a turn running; wait for it to "
                                    "end or cancel it (agentls.cancel), then restore.")
-    channels = ls.state.channels
+    channels = ls.state.host.channels
     if channels is None or channels.editor is None or channels.snapshots is None:
         raise JsonRpcInternalError("agentls/restoreCheckpoint: the editor connection is not "
                                    "set up yet; try again once the server has initialized.")
@@ -80,7 +80,7 @@ async def _restore(ls: AgentlsLanguageServer, session_id: str, turn: int, force:
         try:
             outcome = await restore_turn(
                 _checkpoint_store(ls), session_id, turn, editor=channels.editor,
-                lookup=channels.snapshots, workspace_folders=list(ls.state.workspace_folders),
+                lookup=channels.snapshots, workspace_folders=list(ls.state.host.workspace_folders),
                 gate=channels.gate, policies=_approval_policies(ls), force=force,
                 encoding=str(getattr(channels.editor, "position_encoding", "utf-16")),
                 shown=shown)
@@ -99,9 +99,9 @@ async def _restore(ls: AgentlsLanguageServer, session_id: str, turn: int, force:
 def _approval_policies(ls: AgentlsLanguageServer) -> list[Any]:
     """The approval policies of the current settings (the turns' own)."""
     try:
-        hooks = ls.state.get_orchestrator().agent.hooks
+        hooks = ls.state.host.get_orchestrator().agent.hooks
     except Exception:  # no provider yet: the hook modules alone
-        hooks = ls.state.build_hooks()
+        hooks = ls.state.host.build_hooks()
     return list(hooks.approval_policies)
 
 
@@ -110,7 +110,7 @@ def _checkpoint_store(ls: AgentlsLanguageServer) -> CheckpointStore:
     from agentls.core.sessions.store import SessionStoreError
 
     try:
-        return CheckpointStore(ls.state.store())
+        return CheckpointStore(ls.state.host.stores.store())
     except SessionStoreError as exc:
         raise JsonRpcInternalError(str(exc)) from exc
 
@@ -140,7 +140,7 @@ def _store_errors(session_id: str) -> Iterator[None]:
 def _shower(ls: AgentlsLanguageServer) -> Any:
     """path -> as the agent and the user know it: relative to its workspace
     folder (the first folder's files without its name), else absolute."""
-    folders = [Path(os.path.realpath(f)) for f in ls.state.workspace_folders]
+    folders = [Path(os.path.realpath(f)) for f in ls.state.host.workspace_folders]
 
     def shown(path: str) -> str:
         real = Path(os.path.realpath(path))

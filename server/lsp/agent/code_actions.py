@@ -114,8 +114,8 @@ def _prompt(ls: AgentlsLanguageServer, name: str, **context: Any) -> str:
     from agentls.core.plugins.capabilities import TemplateSource
     from agentls.core.plugins.registry import offering
 
-    config = {**ls.state.feature_config(), "template": name, **context}
-    for plugin in offering(ls.state.features(), TemplateSource):
+    config = {**ls.state.host.feature_config(), "template": name, **context}
+    for plugin in offering(ls.state.host.features(), TemplateSource):
         try:
             if not any(t.get("name") == name for t in plugin.list_templates(config) or []):
                 continue
@@ -197,8 +197,8 @@ def _display_path(ls: AgentlsLanguageServer, document: TextDocument) -> str:
     if not document.path:
         return document.uri
     path = Path(document.path)
-    for folder in ls.state.workspace_folders or ([ls.state.workspace_root]
-                                                 if ls.state.workspace_root else []):
+    for folder in ls.state.host.workspace_folders or ([ls.state.host.workspace_root]
+                                                 if ls.state.host.workspace_root else []):
         try:
             return path.relative_to(folder).as_posix()
         except ValueError:

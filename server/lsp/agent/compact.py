@@ -34,7 +34,7 @@ async def compact_session(ls: AgentlsLanguageServer, params: Any) -> dict[str, A
     await ls.wait_settings()
     state = ls.state
     try:
-        store = state.store()
+        store = state.host.stores.store()
         session = await asyncio.to_thread(store.load, sid)
     except SessionNotFound:
         raise JsonRpcInvalidParams(
@@ -43,7 +43,7 @@ async def compact_session(ls: AgentlsLanguageServer, params: Any) -> dict[str, A
     except SessionStoreError as exc:
         raise JsonRpcInternalError(str(exc)) from exc
     try:
-        orchestrator = state.get_orchestrator()
+        orchestrator = state.host.get_orchestrator()
     except AgentlsError as exc:
         return _answer(sid, error={"code": "internal", "message": str(exc)})
     try:

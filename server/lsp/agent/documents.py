@@ -24,6 +24,7 @@ __all__ = [
     "open_document",
     "resolved",
     "structure",
+    "workspace_folders",
 ]
 
 log = logging.getLogger("agentls.lsp.agent.edits")
@@ -57,8 +58,7 @@ class LspDocumentLookup:
         return disk_snapshot(str(target))
 
     def _inside(self, target: Path) -> bool:
-        state = getattr(self.ls, "state", None)
-        for folder in getattr(state, "workspace_folders", None) or []:
+        for folder in workspace_folders(self.ls):
             root = resolved(Path(folder))
             if root is not None and (target == root or target.is_relative_to(root)):
                 return True
@@ -111,3 +111,9 @@ def resolved(path: Path) -> Path | None:
         return path.resolve()
     except (OSError, RuntimeError):
         return None
+
+
+def workspace_folders(ls: Any) -> list[Path]:
+    """The server's workspace folders (none for a server without state)."""
+    host = getattr(getattr(ls, "state", None), "host", None)
+    return [Path(f) for f in getattr(host, "workspace_folders", None) or []]

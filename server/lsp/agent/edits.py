@@ -39,13 +39,14 @@ from lsprotocol import types
 from agentls.core.approval.gate import ALLOW_ONCE, ALLOW_SESSION, DENY, EDIT_OPTIONS, ApprovalGate
 from agentls.core.editor.edit_paths import unsafe_edit_path
 from agentls.core.editor.edits import EditOutcome, EditRequest
-from agentls.lsp.agent.channels import LspApprovalChannel, send_request
+from agentls.lsp.agent.channels import send_request
 from agentls.lsp.agent.documents import (
     LspDocumentLookup,
     diagnostics_publisher,
     open_document,
     resolved,
     structure,
+    workspace_folders,
 )
 from agentls.lsp.wire.convert import position_encoding
 
@@ -81,11 +82,8 @@ def _outcome(code: str, reason: str) -> EditOutcome:
 class LspEditApplier:
     """EditApplier over LSP (see the module docstring)."""
 
-    def __init__(self, ls: LanguageServer, gate: ApprovalGate | None = None) -> None:
+    def __init__(self, ls: LanguageServer) -> None:
         self.ls = ls
-        # The core's approval gate decides and keeps "Allow for session"
-        # (end_session forgets them); this class only renders and applies.
-        self.gate = gate if gate is not None else ApprovalGate(LspApprovalChannel(ls))
         self._warned_mode = False
 
     # -- capabilities and settings -------------------------------------------------
@@ -99,7 +97,7 @@ class LspEditApplier:
             from agentls.core.settings.load import ApprovalSettings
 
             return ApprovalSettings()
-        settings: ApprovalSettings = state.settings.approval
+        settings: ApprovalSettings = state.host.settings.approval
         return settings
 
     def _edit_caps(self) -> types.WorkspaceEditClientCapabilities | None:
@@ -144,10 +142,6 @@ class LspEditApplier:
         """Whether the editor asks the user before applying an edit itself
         (annotation mode): the gate then sends the question with the edit."""
         return self.mode() == "annotation"
-
-    def end_session(self, session_id: str | None = None) -> None:
-        """Forget "Allow for session" answers of one session (all when None)."""
-        self.gate.forget(session_id)
 
     # -- EditApplier ------------------------------------------------------------------
     def check(self, request: EditRequest) -> EditOutcome | None:
@@ -225,7 +219,7 @@ class LspEditApplier:
         would change has other hard links (one may be outside)."""
         from pygls.uris import to_fs_path
 
-        folders = _workspace_folders(self.ls)
+        folders = workspace_folders(self.ls)
         if not folders:
             return None  # the policy already refused file changes without a folder
         found = unsafe_edit_path(request.edit, folders, to_fs_path)
@@ -321,8 +315,8 @@ class LspEditApplier:
 
 def end_session_approvals(ls: Any, session_id: str | None = None) -> None:
     """Forget "Allow for session" answers when a session ends (None: all)."""
-    channels = getattr(getattr(ls, "state", None), "channels", None)
-    gate = getattr(channels, "gate", None)
+    host = getattr(getattr(ls, "state", None), "host", None)
+    gate = getattr(host, "gate", None)
     if isinstance(gate, ApprovalGate):
         gate.forget(session_id)
 
@@ -351,17 +345,12 @@ def _shown(ls: Any, uri: str) -> str:
     path = _path_of(uri)
     if path is None:
         return uri
-    folders = getattr(getattr(ls, "state", None), "workspace_folders", None) or []
-    for index, folder in enumerate(folders):
+    for index, folder in enumerate(workspace_folders(ls)):
         root = resolved(Path(folder))
         if root is not None and path.is_relative_to(root):
             rel = path.relative_to(root).as_posix()
             return rel if index == 0 else f"{root.name}/{rel}"
     return str(path)
-
-
-def _workspace_folders(ls: Any) -> list[Path]:
-    return [Path(f) for f in getattr(getattr(ls, "state", None), "workspace_folders", None) or []]
 
 
 def _shown_path(ls: Any, raw: str) -> str:

@@ -85,9 +85,9 @@ def list_templates(ls: AgentlsLanguageServer) -> list[dict[str, Any]]:
     from agentls.core.plugins.capabilities import TemplateSource
     from agentls.core.plugins.registry import offering
 
-    config = ls.state.feature_config()
+    config = ls.state.host.feature_config()
     found: dict[str, dict[str, Any]] = {}
-    for plugin in offering(ls.state.features(), TemplateSource):
+    for plugin in offering(ls.state.host.features(), TemplateSource):
         try:
             for entry in plugin.list_templates(config) or []:
                 if isinstance(entry, Mapping) and isinstance(entry.get("name"), str):
@@ -102,9 +102,9 @@ def feature_completions(
 ) -> list[dict[str, Any]]:
     """Every enabled plugin's completion dicts for `text` (before the cursor),
     each with `plugin` and, when apply_completion expands it, `applied`."""
-    config = ls.state.feature_config()
+    config = ls.state.host.feature_config()
     results: list[dict[str, Any]] = []
-    for plugin in ls.state.features():
+    for plugin in ls.state.host.features():
         name = plugin_name(plugin)
         try:
             entries = plugin_call(plugin, FeaturePlugin, "get_completions", config, text) or []

@@ -65,7 +65,7 @@ def register(server: AgentlsLanguageServer) -> None:
         state = ls.state
         if not ls.settings_ready.is_set():  # only the first requests after start-up wait
             await ls.wait_settings()
-        feature = state.feature(FEATURE_NAME, InlineCompleter)
+        feature = state.host.feature(FEATURE_NAME, InlineCompleter)
         if feature is None:
             return _EMPTY
         uri = params.text_document.uri
@@ -87,8 +87,8 @@ def register(server: AgentlsLanguageServer) -> None:
             neighbours=lambda: _open_documents(ls),
         )
         try:
-            answer = await feature.complete(request, state.provider,
-                                            state.settings.inline_completion)
+            answer = await feature.complete(request, state.host.provider,
+                                            state.host.settings.inline_completion)
         except Exception:  # a bug must cost one suggestion, not the editor's patience
             log.exception("Inline completion failed unexpectedly")
             return _EMPTY

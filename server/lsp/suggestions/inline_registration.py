@@ -45,7 +45,7 @@ async def sync(ls: AgentlsLanguageServer) -> None:
     clients with the static capability)."""
     if not getattr(ls, "inline_dynamic", False):
         return
-    enabled = ls.state.settings.inline_completion.enabled
+    enabled = ls.state.host.settings.inline_completion.enabled
     if enabled == ls.inline_registered:
         return
     ls.inline_registered = enabled  # set first: a concurrent sync must not repeat it

@@ -97,7 +97,7 @@ def register(server: AgentlsLanguageServer) -> None:
         if not ls.settings_ready.is_set():
             await ls.wait_settings()
         state = ls.state
-        feature = state.feature(FEATURE_NAME, NextEditSuggester)
+        feature = state.host.feature(FEATURE_NAME, NextEditSuggester)
         if feature is None:
             return {"edits": []}
         key = document_key(uri)
@@ -111,14 +111,14 @@ def register(server: AgentlsLanguageServer) -> None:
             offset = offset_at(text, line, character, encoding)
         except PositionOutOfRange as exc:
             raise JsonRpcInvalidParams(f"{METHOD}: {exc}") from None
-        settings = state.settings
+        settings = state.host.settings
         request = NextEditRequest(
             uri=key, language_id=document.language_id or "", text=text, offset=offset,
             version=document.version, history=history(state).recent(),
             document_text=lambda other: _text_of(ls, other))
         model = settings.next_edit.model or settings.inline_completion.model
         try:
-            answer = await feature.suggest(request, state.provider, settings.next_edit, model)
+            answer = await feature.suggest(request, state.host.provider, settings.next_edit, model)
         except Exception:  # a bug must cost one suggestion, not the editor's patience
             log.exception("Next edit suggestion failed unexpectedly")
             return {"edits": []}
