@@ -114,8 +114,9 @@ async def tools_ready_once(workdir: Path) -> tuple[float, float]:
 
 
 async def client_alone_once() -> float:
-    from agentls.features.mcp.config import McpServerConfig, McpServerSpec
+    from agentls.features.mcp.config import McpServerSpec
     from agentls.features.mcp.connection import McpConnection
+    from agentls.features.mcp.server_config import McpServerConfig
 
     started = time.perf_counter()
     conn = McpConnection(McpServerSpec("time", McpServerConfig(**TIME)),
@@ -130,8 +131,9 @@ async def client_alone_once() -> float:
 
 
 async def call_latencies(calls: int) -> tuple[list[float], list[float], list[float]]:
-    from agentls.features.mcp.config import McpServerConfig, McpServerSpec
+    from agentls.features.mcp.config import McpServerSpec
     from agentls.features.mcp.manager import McpManager
+    from agentls.features.mcp.server_config import McpServerConfig
     from agentls.features.mcp.tools import McpTools
 
     # floor: the same server, driven by hand

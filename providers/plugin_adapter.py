@@ -51,23 +51,11 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from agentls.core.plugins.protocols import ProviderPlugin, plugin_call, plugin_name
-from agentls.core.provider.contract import (
-    BaseProvider,
-    ChunkStream,
-    CompletionOptions,
-    ProviderConfig,
-    ToolSpec,
-)
-from agentls.core.types.conversation import Message, ProviderRequestCancelled
-from agentls.core.types.messages import (
-    FinishReason,
-    ModelError,
-    ModelInfo,
-    ProviderInfo,
-    StreamChunk,
-    ToolCallDelta,
-    Usage,
-)
+from agentls.core.provider.chunk_stream import ChunkStream
+from agentls.core.provider.contract import BaseProvider, CompletionOptions, ProviderConfig, ToolSpec
+from agentls.core.types.conversation import Message
+from agentls.core.types.errors import FinishReason, ModelError, ProviderRequestCancelled
+from agentls.core.types.messages import ModelInfo, ProviderInfo, StreamChunk, ToolCallDelta, Usage
 
 __all__ = ["ProviderPluginAdapter"]
 

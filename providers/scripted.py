@@ -44,14 +44,8 @@ from agentls.core.provider.contract import (
     ToolSpec,
 )
 from agentls.core.types.conversation import Message
-from agentls.core.types.messages import (
-    ModelError,
-    ModelInfo,
-    ProviderInfo,
-    StreamChunk,
-    ToolCallDelta,
-    Usage,
-)
+from agentls.core.types.errors import ModelError
+from agentls.core.types.messages import ModelInfo, ProviderInfo, StreamChunk, ToolCallDelta, Usage
 
 __all__ = ["ScriptedProvider", "load_script"]
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from agentls.core.agent.bundle import AgentBundle, EditorChannels
     from agentls.core.plugins.hooks import HookRegistry
     from agentls.core.plugins.registry import PluginKind
-    from agentls.core.settings.load import AgentlsSettings
+    from agentls.core.settings.schema import AgentlsSettings
     from agentls.core.types.messages import ModelInfo, ProviderInfo
 
 __all__ = [

@@ -202,7 +202,7 @@ def run_check(workspace: Path) -> int:
     from agentls.app import build_agent, probe_provider
     from agentls.core.plugins.registry import PluginRegistry
     from agentls.core.settings.load import load_settings
-    from agentls.core.types.messages import AgentlsError
+    from agentls.core.types.errors import AgentlsError
 
     out = sys.stdout
     registry = PluginRegistry.discover()

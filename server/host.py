@@ -41,7 +41,9 @@ if TYPE_CHECKING:
     from agentls.core.provider.contract import Provider
     from agentls.core.provider.progress import ProgressSink
     from agentls.core.sessions.store import SessionStore
-    from agentls.core.settings.load import AgentlsSettings, LoadedSettings, SettingsProblem
+    from agentls.core.settings.load import LoadedSettings
+    from agentls.core.settings.schema import AgentlsSettings
+    from agentls.core.settings.sources import SettingsProblem
     from agentls.core.trust.question import TrustAsker
     from agentls.core.trust.workspace import TrustDecision, TrustStore, WorkspaceTrust
 

@@ -28,14 +28,11 @@ from agentls.core.compat.autogen_types import (
     UserMessage,
 )
 from agentls.core.provider.contract import CompletionOptions, Provider, ProviderConfig, ToolSpec
-from agentls.core.types.conversation import Message, ProviderRequestCancelled
+from agentls.core.types.conversation import Message
+from agentls.core.types.errors import ProviderRequestCancelled
 from agentls.core.types.messages import StreamChunk, ToolCall
-from agentls.providers.autogen.client import (
-    AgentlsChatCompletionClient,
-    from_core_messages,
-    guess_family,
-    to_core_messages,
-)
+from agentls.providers.autogen.client import AgentlsChatCompletionClient, guess_family
+from agentls.providers.autogen.messages import from_core_messages, to_core_messages
 from agentls.providers.plugin_adapter import ProviderPluginAdapter
 from agentls.providers.provider_factory import as_provider_factory, wrap_provider_plugin
 from agentls.providers.scripted import ScriptedProvider
@@ -585,7 +582,7 @@ async def test_plugin_errors_become_model_errors() -> None:
         def call_api(self, *args: Any, **kwargs: Any) -> Any:
             raise ConnectionError("backend down")
 
-    from agentls.core.types.messages import ModelError
+    from agentls.core.types.errors import ModelError
 
     with pytest.raises(ModelError, match="backend down") as info:
         await adapter(Broken()).complete([Message(role="user", content="hi")])

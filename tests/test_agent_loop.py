@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from agentls.core.agent.orchestrator import Orchestrator, TurnLimits
+from agentls.core.agent.bundle import TurnLimits
+from agentls.core.agent.orchestrator import Orchestrator
 from agentls.core.agent.repeat_calls import RepeatedCalls
 from agentls.core.agent.stream_guard import StreamGuard, repeating_tail
 from agentls.core.plugins.hooks import HookRegistry

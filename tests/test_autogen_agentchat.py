@@ -10,8 +10,9 @@ import json
 
 import pytest
 
-from agentls.core.types.messages import AgentlsError
-from agentls.providers.autogen.client import AgentlsChatCompletionClient, ChatCompletionClient
+from agentls.core.compat.chat_completion_client import ChatCompletionClient
+from agentls.core.types.errors import AgentlsError
+from agentls.providers.autogen import AgentlsChatCompletionClient
 from tests.fakes.http_backend import (
     SSE_DONE,
     FakeBackend,

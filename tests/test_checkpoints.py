@@ -20,7 +20,9 @@ from agentls.core.checkpoints.files import (
 )
 from agentls.core.checkpoints.store import ABSENT, CheckpointStore, content_hash
 from agentls.core.editor.edits import EditOutcome, EditRequest
-from agentls.core.sessions.store import SCHEMA_VERSION, SessionNotFound, SessionStore
+from agentls.core.sessions.errors import SessionNotFound
+from agentls.core.sessions.schema import SCHEMA_VERSION
+from agentls.core.sessions.store import SessionStore
 from agentls.core.tools.contract import ToolContext
 from agentls.core.types.conversation import Message
 

@@ -18,14 +18,10 @@ from typing import Any
 import pytest
 
 from agentls.core.agent.orchestrator import Orchestrator
-from agentls.core.context.fitting import (
-    COMPACTION_PROMPT,
-    MESSAGE_OVERHEAD_TOKENS,
-    Budget,
-    is_compaction,
-    learned_window,
-)
+from agentls.core.context.compaction import COMPACTION_PROMPT, is_compaction
+from agentls.core.context.fitting import MESSAGE_OVERHEAD_TOKENS
 from agentls.core.context.tokens import estimate_tokens
+from agentls.core.context.window_size import Budget, learned_window
 from agentls.core.plugins.hooks import HookRegistry
 from agentls.core.provider.contract import CompletionOptions, ProviderConfig, ToolSpec
 from agentls.core.sessions.store import SessionStore
@@ -33,7 +29,8 @@ from agentls.core.tools.contract import ToolNeed
 from agentls.core.tools.executor import ToolExecutor
 from agentls.core.types import events
 from agentls.core.types.conversation import Message, Session
-from agentls.core.types.messages import HookResult, ModelError, StreamChunk
+from agentls.core.types.errors import ModelError
+from agentls.core.types.messages import HookResult, StreamChunk
 from agentls.providers.scripted import ScriptedProvider
 from tests.agent_helpers import agent_bundle
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from agentls.core.agent.orchestrator import Orchestrator
-from agentls.core.context.fitting import is_compaction
+from agentls.core.context.compaction import is_compaction
 from agentls.core.context.tokens import estimate_tokens
 from agentls.core.sessions.store import SessionStore
 from agentls.core.types.conversation import Message

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from agentls.core.editor.edits import DocumentSnapshot, EditOutcome, EditRequest
 from agentls.core.tools.contract import ToolContext
-from agentls.features.tools.files import (
-    EditFileTool,
+from agentls.features.tools.files import EditFileTool
+from agentls.features.tools.text_edits import (
     StringEdit,
     apply_string_edits,
     changed_line_ranges,

@@ -14,20 +14,13 @@ from typing import Any
 
 import pytest
 
-from agentls.core.editor.edits import DocumentSnapshot, EditOutcome, EditRequest
+from agentls.core.editor.edits import DocumentSnapshot, EditOutcome, EditRequest, disk_snapshot
+from agentls.core.editor.positions import code_units
 from agentls.core.tools.contract import ToolContext, ToolRefused
 from agentls.core.tools.executor import ToolExecution, ToolExecutor
 from agentls.core.types.messages import ToolCall
-from agentls.features.tools.files import (
-    PREVIEW_MAX_LINES,
-    DeleteFileTool,
-    EditFileTool,
-    RenameFileTool,
-    WriteFileTool,
-    code_units,
-    disk_snapshot,
-    unified_preview,
-)
+from agentls.features.tools.files import DeleteFileTool, EditFileTool, RenameFileTool, WriteFileTool
+from agentls.features.tools.text_edits import PREVIEW_MAX_LINES, unified_preview
 
 
 class Editor:

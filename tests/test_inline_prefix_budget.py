@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from agentls.core.provider.contract import ProviderConfig
-from agentls.core.settings.load import InlineCompletionSettings
+from agentls.core.settings.schema import InlineCompletionSettings
 from agentls.features.inline_completion import InlineCompletionFeature, InlineRequest
 from agentls.providers.scripted import ScriptedProvider
 

@@ -9,14 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agentls.core.editor.inline_completion import OpenDocument
 from agentls.core.editor.positions import PositionOutOfRange, offset_at, position_at
 from agentls.features.inline_completion.document import cursor_context
-from agentls.features.inline_completion.neighbours import (
-    NeighbourIndex,
-    OpenDocument,
-    Snippet,
-    display_path,
-)
+from agentls.features.inline_completion.neighbours import NeighbourIndex, Snippet, display_path
 from agentls.features.inline_completion.prompt import (
     FILL_MARKER,
     build_prompt,

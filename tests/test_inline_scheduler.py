@@ -18,9 +18,10 @@ from agentls.core.provider.contract import (
     ProviderConfig,
     ToolSpec,
 )
-from agentls.core.settings.load import InlineCompletionSettings
+from agentls.core.settings.schema import InlineCompletionSettings
 from agentls.core.types.conversation import Message
-from agentls.core.types.messages import AgentlsError, ModelError, ProviderInfo, StreamChunk
+from agentls.core.types.errors import AgentlsError, ModelError
+from agentls.core.types.messages import ProviderInfo, StreamChunk
 from agentls.features.inline_completion import (
     InlineCompletionFeature,
     InlineRequest,

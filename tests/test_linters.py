@@ -24,7 +24,7 @@ import pytest
 from agentls.core.editor.edits import DocumentSnapshot
 from agentls.core.plugins.hook_modules import HookContext, register_hook_modules
 from agentls.core.plugins.hooks import HookRegistry
-from agentls.core.settings.load import AgentlsSettings, SessionSettings
+from agentls.core.settings.schema import AgentlsSettings, SessionSettings
 from agentls.core.types.messages import HookResult
 from agentls.features import linters as linters_module
 from agentls.features.linters import (

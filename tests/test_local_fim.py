@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from agentls.providers.local.fim import FimTokens, build_fim_prompt, fim_tokens
+from agentls.providers.fim.templates import FimTokens, build_fim_prompt
+from agentls.providers.local.fim import fim_tokens
 from agentls.providers.local.models import catalog
 from agentls.providers.local.models.gguf_meta import GgufError, model_facts, read_metadata
 from agentls.providers.local.models.recommended import RECOMMENDED, recommended_for
@@ -219,7 +220,7 @@ async def test_chat_with_a_model_without_a_template_says_so(tmp_path: Path) -> N
     any child starts, with a message naming the model and a chat model."""
     from agentls.core.provider.contract import ProviderConfig
     from agentls.core.types.conversation import Message
-    from agentls.core.types.messages import ModelError
+    from agentls.core.types.errors import ModelError
     from agentls.providers.local import LocalProvider
 
     path = write_gguf(tmp_path / "base-coder.gguf", qwen_like(**{

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from agentls.core.types.messages import ModelError
+from agentls.core.types.errors import ModelError
 from tests.fakes.hf_hub import FakeHub
 
 hub = pytest.importorskip(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from agentls.core.types.messages import ModelError
+from agentls.core.types.errors import ModelError
 from agentls.providers.local.models import catalog
 from agentls.providers.local.models.gguf_meta import read_metadata
 from agentls.providers.local.models.packaged import (

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agentls.core.types.messages import ModelError
+from agentls.core.types.errors import ModelError
 from agentls.providers.local.process import _ChildSpec
 from agentls.providers.local.serving import ServingModels
 

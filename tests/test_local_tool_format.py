@@ -20,7 +20,8 @@ from agentls.core.agent.orchestrator import Orchestrator
 from agentls.core.provider.contract import CompletionOptions, ProviderConfig
 from agentls.core.tools.executor import ToolExecutor
 from agentls.core.types.conversation import Message, Session
-from agentls.core.types.messages import ModelError, StreamChunk
+from agentls.core.types.errors import ModelError
+from agentls.core.types.messages import StreamChunk
 from agentls.providers.local.models import catalog
 from agentls.providers.local.models.gguf_meta import model_facts
 from agentls.providers.local.process import _ModelProcess

@@ -20,16 +20,11 @@ from lsprotocol import types
 
 from agentls.core.approval.gate import ApprovalGate, ApprovalQuestion, Clearance, PolicyAnswer
 from agentls.core.editor.edits import EditRequest
-from agentls.core.settings.load import ApprovalSettings
+from agentls.core.settings.schema import ApprovalSettings
 from agentls.core.tools.contract import ToolNeed
 from agentls.lsp.agent.channels import LspApprovalChannel
-from agentls.lsp.agent.edits import (
-    APPROVAL_ACTIONS,
-    LspDocumentLookup,
-    LspEditApplier,
-    diagnostics_publisher,
-    end_session_approvals,
-)
+from agentls.lsp.agent.documents import LspDocumentLookup, diagnostics_publisher
+from agentls.lsp.agent.edits import APPROVAL_ACTIONS, LspEditApplier, end_session_approvals
 
 HANG = object()
 

@@ -200,7 +200,7 @@ def test_tool_executor_rereads_dynamic_plugins_when_their_version_moves() -> Non
 
 def test_policy_hands_mcp_calls_to_the_gate_and_rules_allow_or_deny(tmp_path: Path) -> None:
     from agentls.core.approval.gate import ApprovalQuestion
-    from agentls.core.settings.load import ApprovalSettings
+    from agentls.core.settings.schema import ApprovalSettings
     from agentls.core.tools.contract import default_need
 
     policy = Policy(ApprovalSettings(rules=[{"tool": "mcp__time__*", "action": "allow"},

@@ -12,17 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
-from agentls.core.types.conversation import (
-    Message,
-    PartialMessage,
-    ProviderRequestCancelled,
-    Session,
-    ToolDescriptor,
-)
+from agentls.core.types.conversation import Message, PartialMessage, Session, ToolDescriptor
+from agentls.core.types.errors import ModelError, ProviderRequestCancelled
 from agentls.core.types.messages import (
     ConfigField,
     HookResult,
-    ModelError,
     ModelInfo,
     ModelResponse,
     ModuleInfo,

@@ -17,7 +17,7 @@ from agentls.core.provider.contract import (
     FimUnsupported,
     ProviderConfig,
 )
-from agentls.core.types.messages import ModelError
+from agentls.core.types.errors import ModelError
 from agentls.providers.fim import probe as fim_probe
 from agentls.providers.fim.probe import rejection, says_fim_unsupported
 from agentls.providers.openai.provider import OpenAIProvider

@@ -8,12 +8,9 @@ from typing import Any
 
 import pytest
 
-from agentls.core.agent.orchestrator import (
-    Orchestrator,
-    TurnInProgress,
-    TurnLimits,
-    TurnObserver,
-)
+from agentls.core.agent.bundle import TurnLimits
+from agentls.core.agent.observer import TurnObserver
+from agentls.core.agent.orchestrator import Orchestrator, TurnInProgress
 from agentls.core.approval.gate import ApprovalRequest
 from agentls.core.plugins.hooks import HookRegistry
 from agentls.core.plugins.injections import InjectionLimits

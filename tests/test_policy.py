@@ -28,7 +28,7 @@ from agentls.core.plugins.hook_modules import HookContext, register_hook_modules
 from agentls.core.plugins.hooks import HookRegistry
 from agentls.core.plugins.registry import PluginRegistry
 from agentls.core.provider.contract import ProviderConfig
-from agentls.core.settings.load import AgentlsSettings, ApprovalSettings
+from agentls.core.settings.schema import AgentlsSettings, ApprovalSettings
 from agentls.core.tools.contract import ToolNeed, ToolRefused
 from agentls.core.tools.executor import ToolExecutor
 from agentls.core.types import events

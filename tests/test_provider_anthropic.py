@@ -16,13 +16,11 @@ from typing import Any
 import pytest
 
 from agentls.core.provider.contract import CompletionOptions, ProviderConfig
-from agentls.core.types.conversation import Message, ProviderRequestCancelled
-from agentls.core.types.messages import ModelError, StreamChunk, ToolCall
-from agentls.providers.anthropic.provider import (
-    AnthropicProvider,
-    model_limits,
-    to_anthropic_messages,
-)
+from agentls.core.types.conversation import Message
+from agentls.core.types.errors import ModelError, ProviderRequestCancelled
+from agentls.core.types.messages import StreamChunk, ToolCall
+from agentls.providers.anthropic.messages import to_anthropic_messages
+from agentls.providers.anthropic.provider import AnthropicProvider, model_limits
 from tests.fakes.http_backend import (
     CLOSE,
     STALL,

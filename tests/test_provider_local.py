@@ -26,8 +26,9 @@ import pytest
 import pytest_asyncio
 
 from agentls.core.provider.contract import CompletionOptions, FimRequest, ProviderConfig
-from agentls.core.types.conversation import Message, ProviderRequestCancelled
-from agentls.core.types.messages import ModelError, StreamChunk
+from agentls.core.types.conversation import Message
+from agentls.core.types.errors import ModelError, ProviderRequestCancelled
+from agentls.core.types.messages import StreamChunk
 from agentls.providers import local
 from agentls.providers.local import (
     GEMMA3,

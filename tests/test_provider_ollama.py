@@ -24,8 +24,9 @@ from agentls.core.provider.contract import (
     FimUsage,
     ProviderConfig,
 )
-from agentls.core.types.conversation import Message, ProviderRequestCancelled
-from agentls.core.types.messages import ModelError, StreamChunk, ToolCall
+from agentls.core.types.conversation import Message
+from agentls.core.types.errors import ModelError, ProviderRequestCancelled
+from agentls.core.types.messages import StreamChunk, ToolCall
 from agentls.providers.ollama import provider as ollama_module
 from agentls.providers.ollama.provider import OllamaProvider
 from tests.fakes.http_backend import (

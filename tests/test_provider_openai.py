@@ -14,18 +14,17 @@ from typing import Any
 import pytest
 
 from agentls.core.provider.contract import CompletionOptions, FimRequest, ProviderConfig
-from agentls.core.types.conversation import Message, ProviderRequestCancelled
-from agentls.core.types.messages import ModelError, StreamChunk, ToolCall
-from agentls.providers.http.client import (
-    HttpClient,
-    LineSplitter,
-    ResponseFormatError,
-    SSEDecoder,
+from agentls.core.types.conversation import Message
+from agentls.core.types.errors import ModelError, ProviderRequestCancelled
+from agentls.core.types.messages import StreamChunk, ToolCall
+from agentls.providers.http.client import HttpClient
+from agentls.providers.http.errors import (
     classify_status,
     extract_error_message,
     parse_retry_after,
     redact,
 )
+from agentls.providers.http.framing import LineSplitter, ResponseFormatError, SSEDecoder
 from agentls.providers.openai.provider import OpenAIProvider
 from tests.fakes.http_backend import (
     CLOSE,

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agentls.core.settings.load import AgentlsSettings
+from agentls.core.settings.schema import AgentlsSettings
 from agentls.core.tools.contract import ToolContext, ToolRefused
 from agentls.features.tools.command import (
     MAX_TIMEOUT_SECONDS,

@@ -16,14 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from agentls.core.sessions.store import (
-    SessionNotFound,
-    SessionStore,
-    SessionStoreError,
-    default_store_path,
-)
+from agentls.core.sessions.errors import SessionNotFound, SessionStoreError
+from agentls.core.sessions.store import SessionStore
+from agentls.core.support.state_dir import default_store_path
 from agentls.core.types.conversation import Message
-from agentls.core.types.messages import AgentlsError, SessionStatus
+from agentls.core.types.errors import AgentlsError
+from agentls.core.types.messages import SessionStatus
 
 SUBPROCESS_TIMEOUT = 30.0  # seconds; bounds every wait on the crash-test child
 
@@ -445,7 +443,7 @@ def test_a_locked_database_gives_an_actionable_error(db_path: Path) -> None:
 
 
 def test_disk_full_message_names_the_path() -> None:
-    from agentls.core.sessions.store import _describe_sqlite_error
+    from agentls.core.sessions.errors import describe_sqlite_error as _describe_sqlite_error
 
     text = _describe_sqlite_error(
         sqlite3.OperationalError("database or disk is full"), Path("/x/s.sqlite3"), "saving"

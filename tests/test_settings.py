@@ -12,14 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentls.core.settings.load import (
-    AgentlsSettings,
-    ApprovalRule,
-    LoadedSettings,
-    default_settings,
-    load_settings,
-    user_config_path,
-)
+from agentls.core.settings.load import LoadedSettings, load_settings
+from agentls.core.settings.schema import AgentlsSettings, ApprovalRule, default_settings
+from agentls.core.settings.sources import user_config_path
 from agentls.core.trust.workspace import TrustDecision, TrustStore, digest
 
 

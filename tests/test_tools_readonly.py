@@ -16,7 +16,8 @@ from agentls.core.tools.contract import ToolContext
 from agentls.core.tools.executor import ToolExecution, ToolExecutor
 from agentls.core.types.messages import ToolCall
 from agentls.features.tools import ListFilesTool, ReadFileTool, SearchTextTool, readonly
-from agentls.features.tools.workspace import IgnoreRules, Workspace, matches_glob
+from agentls.features.tools.ignore import IgnoreRules
+from agentls.features.tools.workspace import Workspace, matches_glob
 
 
 @pytest.fixture

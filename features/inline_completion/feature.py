@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from agentls import __version__
 from agentls.core.editor.inline_completion import InlineAnswer, InlineRequest
+from agentls.core.provider.chunk_stream import ChunkStream
 from agentls.core.provider.contract import (
-    ChunkStream,
     CompletionOptions,
     FimChoice,
     FimChunk,
@@ -31,7 +31,7 @@ from agentls.core.provider.contract import (
     FimUnsupported,
     Provider,
 )
-from agentls.core.settings.load import InlineCompletionSettings
+from agentls.core.settings.schema import InlineCompletionSettings
 from agentls.core.types.errors import AgentlsError, ModelError, ProviderRequestCancelled
 from agentls.features.inline_completion.cache import CompletionCache
 from agentls.features.inline_completion.document import cursor_context
@@ -45,7 +45,7 @@ from agentls.features.inline_completion.withheld import WithheldBuffers
 if TYPE_CHECKING:
     from agentls.core.types.messages import StreamChunk
 
-__all__ = ["InlineAnswer", "InlineCompletionFeature", "InlineRequest"]
+__all__ = [ "InlineCompletionFeature",]
 
 log = logging.getLogger("agentls.features.inline_completion")
 

@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlsplit
 
 from agentls.core.editor.inline_completion import OpenDocument
 
-__all__ = ["NeighbourIndex", "OpenDocument", "Snippet", "display_path"]
+__all__ = ["NeighbourIndex", "Snippet", "display_path"]
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 # Words too common to say anything about relatedness.

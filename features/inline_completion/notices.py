@@ -15,7 +15,7 @@ from typing import Literal
 from agentls.core.editor.inline_completion import UserNotice
 from agentls.core.types.errors import AgentlsError, ModelError
 
-__all__ = ["INLINE", "NEXT_EDIT", "UserNotice", "notice_for"]
+__all__ = ["INLINE", "NEXT_EDIT", "notice_for"]
 
 @dataclass(frozen=True, slots=True)
 class _Wording:

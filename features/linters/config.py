@@ -14,7 +14,7 @@ from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from agentls.core.settings.load import AgentlsSettings
+    from agentls.core.settings.schema import AgentlsSettings
 
 
 # Extension -> LSP languageId (the common ones; VS Code's identifiers).

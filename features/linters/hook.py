@@ -29,7 +29,7 @@ from agentls.features.linters.run import LintRun, run_linter
 if TYPE_CHECKING:
     from agentls.core.plugins.hook_modules import HookContext
     from agentls.core.plugins.hooks import HookRegistry
-    from agentls.core.settings.load import AgentlsSettings
+    from agentls.core.settings.schema import AgentlsSettings
 
 log = logging.getLogger("agentls.linters")
 

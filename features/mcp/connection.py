@@ -42,7 +42,7 @@ from agentls.features.mcp.wire import (
     wire,
 )
 
-__all__ = ["McpCallError", "McpConnection", "StderrTail"]
+__all__ = ["McpCallError", "McpConnection"]
 
 log = logging.getLogger("agentls.mcp")
 

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from agentls import __version__
+from agentls.core.provider.chunk_stream import ChunkStream
 from agentls.core.provider.contract import (
-    ChunkStream,
     CompletionOptions,
     FimChoice,
     FimChunk,
@@ -36,7 +36,7 @@ from agentls.features.policy.sensitive import buffer_withheld
 
 if TYPE_CHECKING:
     from agentls.core.editor.next_edit import NextEditAnswer, NextEditRequest
-    from agentls.core.settings.load import NextEditSettings
+    from agentls.core.settings.schema import NextEditSettings
     from agentls.core.types.messages import StreamChunk
 
 __all__ = ["NextEditFeature"]
@@ -66,7 +66,7 @@ class NextEditFeature:
         self._answers: OrderedDict[tuple[Any, ...], tuple[str, NextEditAnswer]] = OrderedDict()
 
     def get_config_schema(self) -> dict[str, Any]:
-        from agentls.core.settings.load import NextEditSettings
+        from agentls.core.settings.schema import NextEditSettings
 
         return NextEditSettings.model_json_schema(by_alias=True)
 

@@ -58,7 +58,7 @@ from wcmatch import fnmatch, glob
 from agentls.core.approval.gate import ApprovalQuestion, PolicyAnswer
 from agentls.core.plugins.hook_modules import HookContext
 from agentls.core.plugins.hooks import HookRegistry
-from agentls.core.settings.load import ApprovalRule, ApprovalSettings
+from agentls.core.settings.schema import ApprovalRule, ApprovalSettings
 from agentls.core.trust.display import visible
 from agentls.features.policy.paths import DRIVE, Refused, Resolver, Target
 from agentls.features.policy.sensitive import PROTECTED_PATTERNS, protected_reason, secret_match

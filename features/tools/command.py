@@ -46,20 +46,14 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from agentls.core.support.process_group import kill_process_group
-from agentls.core.tools.contract import Progress, ToolContext, ToolNeed
+from agentls.core.tools.contract import Progress, ToolContext, ToolNeed, ToolRefused
 from agentls.features.tools.command_env import command_environment
-from agentls.features.tools.single_tool import SingleTool, ToolRefused
+from agentls.features.tools.single_tool import SingleTool
 from agentls.features.tools.workspace import Workspace
 
 log = logging.getLogger("agentls.tools.command")
 
-__all__ = [
-    "DEFAULT_TIMEOUT_SECONDS",
-    "MAX_TIMEOUT_SECONDS",
-    "STREAM_CAP_BYTES",
-    "RunCommandTool",
-    "command_environment",
-]
+__all__ = ["DEFAULT_TIMEOUT_SECONDS", "MAX_TIMEOUT_SECONDS", "STREAM_CAP_BYTES", "RunCommandTool"]
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
 MAX_TIMEOUT_SECONDS = 600.0

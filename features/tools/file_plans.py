@@ -17,7 +17,7 @@ from agentls.core.editor.edits import (
     EditRequest,
     UnreadableDocument,
 )
-from agentls.features.tools.single_tool import ToolRefused
+from agentls.core.tools.contract import ToolRefused
 from agentls.features.tools.text_edits import (
     StringEdit,
     bounded,

@@ -48,8 +48,7 @@ from agentls.core.editor.edits import (
     disk_snapshot,
     edit_refusal,
 )
-from agentls.core.editor.positions import code_units
-from agentls.core.tools.contract import ToolContext, ToolNeed
+from agentls.core.tools.contract import ToolContext, ToolNeed, ToolRefused, failure_result
 from agentls.features.tools.file_plans import (
     NO_EDITOR,
     NO_WORKSPACE,
@@ -61,20 +60,12 @@ from agentls.features.tools.file_plans import (
     string_edits,
     text_document_edit,
 )
-from agentls.features.tools.single_tool import SingleTool, ToolRefused, failure_result
+from agentls.features.tools.single_tool import SingleTool
 from agentls.features.tools.text_edits import (
-    PREVIEW_MAX_CHARS,
-    PREVIEW_MAX_LINES,
-    PositionMap,
-    Replacement,
-    StringEdit,
     all_lines,
     apply_string_edits,
     bounded,
-    changed_line_ranges,
-    diff_regions,
     preview_lines,
-    text_edits,
     unified_diff,
     unified_preview,
 )
@@ -82,25 +73,7 @@ from agentls.features.tools.workspace import Workspace
 
 _PREVIEW_FILE_LIMIT = 1_000_000  # transcript previews skip diffing larger files
 
-__all__ = [
-    "PREVIEW_MAX_CHARS",
-    "PREVIEW_MAX_LINES",
-    "DeleteFileTool",
-    "EditFileTool",
-    "PositionMap",
-    "RenameFileTool",
-    "Replacement",
-    "StringEdit",
-    "UnreadableDocument",
-    "WriteFileTool",
-    "apply_string_edits",
-    "changed_line_ranges",
-    "code_units",
-    "diff_regions",
-    "disk_snapshot",
-    "text_edits",
-    "unified_preview",
-]
+__all__ = ["DeleteFileTool", "EditFileTool", "RenameFileTool", "WriteFileTool"]
 
 # --------------------------------------------------------------------------- the tools
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agentls.core.tools.contract import ToolContext, ToolNeed
-from agentls.features.tools.single_tool import SingleTool, ToolRefused, failure_result
+from agentls.core.tools.contract import ToolContext, ToolNeed, ToolRefused, failure_result
+from agentls.features.tools.single_tool import SingleTool
 from agentls.features.tools.workspace import (
     WalkStats,
     Workspace,

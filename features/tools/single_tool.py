@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from agentls.core.tools.contract import ToolContext, ToolNeed, ToolRefused, failure_result
 from agentls.features.tools.workspace import WorkspacePathError
 
-__all__ = ["TOOLS_VERSION", "SingleTool", "ToolRefused", "error_text", "failure_result"]
+__all__ = ["TOOLS_VERSION", "SingleTool", "error_text",]
 
 TOOLS_VERSION = "0.1.0"
 

@@ -30,12 +30,10 @@ from wcmatch import fnmatch, glob
 from agentls.core.tools.contract import ToolContext
 from agentls.core.types.errors import AgentlsError
 from agentls.features.policy.sensitive import secret_match
-from agentls.features.tools.ignore import DEFAULT_IGNORED_DIRS, IgnoreRules
+from agentls.features.tools.ignore import IgnoreRules
 
 __all__ = [
-    "DEFAULT_IGNORED_DIRS",
     "DocumentLookup",
-    "IgnoreRules",
     "NoWorkspace",
     "OutsideWorkspace",
     "ReadText",

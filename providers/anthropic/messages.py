@@ -15,11 +15,10 @@ from typing import Any
 from agentls.core.plugins.injections import SYSTEM_REMINDER, is_leading_system
 from agentls.core.provider.contract import CompletionOptions, ToolSpec
 from agentls.core.types.conversation import Message
-from agentls.core.types.messages import ModelError
+from agentls.core.types.errors import ModelError
 from agentls.providers.http.provider import apply_extra, text_of, tool_result_text
 
-__all__ = ["SYSTEM_REMINDER", "apply_options", "prompt_chars", "to_anthropic_messages",
-           "to_anthropic_tools"]
+__all__ = ["apply_options", "prompt_chars", "to_anthropic_messages", "to_anthropic_tools"]
 
 def to_anthropic_messages(
     messages: Iterable[Message], *, model: str = ""

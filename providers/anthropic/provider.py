@@ -40,12 +40,7 @@ from agentls.providers.anthropic.messages import (
 from agentls.providers.anthropic.stream import AnthropicEventReader
 from agentls.providers.http.provider import HttpProvider
 
-__all__ = [
-    "AnthropicProvider",
-    "model_limits",
-    "to_anthropic_messages",
-    "to_anthropic_tools",
-]
+__all__ = ["AnthropicProvider", "model_limits"]
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_API_KEY_ENV = "ANTHROPIC_API_KEY"

@@ -9,8 +9,10 @@ import json
 import logging
 from typing import Any
 
-from agentls.core.types.messages import FinishReason, ModelError, StreamChunk, ToolCallDelta, Usage
-from agentls.providers.http.client import HttpClient, SSEEvent
+from agentls.core.types.errors import FinishReason, ModelError
+from agentls.core.types.messages import StreamChunk, ToolCallDelta, Usage
+from agentls.providers.http.client import HttpClient
+from agentls.providers.http.framing import SSEEvent
 from agentls.providers.http.stream import StreamReader, estimated_tokens
 
 __all__ = ["AnthropicEventReader"]

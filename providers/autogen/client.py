@@ -59,13 +59,10 @@ from agentls.core.compat.autogen_types import (
     validate_model_info,
 )
 from agentls.core.compat.chat_completion_client import ChatCompletionClient
-from agentls.core.provider.contract import (
-    ChunkStream,
-    CompletionOptions,
-    Provider,
-    ToolSpec,
-)
-from agentls.core.types.conversation import Message, ProviderRequestCancelled
+from agentls.core.provider.chunk_stream import ChunkStream
+from agentls.core.provider.contract import CompletionOptions, Provider, ToolSpec
+from agentls.core.types.conversation import Message
+from agentls.core.types.errors import ProviderRequestCancelled
 from agentls.core.types.messages import StreamChunk, Usage
 from agentls.providers.autogen.interop import (
     as_autogen_result,
@@ -74,20 +71,12 @@ from agentls.providers.autogen.interop import (
 )
 from agentls.providers.autogen.messages import (
     content_text,
-    from_core_messages,
     is_image,
     to_core_messages,
     tool_spec,
 )
 
-__all__ = [
-    "AgentlsChatCompletionClient",
-    "ChatCompletionClient",
-    "from_core_messages",
-    "guess_family",
-    "to_core_messages",
-    "tool_spec",
-]
+__all__ = ["AgentlsChatCompletionClient", "guess_family"]
 
 _NO_ARGS: Mapping[str, Any] = MappingProxyType({})
 _OPTION_FIELDS = ("model", "max_tokens", "temperature")
@@ -120,8 +109,8 @@ class AgentlsChatCompletionClient(ChatCompletionClient):
         keyword arguments are its providerOptions. Invalid settings raise
         AgentlsError saying what to change."""
         from agentls.app import build_agent
-        from agentls.core.settings.load import AgentlsSettings
-        from agentls.core.types.messages import AgentlsError
+        from agentls.core.settings.schema import AgentlsSettings
+        from agentls.core.types.errors import AgentlsError
 
         try:
             settings = AgentlsSettings(

@@ -46,7 +46,8 @@ from typing import Any
 from agentls.core.provider.contract import FimPlan
 from agentls.core.types.errors import ModelError
 from agentls.providers.fim.templates import FAMILIES, FimTokens, family_by_name, probe_verdict
-from agentls.providers.http.client import HttpClient, HttpStatusError
+from agentls.providers.http.client import HttpClient
+from agentls.providers.http.errors import HttpStatusError
 
 __all__ = [
     "CACHE_SIZE",

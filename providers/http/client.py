@@ -66,17 +66,6 @@ __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
     "MAX_RETRY_AFTER",
     "HttpClient",
-    "HttpStatusError",
-    "LineSplitter",
-    "ResponseFormatError",
-    "SSEDecoder",
-    "SSEEvent",
-    "bearer_auth",
-    "classify_status",
-    "extract_error_message",
-    "parse_retry_after",
-    "read_api_key",
-    "redact",
 ]
 
 logger = logging.getLogger("agentls.providers.http.client")

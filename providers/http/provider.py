@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from agentls.core.provider.contract import BaseProvider, ProviderConfig
-from agentls.providers.http.client import HttpClient, bearer_auth
+from agentls.providers.http.client import HttpClient
+from agentls.providers.http.errors import bearer_auth
 
 if TYPE_CHECKING:
     from agentls.core.types.conversation import Message

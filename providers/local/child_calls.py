@@ -12,9 +12,9 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
-from agentls.core.provider.contract import ChunkStream
+from agentls.core.provider.chunk_stream import ChunkStream
 from agentls.core.provider.progress import ProgressSink, ProgressTask
-from agentls.core.types.messages import ModelError
+from agentls.core.types.errors import ModelError
 from agentls.providers.local.process import (
     _ChildSpec,
     _describe_exit,

@@ -21,9 +21,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from agentls.providers.fim.templates import FAMILIES, FimTokens, build_fim_prompt
+from agentls.providers.fim.templates import FAMILIES, FimTokens
 
-__all__ = ["FimTokens", "build_fim_prompt", "fim_tokens"]
+__all__ = [ "fim_tokens"]
 
 _ID_KEYS = (
     ("tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.fim_suf_token_id",

@@ -48,16 +48,11 @@ from agentls.core.provider.contract import (
 )
 from agentls.core.provider.progress import NullProgress, ProgressSink
 from agentls.core.types.conversation import Message
-from agentls.core.types.messages import (
-    ConfigField,
-    ModelError,
-    ModelInfo,
-    ProviderInfo,
-    StreamChunk,
-)
+from agentls.core.types.errors import ModelError
+from agentls.core.types.messages import ConfigField, ModelInfo, ProviderInfo, StreamChunk
+from agentls.providers.fim.templates import build_fim_prompt
 from agentls.providers.local.child_calls import ChildCalls
 from agentls.providers.local.choice import LAST_SERVED, ModelChoice, _int_option
-from agentls.providers.local.fim import build_fim_prompt
 from agentls.providers.local.models.catalog import (
     CATALOG,
     DEFAULT_CHAT_MODEL,

@@ -15,7 +15,8 @@ from typing import Any, TypeVar
 
 from agentls.core.provider.contract import FimChunk
 from agentls.core.types.errors import FinishReason
-from agentls.providers.http.client import HttpClient, SSEEvent
+from agentls.providers.http.client import HttpClient
+from agentls.providers.http.framing import SSEEvent
 from agentls.providers.http.stream import StreamReader, estimated_tokens
 
 __all__ = ["SseChunkReader", "first_choice"]

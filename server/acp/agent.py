@@ -270,7 +270,7 @@ class AgentlsAcpAgent:
         return workspace
 
     async def _load(self, sid: str) -> Session:
-        from agentls.core.sessions.store import SessionNotFound
+        from agentls.core.sessions.errors import SessionNotFound
 
         try:
             session: Session = await self._store(self.stores.store().load, sid)
@@ -282,7 +282,7 @@ class AgentlsAcpAgent:
         return session
 
     async def _store(self, function: Any, *args: Any, **kwargs: Any) -> Any:
-        from agentls.core.sessions.store import SessionNotFound, SessionStoreError
+        from agentls.core.sessions.errors import SessionNotFound, SessionStoreError
 
         try:
             return await asyncio.to_thread(function, *args, **kwargs)

@@ -25,7 +25,7 @@ from agentls.host import AgentHost, HostStores, close_provider
 
 if TYPE_CHECKING:
     from agentls.core.agent.bundle import EditorChannels
-    from agentls.core.settings.load import SettingsProblem
+    from agentls.core.settings.sources import SettingsProblem
 
 __all__ = ["AcpWorkspace"]
 

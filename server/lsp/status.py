@@ -18,7 +18,7 @@ def register(server: AgentlsLanguageServer) -> None:
         from agentls.core.plugins.capabilities import StatusReporter, StatusSource
         from agentls.core.plugins.protocols import plugin_name
         from agentls.core.plugins.registry import offering, offers
-        from agentls.core.types.messages import AgentlsError
+        from agentls.core.types.errors import AgentlsError
 
         # Asked right after initialize: answer once the client's settings
         # are read (bounded), so `mcp` lists the servers the user configured.
@@ -64,7 +64,7 @@ def register(server: AgentlsLanguageServer) -> None:
 
     @server.feature("agentls/models")
     async def models(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
-        from agentls.core.types.messages import AgentlsError, ModelError
+        from agentls.core.types.errors import AgentlsError, ModelError
 
         try:
             provider = ls.state.host.provider()

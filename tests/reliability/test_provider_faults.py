@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentls.core.types.conversation import Message
-from agentls.core.types.messages import ModelError
+from agentls.core.types.errors import ModelError
 from tests.fakes.http_backend import CLOSE, STALL, FakeBackend, Pause, Reply
 from tests.reliability.harness import LspProcess
 from tests.reliability.wires import WIRES, Wire

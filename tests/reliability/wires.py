@@ -50,7 +50,7 @@ class Wire:
 
     def provider(self, url: str, **config: Any) -> BaseProvider:
         from agentls.app import build_provider
-        from agentls.core.settings.load import AgentlsSettings
+        from agentls.core.settings.schema import AgentlsSettings
 
         options = config.pop("options", {})
         settings = AgentlsSettings(provider=self.name, model="test-model",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from agentls.core.types.messages import ModelError
+from agentls.core.types.errors import ModelError
 from agentls.providers.local import GEMMA3, locate_model_file
 from tests.fakes.hf_hub import FakeHub
 

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from agentls.providers.local.fim import FimTokens, fim_tokens
+from agentls.providers.fim.templates import FimTokens
+from agentls.providers.local.fim import fim_tokens
 from agentls.providers.local.tool_calls.native_format import (
     NATIVE_FORMATS,
     ToolFormat,

@@ -19,7 +19,8 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 
 from agentls.core.provider.contract import CompletionOptions, FimChunk, FimRequest, ToolSpec
 from agentls.core.types.conversation import Message
-from agentls.core.types.messages import FinishReason, StreamChunk, Usage
+from agentls.core.types.errors import FinishReason
+from agentls.core.types.messages import StreamChunk, Usage
 from agentls.providers.local.models.catalog import DEFAULT_CHAT_MODEL
 from agentls.providers.local.models.gguf_meta import ModelFacts
 from agentls.providers.local.models.recommended import RECOMMENDED_CHAT

@@ -25,7 +25,8 @@ from typing import Any
 from agentls.core.plugins.injections import SYSTEM_REMINDER, is_leading_system
 from agentls.core.provider.contract import ToolSpec
 from agentls.core.types.conversation import Message, MessageRole
-from agentls.core.types.messages import FinishReason, ModelError, StreamChunk, ToolCallDelta
+from agentls.core.types.errors import FinishReason, ModelError
+from agentls.core.types.messages import StreamChunk, ToolCallDelta
 
 
 def _text_of(value: Any) -> str:

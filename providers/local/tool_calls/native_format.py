@@ -39,8 +39,8 @@ from collections.abc import Iterable
 from typing import Literal
 
 from agentls.core.agent.stream_guard import CHECK_EVERY, repeating_tail, window_chars
-from agentls.core.types.errors import MalformedToolCall
-from agentls.core.types.messages import FinishReason, ModelError, StreamChunk, ToolCallDelta
+from agentls.core.types.errors import FinishReason, MalformedToolCall, ModelError
+from agentls.core.types.messages import StreamChunk, ToolCallDelta
 from agentls.providers.local.tool_calls.call_json import ToolCallSyntaxError, calls_in, meant_tool
 
 ToolFormat = Literal["hermes", "mistral", "llama3", "none"]

@@ -18,25 +18,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from agentls.core.agent.bundle import AgentBundle, ContextSettings, TurnLimits
+from agentls.core.agent.bundle import AgentBundle, ContextSettings
 from agentls.core.agent.observer import TurnObserver
-from agentls.core.agent.turn import MessageSink, Turn, TurnResult, TurnServices, TurnStatus
+from agentls.core.agent.turn import MessageSink, Turn, TurnResult, TurnServices
 from agentls.core.checkpoints.store import CheckpointStore
 from agentls.core.context.fitting import ContextManager
 from agentls.core.sessions.statuses import SessionStatuses
 from agentls.core.types import events
 from agentls.core.types.conversation import Message, Session
-from agentls.core.types.messages import AgentlsError, SessionStatus
+from agentls.core.types.errors import AgentlsError
+from agentls.core.types.messages import SessionStatus
 
-__all__ = [
-    "MessageSink",
-    "Orchestrator",
-    "TurnInProgress",
-    "TurnLimits",
-    "TurnObserver",
-    "TurnResult",
-    "TurnStatus",
-]
+__all__ = ["Orchestrator", "TurnInProgress"]
 
 
 class TurnInProgress(AgentlsError):

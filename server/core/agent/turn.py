@@ -44,12 +44,13 @@ from agentls.core.agent.turn_hooks import HookDispatch
 from agentls.core.checkpoints.files import TurnCheckpoints
 from agentls.core.checkpoints.store import CheckpointStore
 from agentls.core.context.fitting import ContextHost, ContextManager, ContextOverflow, RequestPlan
-from agentls.core.provider.contract import CompletionOptions, ToolCallAccumulator
+from agentls.core.provider.contract import CompletionOptions
+from agentls.core.provider.stream_collect import ToolCallAccumulator
 from agentls.core.sessions.statuses import SessionStatuses
 from agentls.core.types import events
-from agentls.core.types.conversation import Message, ProviderRequestCancelled, Session
-from agentls.core.types.errors import MalformedToolCall
-from agentls.core.types.messages import ModelError, ModelResponse, SessionStatus, ToolCall, Usage
+from agentls.core.types.conversation import Message, Session
+from agentls.core.types.errors import MalformedToolCall, ModelError, ProviderRequestCancelled
+from agentls.core.types.messages import ModelResponse, SessionStatus, ToolCall, Usage
 
 __all__ = ["MessageSink", "Turn", "TurnResult", "TurnServices", "TurnStatus"]
 

@@ -45,7 +45,7 @@ from agentls.core.editor.edits import (
 )
 from agentls.core.tools.contract import ToolContext, ToolNeed
 from agentls.core.types.conversation import Message
-from agentls.core.types.messages import AgentlsError
+from agentls.core.types.errors import AgentlsError
 
 __all__ = [
     "OUTSIDE_CHECKPOINTS_NOTE",

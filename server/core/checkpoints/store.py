@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from agentls.core.sessions.store import SessionNotFound, SessionStore
+from agentls.core.sessions.errors import SessionNotFound
+from agentls.core.sessions.store import SessionStore
 
 __all__ = [
     "ABSENT",

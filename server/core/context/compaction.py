@@ -19,7 +19,7 @@ from agentls.core.context.tokens import TokenCounter
 from agentls.core.provider.contract import CompletionOptions, Provider
 from agentls.core.support.size_caps import head_and_tail
 from agentls.core.types.conversation import Message
-from agentls.core.types.messages import ModelError
+from agentls.core.types.errors import ModelError
 
 __all__ = [
     "COMPACTION_PROMPT",

@@ -37,7 +37,6 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from agentls.core.context.compaction import (
-    COMPACTION_PROMPT,
     excerpt,
     is_compaction,
     is_prompt,
@@ -54,17 +53,17 @@ from agentls.core.context.window_size import Budget, learned_window, lookup_wind
 from agentls.core.provider.contract import Provider, ToolSpec
 from agentls.core.types import events
 from agentls.core.types.conversation import Message
-from agentls.core.types.messages import ModelError
+from agentls.core.types.errors import ModelError
 
 __all__ = [
-    "COMPACTION_PROMPT",
-    "Budget",
+
+
     "ContextHost",
     "ContextManager",
     "ContextOverflow",
     "RequestPlan",
-    "is_compaction",
-    "learned_window",
+
+
 ]
 
 # Requests this small fit every model agentls supports: no window lookup.

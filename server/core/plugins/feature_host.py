@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from agentls.core.approval.gate import ApprovalChannel, DisplayChannel
-    from agentls.core.settings.load import AgentlsSettings
+    from agentls.core.settings.schema import AgentlsSettings
     from agentls.core.trust.question import TrustAsker
     from agentls.core.trust.workspace import TrustStore
 

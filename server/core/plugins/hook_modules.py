@@ -22,7 +22,7 @@ from agentls.core.plugins.protocols import plugin_name
 if TYPE_CHECKING:
     from agentls.core.approval.gate import ApprovalChannel, DisplayChannel
     from agentls.core.editor.edits import DocumentLookup
-    from agentls.core.settings.load import AgentlsSettings
+    from agentls.core.settings.schema import AgentlsSettings
 
 __all__ = ["HookContext", "HookModule", "register_hook_modules"]
 

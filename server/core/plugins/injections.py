@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from agentls.core.types.messages import AgentlsError
+from agentls.core.types.errors import AgentlsError
 
 __all__ = ["SYSTEM_REMINDER", "InjectionBudget", "InjectionLimits", "InjectionRefused",
            "estimate_tokens", "is_leading_system"]

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 # ChunkStream (chunk_stream.py) and the stream's fold (stream_collect.py) are
 # part of this contract; importable from here as they always were.
 from agentls.core.provider.chunk_stream import ActiveRequests, ChunkStream
-from agentls.core.provider.stream_collect import ToolCallAccumulator, collect_stream
+from agentls.core.provider.stream_collect import collect_stream
 from agentls.core.types.errors import FinishReason, ModelError
 
 if TYPE_CHECKING:
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BaseProvider",
-    "ChunkStream",
     "CompletionOptions",
     "FimChoice",
     "FimChunk",
@@ -46,9 +45,7 @@ __all__ = [
     "Provider",
     "ProviderConfig",
     "ProviderFactory",
-    "ToolCallAccumulator",
     "ToolSpec",
-    "collect_stream",
 ]
 
 # A tool offered to the model, in the flat form every provider translates:

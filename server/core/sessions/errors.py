@@ -9,12 +9,7 @@ from pathlib import Path
 from agentls.core.support.state_dir import STATE_DIR_ENV  # moves the database; the hints name it
 from agentls.core.types.errors import AgentlsError
 
-__all__ = [
-    "STATE_DIR_ENV",
-    "SessionNotFound",
-    "SessionStoreError",
-    "describe_sqlite_error",
-]
+__all__ = ["SessionNotFound", "SessionStoreError", "describe_sqlite_error"]
 
 
 class SessionStoreError(AgentlsError):

@@ -33,7 +33,7 @@ from pydantic import ValidationError
 
 from agentls.core.sessions.errors import SessionNotFound, SessionStoreError
 from agentls.core.sessions.errors import describe_sqlite_error as _describe_sqlite_error
-from agentls.core.sessions.rows import TITLE_MAX_CHARS, SessionSummary
+from agentls.core.sessions.rows import SessionSummary
 from agentls.core.sessions.rows import dumps as _dumps
 from agentls.core.sessions.rows import iso_utc as _iso_utc
 from agentls.core.sessions.rows import title_from as _title_from
@@ -49,16 +49,7 @@ from agentls.core.support.state_dir import (
 from agentls.core.types.conversation import Message, Session
 from agentls.core.types.messages import SessionStatus
 
-__all__ = [
-    "SCHEMA_VERSION",
-    "STATE_DIR_ENV",
-    "TITLE_MAX_CHARS",
-    "SessionNotFound",
-    "SessionStore",
-    "SessionStoreError",
-    "SessionSummary",
-    "default_store_path",
-]
+__all__ = ["SessionStore"]
 
 log = logging.getLogger("agentls.session_store")
 

@@ -43,23 +43,11 @@ from typing import Any
 
 import msgspec
 
-from agentls.core.settings.keys import ENV_PREFIX, LEAVES, NODES
+from agentls.core.settings.keys import LEAVES, NODES
 from agentls.core.settings.schema import (
-    DEFAULT_API_KEY_ENV,
     AgentlsSettings,
-    ApprovalRule,
-    ApprovalSettings,
-    FeatureSettings,
-    InlineCompletionSettings,
-    InvalidSettings,
-    LinterConfig,
-    NextEditSettings,
-    SessionSettings,
-    default_settings,
 )
 from agentls.core.settings.sources import (
-    CONFIG_FILE_ENV,
-    NON_SETTING_ENV_VARS,
     SOURCE_INIT_OPTIONS,
     SOURCE_WORKSPACE_CONFIG,
     WORKSPACE_CONFIG_FILE,
@@ -73,33 +61,15 @@ from agentls.core.settings.sources import (
     user_config_path,
     workspace_layer,
 )
-from agentls.core.settings.struct import SettingsStruct, convert, converting, location
+from agentls.core.settings.struct import (
+    SettingsStruct,
+    convert,
+    converting,
+    location,
+)
 from agentls.core.trust.workspace import TrustStore, WorkspaceTrust
 
-__all__ = [
-    "CONFIG_FILE_ENV",
-    "DEFAULT_API_KEY_ENV",
-    "ENV_PREFIX",
-    "NON_SETTING_ENV_VARS",
-    "SOURCE_DEFAULT",
-    "SOURCE_INIT_OPTIONS",
-    "SOURCE_WORKSPACE_CONFIG",
-    "WORKSPACE_CONFIG_FILE",
-    "AgentlsSettings",
-    "ApprovalRule",
-    "ApprovalSettings",
-    "FeatureSettings",
-    "InlineCompletionSettings",
-    "InvalidSettings",
-    "LinterConfig",
-    "LoadedSettings",
-    "NextEditSettings",
-    "SessionSettings",
-    "SettingsProblem",
-    "default_settings",
-    "load_settings",
-    "user_config_path",
-]
+__all__ = ["SOURCE_DEFAULT", "LoadedSettings", "load_settings"]
 
 SOURCE_DEFAULT = "default"
 

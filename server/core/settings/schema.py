@@ -32,7 +32,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from agentls.core.settings.struct import Check, InvalidSettings, SettingsStruct, accepts
+from agentls.core.settings.struct import Check, SettingsStruct, accepts
 
 __all__ = [
     "DEFAULT_API_KEY_ENV",
@@ -42,7 +42,7 @@ __all__ = [
     "FeatureSettings",
     "InlineCompletionSettings",
     "InstructionsSettings",
-    "InvalidSettings",
+
     "LinterConfig",
     "NextEditSettings",
     "RunCommandSettings",

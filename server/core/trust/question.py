@@ -23,8 +23,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from agentls.core.approval.documents import (
-    MESSAGE_MAX_CHARS,
-    MESSAGE_MAX_LINES,
     DocumentOpener,
     QuestionDocuments,
 )
@@ -32,15 +30,7 @@ from agentls.core.approval.gate import ApprovalGate, ApprovalOption, ApprovalReq
 from agentls.core.trust.display import visible
 from agentls.core.trust.workspace import TrustDecision, TrustStore, WorkspaceTrust
 
-__all__ = [
-    "MESSAGE_MAX_CHARS",
-    "MESSAGE_MAX_LINES",
-    "QUESTIONS_FOLDER",
-    "DocumentOpener",
-    "TrustAsker",
-    "TrustQuestion",
-    "settings_question",
-]
+__all__ = ["QUESTIONS_FOLDER", "TrustAsker", "TrustQuestion", "settings_question"]
 
 log = logging.getLogger("agentls.trust")
 

@@ -15,13 +15,11 @@ from typing import Any, Literal
 from pydantic import ConfigDict
 from pydantic.dataclasses import dataclass
 
-from agentls.core.types.errors import ProviderRequestCancelled
-
 __all__ = [
     "Message",
     "MessageRole",
     "PartialMessage",
-    "ProviderRequestCancelled",
+
     "Session",
     "ToolDescriptor",
 ]

@@ -11,16 +11,12 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-from agentls.core.types.errors import AgentlsError, FinishReason, ModelError, ModelErrorCode
+from agentls.core.types.errors import FinishReason
 
 __all__ = [
-    "AgentlsError",
     "ConfigField",
-    "FinishReason",
     "HookAction",
     "HookResult",
-    "ModelError",
-    "ModelErrorCode",
     "ModelInfo",
     "ModelResponse",
     "ModuleInfo",

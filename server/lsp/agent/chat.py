@@ -28,12 +28,8 @@ from agentls.lsp.agent.channels import (
     LspTurnObserver,
     open_document_lookup,
 )
-from agentls.lsp.agent.edits import (
-    LspDocumentLookup,
-    LspEditApplier,
-    diagnostics_publisher,
-    end_session_approvals,
-)
+from agentls.lsp.agent.documents import LspDocumentLookup, diagnostics_publisher
+from agentls.lsp.agent.edits import LspEditApplier, end_session_approvals
 
 # At run time, not under TYPE_CHECKING: pygls reads the command handlers'
 # annotations (typing.get_type_hints) to find the server parameter.
@@ -42,7 +38,8 @@ from agentls.lsp.status import notify_status
 from agentls.lsp.wire.convert import params_object, session_id_param
 
 if TYPE_CHECKING:
-    from agentls.core.agent.orchestrator import Orchestrator, TurnResult
+    from agentls.core.agent.orchestrator import Orchestrator
+    from agentls.core.agent.turn import TurnResult
     from agentls.core.sessions.store import SessionStore
     from agentls.core.types.conversation import Message, Session
 
@@ -129,7 +126,7 @@ class ChatService:
 
     # -- helpers -----------------------------------------------------------------
     def store(self) -> SessionStore:
-        from agentls.core.sessions.store import SessionStoreError
+        from agentls.core.sessions.errors import SessionStoreError
 
         try:
             return self.ls.state.host.stores.store()
@@ -149,9 +146,9 @@ class ChatService:
     # -- agentls/chat ----------------------------------------------------------------
     async def chat(self, params: dict[str, Any]) -> dict[str, Any]:
         # The turn's machinery is imported with the first turn, not at start-up.
-        from agentls.core.sessions.store import SessionStoreError
+        from agentls.core.sessions.errors import SessionStoreError
         from agentls.core.support.size_caps import prompt_too_large
-        from agentls.core.types.messages import AgentlsError
+        from agentls.core.types.errors import AgentlsError
         from agentls.lsp.agent.chat_prompt import lsp_range, user_message
 
         prompt = params.get("prompt")
@@ -232,7 +229,7 @@ class ChatService:
         self.reserved.add(session_id)
 
     async def _load(self, store: SessionStore, session_id: str) -> Session:
-        from agentls.core.sessions.store import SessionNotFound, SessionStoreError
+        from agentls.core.sessions.errors import SessionNotFound, SessionStoreError
 
         try:
             return await asyncio.to_thread(store.load, session_id)
@@ -252,7 +249,7 @@ class ChatService:
         token: str | int | None,
     ) -> dict[str, Any]:
         from agentls.core.agent.orchestrator import TurnInProgress
-        from agentls.core.sessions.store import SessionStoreError
+        from agentls.core.sessions.errors import SessionStoreError
 
         sid = session.session_id
         observer = LspTurnObserver(self.ls, token)
@@ -352,7 +349,7 @@ class ChatService:
 
     # -- other requests ---------------------------------------------------------------
     async def sessions(self, params: dict[str, Any]) -> dict[str, Any]:
-        from agentls.core.sessions.store import SessionStoreError
+        from agentls.core.sessions.errors import SessionStoreError
 
         limit = params.get("limit")
         if limit is not None and (not isinstance(limit, int) or limit < 0):
@@ -369,7 +366,7 @@ class ChatService:
         return (await self._load(self.store(), sid)).to_dict()
 
     async def delete_session(self, params: dict[str, Any]) -> dict[str, Any]:
-        from agentls.core.sessions.store import SessionStoreError
+        from agentls.core.sessions.errors import SessionStoreError
 
         sid = session_id_param(params, "agentls/deleteSession")
         task = self.tasks.get(sid)

@@ -107,7 +107,7 @@ def _approval_policies(ls: AgentlsLanguageServer) -> list[Any]:
 
 def _checkpoint_store(ls: AgentlsLanguageServer) -> CheckpointStore:
     from agentls.core.checkpoints.store import CheckpointStore
-    from agentls.core.sessions.store import SessionStoreError
+    from agentls.core.sessions.errors import SessionStoreError
 
     try:
         return CheckpointStore(ls.state.host.stores.store())
@@ -125,7 +125,7 @@ async def _call(function: Any, session_id: str, *args: Any) -> Any:
 def _store_errors(session_id: str) -> Iterator[None]:
     """Session store errors as JSON-RPC errors: an unknown session is the
     caller's to fix (-32602), a database problem is ours (-32603)."""
-    from agentls.core.sessions.store import SessionNotFound, SessionStoreError
+    from agentls.core.sessions.errors import SessionNotFound, SessionStoreError
 
     try:
         yield

@@ -27,8 +27,8 @@ def register(server: AgentlsLanguageServer) -> None:
 
 async def compact_session(ls: AgentlsLanguageServer, params: Any) -> dict[str, Any]:
     from agentls.core.agent.orchestrator import TurnInProgress
-    from agentls.core.sessions.store import SessionNotFound, SessionStoreError
-    from agentls.core.types.messages import AgentlsError, ModelError
+    from agentls.core.sessions.errors import SessionNotFound, SessionStoreError
+    from agentls.core.types.errors import AgentlsError, ModelError
 
     sid = session_id_param(params, "agentls/compact")
     await ls.wait_settings()

@@ -36,13 +36,11 @@ from urllib.parse import unquote
 
 from lsprotocol import types
 
-from agentls.core.approval.gate import ALLOW_ONCE, ALLOW_SESSION, DENY, EDIT_OPTIONS, ApprovalGate
+from agentls.core.approval.gate import EDIT_OPTIONS, ApprovalGate
 from agentls.core.editor.edit_paths import unsafe_edit_path
 from agentls.core.editor.edits import EditOutcome, EditRequest
 from agentls.lsp.agent.channels import send_request
 from agentls.lsp.agent.documents import (
-    LspDocumentLookup,
-    diagnostics_publisher,
     open_document,
     resolved,
     structure,
@@ -53,19 +51,9 @@ from agentls.lsp.wire.convert import position_encoding
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer
 
-    from agentls.core.settings.load import ApprovalSettings
+    from agentls.core.settings.schema import ApprovalSettings
 
-__all__ = [
-    "ALLOW_ONCE",
-    "ALLOW_SESSION",
-    "ANNOTATION_ID",
-    "APPROVAL_ACTIONS",
-    "DENY",
-    "LspDocumentLookup",
-    "LspEditApplier",
-    "diagnostics_publisher",
-    "end_session_approvals",
-]
+__all__ = ["ANNOTATION_ID", "APPROVAL_ACTIONS", "LspEditApplier", "end_session_approvals"]
 
 log = logging.getLogger("agentls.lsp.agent.edits")
 
@@ -94,7 +82,7 @@ class LspEditApplier:
     def _settings(self) -> ApprovalSettings:
         state = getattr(self.ls, "state", None)
         if state is None:
-            from agentls.core.settings.load import ApprovalSettings
+            from agentls.core.settings.schema import ApprovalSettings
 
             return ApprovalSettings()
         settings: ApprovalSettings = state.host.settings.approval
