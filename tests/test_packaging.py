@@ -55,9 +55,9 @@ def test_wheel_contains_the_mapped_packages(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     wheel = next(tmp_path.glob("agentls-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
-    for module in ("agentls/__init__.py", "agentls/core/orchestrator.py",
+    for module in ("agentls/__init__.py", "agentls/core/agent/orchestrator.py",
                    "agentls/providers/scripted.py", "agentls/features/__init__.py",
-                   "agentls/py.typed", "agentls/eval/agent_tasks/fix_discount.toml"):
+                   "agentls/py.typed", "agentls/eval/agent/tasks/fix_discount.toml"):
         assert module in names, module
     assert not any(n.startswith(("server/", "providers/", "tests/")) for n in names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))

@@ -75,7 +75,7 @@ def test_importing_the_provider_does_not_need_llama_cpp() -> None:
         """
         import asyncio, sys
         sys.modules["llama_cpp"] = None  # as if llama-cpp-python were not installed
-        from agentls.core.types.messages import ModelError
+        from agentls.core.types.errors import ModelError
         from agentls.core.provider.contract import ProviderConfig
         from agentls.core.types.conversation import Message
         from agentls.providers.local import LocalProvider
