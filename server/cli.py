@@ -147,8 +147,6 @@ def serve(*, tcp: bool = False, host: str = "127.0.0.1", port: int = 2087,
           socket_path: str | None = None, token_file: Path | None = None) -> int:
     """Serve LSP: on stdio, on a Unix socket (`socket_path`, "" for the
     default path) or on TCP with a token (agentls.lsp.wire.transport)."""
-    from agentls.lsp.handlers import create_server
-
     token: str | None = None
     if tcp or socket_path is not None:
         from agentls.lsp.wire import transport as lsp_transport
@@ -178,6 +176,10 @@ def serve(*, tcp: bool = False, host: str = "127.0.0.1", port: int = 2087,
     # it absent makes that import fail at once, as on a machine without them:
     # -14 ms and -2.3 MiB at the first completion (bench/bench_startup.py).
     sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+
+    # The handler modules are imported here, after the freeze: before it, their
+    # allocations would set off a full collection over lsprotocol (~17 ms).
+    from agentls.lsp.handlers import create_server
 
     server = create_server()
     gc.freeze()
