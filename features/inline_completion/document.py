@@ -49,7 +49,16 @@ def cursor_context(
     eol = "\r\n" if line_end > 0 and text[line_end - 1 : line_end] == "\r" else "\n"
     line_suffix = text[offset:line_end].rstrip("\r")
 
-    start = max(0, offset - max_prefix_chars)
+    # The window's start follows the cursor's line, not the cursor, in steps
+    # of an eighth of the budget: it never moves while the user types within
+    # a line and seldom from line to line, so an engine's prompt cache keeps
+    # the prompt's beginning.
+    step = max(1, max_prefix_chars // 8)
+    start = max(0, line_start - max_prefix_chars + step)
+    if start > 0:
+        start = -(-start // step) * step
+    if offset - start > max_prefix_chars:  # a long line: the budget from the cursor
+        start = offset - max_prefix_chars
     if start > 0:
         # Begin at a line start inside the window (a line longer than the
         # whole budget keeps its tail).

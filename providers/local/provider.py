@@ -237,6 +237,9 @@ class LocalProvider(BaseProvider):
                 "fimForm": ("template" if facts and facts.fim else "continuation")
                 if facts else None,
                 "toolFormat": facts.tool_calling(spec.chat_format) if facts else None,
+                # the engine's own counters per request (engine_work.py)
+                "engineCounters": (f"http://127.0.0.1:{process.port}/agentls/engine"
+                                   if pid is not None and process.port else None),
             })
         return {
             "localModels": models,
