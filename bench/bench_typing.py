@@ -176,7 +176,8 @@ async def main(args: argparse.Namespace) -> None:
     env.update(AGENTLS_CONFIG_FILE="/nonexistent/agentls.toml",
                AGENTLS_STATE_DIR=str(workdir / "state"))
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agentls", "--stdio", stdin=asyncio.subprocess.PIPE,
+        sys.executable, "-m", "agentls", "--stdio",
+        *(["--log-file", args.log_file] if args.log_file else []), stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, env=env)
     assert proc.stdout is not None
     client = Client(proc.stdout, proc.stdin)
@@ -273,4 +274,5 @@ if __name__ == "__main__":
     parser.add_argument("--settings", default='{"provider": "local"}',
                         help="agentls settings (initializationOptions) as JSON")
     parser.add_argument("--json", help="write every pause and engine record here")
+    parser.add_argument("--log-file", help="the server's log (its --log-file)")
     asyncio.run(main(parser.parse_args()))

@@ -157,16 +157,26 @@ class EngineWork:
                 work.gone.set()
             return message
 
+        finished = False
+
+        async def sending(message: Message) -> None:
+            nonlocal finished
+            if message.get("type") == "http.response.body" and not message.get("more_body"):
+                finished = True  # the whole answer was handed to the client
+            await send(message)
+
         token = _CURRENT.set(work)
         try:
-            await self.app(scope, watched, send)
+            await self.app(scope, watched, sending)
         except BaseException as exc:
             if not _only_superseded(exc):
                 raise
         finally:
             _CURRENT.reset(token)
-            if work.outcome == "running" and not work._evals and work.gone.is_set():
-                work.outcome = "skipped"  # gone while queued: the server never started it
+            if work.outcome == "running" and work.gone.is_set() and not finished:
+                # Gone before the end: stopped by the server's own disconnect check
+                # between tokens, or while queued, before the engine started it.
+                work.outcome = "stopped" if work._evals else "skipped"
             self.ledger.end(work)
 
 
