@@ -77,3 +77,28 @@ def test_the_neighbours_are_chosen_from_the_lines_before_the_cursors_line() -> N
     chosen = [index.snippets(head + typed, [util], 1000) for typed in
               ("t", "table = ren", "table = render_table(")]
     assert chosen[0] == chosen[1] == chosen[2] and "parse_config" in chosen[0][0].text
+
+
+def test_with_neighbour_snippets_the_prompt_start_still_stays_within_a_line() -> None:
+    """The snippets' room comes off the prefix in steps too (it used to be
+    cut from the cursor back, so the start moved every few keystrokes)."""
+    assert QWEN is not None
+    index = NeighbourIndex()
+    other = OpenDocument("file:///w/other.py", "python", 1, "".join(
+        f"def combine_{i}(value_398, value_399):\n    return compute(value_398) + {i}\n"
+        for i in range(12)))
+    after = "\n\nprint(result)\n"
+    prompts = []
+    for typed in range(1, len(LINE) + 1):
+        text = BODY + LINE[:typed] + after
+        ctx = cursor_context(text, len(BODY) + typed, max_prefix_chars=2000,
+                             max_suffix_chars=2000)
+        snippets = index.snippets(ctx.prefix, [other], 900)
+        prompt = build_prompt(ctx, fim=True, language_id="python", path="m.py",
+                              max_prefix_chars=2000, snippets=snippets)
+        assert len(prompt.prefix) <= 2000 + len(LINE)
+        prompts.append(build_fim_prompt(QWEN, prompt.prefix, prompt.suffix))
+    assert "other.py" in prompts[0] and "combine_" in prompts[0]  # the snippets are there
+    middle = prompts[0].index("<|fim_middle|>") + len("<|fim_middle|>")
+    for before, now in pairwise(prompts):
+        assert shared(before, now) >= middle
