@@ -65,10 +65,12 @@ def test_a_superseded_completion_stops_the_engine_and_the_next_reuses_its_prompt
         line = text[: len(HEAD) + len(LINE)].count("\n")
         lsp.open(uri, text)
         first = ask(lsp, uri, line, len("    return min("))
-        # While the cold prompt (~700 tokens) is evaluated, the user types one more key.
-        wait_until(lambda: any(r["id"] > seen and r["outcome"] == "running"
-                               for r in engine(lsp)), "the engine started the first", 60)
+        # While the cold prompt (~700 tokens, seconds on 2 cores) is evaluated,
+        # the user types one more key.
+        wait_until(lambda: any(r["id"] > seen for r in engine(lsp)),
+                   "the first request reached the engine", 60)
         time.sleep(0.3)
+        running = [r for r in engine(lsp) if r["id"] > seen and r["outcome"] == "running"]
         lsp.notify("textDocument/didChange", {
             "textDocument": {"uri": uri, "version": 2},
             "contentChanges": [{"range": {"start": {"line": line, "character": 15},
@@ -87,10 +89,12 @@ def test_a_superseded_completion_stops_the_engine_and_the_next_reuses_its_prompt
         wait_until(lambda: all(r["outcome"] != "running" for r in engine(lsp)),
                    "the engine settled", 30)
         records = [r for r in engine(lsp) if r["id"] > seen]
-    stopped = [r for r in records if r["outcome"] in ("stopped", "skipped")]
-    done = [r for r in records if r["outcome"] == "done"]
-    assert stopped, records  # the superseded one did not run to its end
-    assert stopped[0]["generated"] == 0 and stopped[0]["prompt_evaluated"] < 700, records
+    if running:  # superseded mid-prompt (always so on 2 cores; a fast CPU may finish first)
+        (first_record,) = [r for r in records if r["id"] == running[0]["id"]]
+        assert first_record["outcome"] == "stopped", records  # not run to its end
+        assert first_record["generated"] == 0 and first_record["prompt_evaluated"] < 700
+    done = [r for r in records if r["outcome"] in ("done", "stopped") and r["generated"]]
     # The last keystroke's prompt differs from the one before it only after the
     # cursor's line start: a few tokens, not the document.
     assert done and done[-1]["prompt_evaluated"] <= 16, records
+    assert len(records) == 3, records  # one request per keystroke reached the engine
