@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -52,6 +53,10 @@ log = logging.getLogger("agentls.features.inline_completion")
 # Room for the chat system prompt and message framing when a provider
 # counts tokens.
 _PROMPT_OVERHEAD_TOKENS = 128
+# Once a fill has taken this long, it ends at its next complete line (as
+# llama.vim's t_max_predict_ms): on a laptop CPU a multi-line fill runs on for
+# seconds while the user waits; a fast backend finishes well before.
+FIRST_LINES_SECONDS = 1.0
 # A completion wants the likeliest text, the same every time it is asked:
 # servers sample at their default otherwise (llama.cpp's 0.8 made the same
 # hole pass, then fail, minutes apart). Tabby sends 0.1.
@@ -202,6 +207,7 @@ class InlineCompletionFeature:
                    else sum(len(m.content) for m in prompt.messages if isinstance(m.content, str)))
         parts: list[str] = []
         truncated = False
+        asked = time.monotonic()
         try:
             async for chunk in stream:
                 if chunk.usage.input_tokens:
@@ -212,8 +218,13 @@ class InlineCompletionFeature:
                     parts.append(chunk.delta)
                     # A FIM model's text is the completion itself: stop reading
                     # once it has run past the end (chat replies need their fences).
-                    if fim and "\n" in chunk.delta and reached_end("".join(parts), ctx):
-                        break
+                    if fim and "\n" in chunk.delta:
+                        text = "".join(parts)
+                        if reached_end(text, ctx):
+                            break
+                        if time.monotonic() - asked > FIRST_LINES_SECONDS and text.strip():
+                            parts = [text[: text.rfind("\n") + 1]]  # whole lines only
+                            break
         finally:
             await stream.aclose()
         completion = postprocess("".join(parts), ctx, chat=not fim, truncated=truncated)

@@ -66,7 +66,12 @@ class NeighbourIndex:
         best first, together at most `budget_chars` long."""
         if budget_chars <= 0:
             return []
-        tail = before_cursor[-4000:].split("\n")[-QUERY_LINES:]
+        # The lines before the cursor's own: the choice (the prompt's first
+        # text) stays the same while the user types within a line, so the
+        # engine's prompt cache keeps it.
+        head = before_cursor[-4000:]
+        head = head[: head.rfind("\n") + 1] or head  # on a first line, that line
+        tail = head.split("\n")[-QUERY_LINES - 1:]
         query = _identifiers("\n".join(tail))
         if not query:
             return []

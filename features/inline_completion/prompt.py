@@ -140,7 +140,9 @@ def build_prompt(
     take their room from the prefix budget."""
     comment = line_comment(language_id)
     context = _context_block(snippets, comment) if fim else _chat_context(snippets)
-    prefix = trim_start(ctx.prefix, max_prefix_chars - len(context)) if context else ctx.prefix
+    # The room the snippets take comes off the prefix's far end, in steps,
+    # so the prompt's start stays put while the user types (document.py).
+    prefix = ctx.within(max(0, max_prefix_chars - len(context))).prefix if context else ctx.prefix
     suffix = ctx.suffix
     if tokens is not None and token_limit is not None:
         prefix, suffix = fit_to_tokens(

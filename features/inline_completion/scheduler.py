@@ -25,6 +25,7 @@ class Ticket:
     key: str
     task: asyncio.Task[object] | None
     superseded: bool = False
+    cancelled: bool = False  # this module cancelled the task
     absorbed: bool = field(default=False)
 
 
@@ -42,8 +43,14 @@ class LatestPerDocument:
         if older is not None and not older.superseded:
             older.superseded = True
             if older.task is not None and not older.task.done():
-                older.task.cancel()
                 self.superseded += 1
+                # A task the client's $/cancelRequest already cancels is not
+                # cancelled twice: a second cancellation interrupts httpcore's
+                # close of the stream, the connection stays open, and a local
+                # engine goes on generating for nobody.
+                if not older.task.cancelling():
+                    older.task.cancel()
+                    older.cancelled = True
         return ticket
 
     def is_current(self, ticket: Ticket) -> bool:
@@ -58,7 +65,7 @@ class LatestPerDocument:
         when that cancellation came only from a newer request (it is undone,
         and the caller answers "no items"); False when something else also
         cancelled the task (the caller must re-raise)."""
-        if not ticket.superseded or ticket.absorbed or ticket.task is None:
+        if not ticket.cancelled or ticket.absorbed or ticket.task is None:
             return False
         ticket.absorbed = True
         return ticket.task.uncancel() == 0

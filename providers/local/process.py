@@ -233,6 +233,7 @@ class _ModelProcess:
         self.in_use = 0  # requests streaming from it now (serving.py stops it only at 0)
         self.retired = False  # replaced by another model (serving.py): never started again
         self.load_seconds: float | None = None
+        self.port: int | None = None  # the child's loopback port once it serves
         self.gguf: Path | None = None
         self._lock = asyncio.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
@@ -376,6 +377,7 @@ class _ModelProcess:
             await self.stop()
             raise
         self._client = client
+        self.port = port
         self.starts += 1
         self.load_seconds = time.monotonic() - started
         logger.info("local: %s ready on port %d in %.2f s", spec.alias, port, self.load_seconds)

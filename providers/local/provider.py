@@ -32,7 +32,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -237,6 +238,9 @@ class LocalProvider(BaseProvider):
                 "fimForm": ("template" if facts and facts.fim else "continuation")
                 if facts else None,
                 "toolFormat": facts.tool_calling(spec.chat_format) if facts else None,
+                # the engine's own counters per request (engine_work.py)
+                "engineCounters": (f"http://127.0.0.1:{process.port}/agentls/engine"
+                                   if pid is not None and process.port else None),
             })
         return {
             "localModels": models,
@@ -284,15 +288,18 @@ class LocalProvider(BaseProvider):
         if tool_list and facts is not None and native:
             request = native_request(facts, spec.alias, messages, tool_list, inner)
 
-            def send(req: FimRequest) -> AsyncIterator[FimChunk]:
+            def send(req: FimRequest) -> AsyncGenerator[FimChunk, None]:
                 return self.calls.stream(process, lambda client: client.stream_fim(req))
 
             raw = (constrained_calls(request, send, tool_list, tool_format)
                    if tool_format in CALL_TAGS and self.choice.tool_call_grammar
                    else send(request))
-            async for chunk in decode_native(raw, tool_format, model=spec.alias,
-                                             tool_names=names):
-                yield chunk
+            # Closed explicitly (aclosing), innermost last: a consumer that stops
+            # reading (a stream guard) stops the child's decoding too.
+            async with aclosing(raw), aclosing(decode_native(
+                    raw, tool_format, model=spec.alias, tool_names=names)) as decoded:
+                async for chunk in decoded:
+                    yield chunk
             return
         local_messages = to_local_messages(messages, tool_list)
         if tool_list:
@@ -303,12 +310,15 @@ class LocalProvider(BaseProvider):
             inner = dataclasses.replace(inner, extra=extra)
         chunks = self.calls.stream(
             process, lambda client: client.stream(local_messages, options=inner))
-        if not tool_list:
-            async for chunk in chunks:
-                yield chunk
-            return
-        async for chunk in decode_grammar(chunks, model=spec.alias, tool_names=names):
-            yield chunk
+        async with aclosing(chunks):
+            if not tool_list:
+                async for chunk in chunks:
+                    yield chunk
+                return
+            async with aclosing(decode_grammar(chunks, model=spec.alias,
+                                               tool_names=names)) as decoded:
+                async for chunk in decoded:
+                    yield chunk
 
     async def _stream_fim(self, request: FimRequest) -> AsyncIterator[FimChunk]:
         """Fill in the middle with the model's own FIM tokens when its GGUF
@@ -345,10 +355,15 @@ class LocalProvider(BaseProvider):
                 extra={"suffix": None, **options.extra},  # llama.cpp's suffix is not FIM
             ),
         )
-        async for chunk in self.calls.stream(
+        # aclosing: a consumer that stops reading early (the fill reached the
+        # code after the cursor) closes the child's HTTP stream at once, so the
+        # engine stops decoding; left to the garbage collector, it decoded to
+        # max_tokens while the next keystrokes' requests queued behind it.
+        async with aclosing(self.calls.stream(
             process, lambda client: client.stream_fim(inner), "completion"
-        ):
-            yield chunk
+        )) as chunks:
+            async for chunk in chunks:
+                yield chunk
 
     async def fim_plan(self, model: str | None = None) -> FimPlan:
         """How _stream_fim prompts the completion model, and why (for

@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from agentls.providers.local import engine_work
 from agentls.providers.local.choice import _default_threads
 from agentls.providers.local.tool_calls.schema_grammar import SchemaGrammar
 
@@ -74,6 +75,9 @@ def _serve(args: argparse.Namespace) -> int:
     # Raw-prompt completions constrained by a JSON schema (tool calls).
     grammar = importlib.import_module("llama_cpp.llama_grammar")
     app = SchemaGrammar(app, grammar.json_schema_to_gbnf)
+    # A superseded request stops the engine; what it evaluated is counted.
+    engine_work.install(importlib.import_module("llama_cpp").Llama)
+    app = engine_work.EngineWork(app)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)

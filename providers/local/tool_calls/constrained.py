@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from contextlib import aclosing
 from typing import Any
 
 from agentls.core.provider.contract import FimChunk, FimRequest, ToolSpec
@@ -69,10 +70,10 @@ def call_schema(tools: Sequence[ToolSpec]) -> dict[str, Any]:
 
 async def constrained_calls(
     request: FimRequest,
-    stream: Callable[[FimRequest], AsyncIterator[FimChunk]],
+    stream: Callable[[FimRequest], AsyncGenerator[FimChunk, None]],
     tools: Sequence[ToolSpec],
     tool_format: str,
-) -> AsyncIterator[FimChunk]:
+) -> AsyncGenerator[FimChunk, None]:
     """The model's reply to `request` (a rendered chat prompt), its first
     tool call decoded under the tools' grammar (see the module doc). Text
     before the call streams as it comes."""
@@ -112,11 +113,12 @@ async def constrained_calls(
         ),
     )
     finish = None
-    async for chunk in stream(call):
-        if chunk.finish_reason is not None:
-            finish = chunk.finish_reason
-            chunk = dataclasses.replace(chunk, finish_reason=None)
-        yield chunk
+    async with aclosing(stream(call)) as calls:  # a consumer that stops stops the child
+        async for chunk in calls:
+            if chunk.finish_reason is not None:
+                finish = chunk.finish_reason
+                chunk = dataclasses.replace(chunk, finish_reason=None)
+            yield chunk
     # The closing tag the stop cut off; the parser ends the call on it.
     yield FimChunk(delta="\n" + closing, finish_reason=finish)
 

@@ -169,6 +169,17 @@ class AgentlsProtocol(LanguageServerProtocol):
                 future.cancel()
 
     # -- answers without tracebacks -------------------------------------------------
+    def _handle_cancel_notification(self, msg_id: Any) -> None:
+        """$/cancelRequest, except for a request already being cancelled (a
+        newer keystroke superseded it): a second cancellation interrupts
+        httpcore's close of its stream, so the model server would never see
+        the client go and would go on generating."""
+        future = self._request_futures.get(msg_id)
+        if isinstance(future, asyncio.Task) and future.cancelling():
+            self._request_futures.pop(msg_id, None)
+            return
+        super()._handle_cancel_notification(msg_id)
+
     def _send_response(self, msg_id: Any, result: Any | None = None,
                        error: ResponseError | None = None) -> None:
         if error is not None and error.code == JsonRpcInternalError.CODE and error.data:

@@ -1,0 +1,196 @@
+"""Inside the model's child process: the engine never works for a client
+that is gone, and counts what it evaluated.
+
+llama-cpp-python's server serves one request at a time and evaluates a
+prompt to its end before it looks at the client again; an editor supersedes
+a completion request at each keystroke, so without this every superseded
+prompt (seconds on a laptop CPU) is evaluated anyway and the queue grows
+faster than it drains. Here the prompt is evaluated one batch at a time and
+a request whose client disconnected stops before its next batch or token
+(`Superseded`), or never starts.
+
+The counters are the engine's own: the tokens handed to llama.cpp's decode
+(after its prompt cache kept what it could), per request, served as JSON
+at GET /agentls/engine for `agentls/status` and the benches.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+PATH = "/agentls/engine"
+_MODEL_PATHS = ("/v1/completions", "/v1/chat/completions")
+_KEPT = 256  # the newest requests' records
+_CHECK_EVERY = 128
+
+
+class Superseded(Exception):
+    """The request's client is gone: stop evaluating for it."""
+
+
+@dataclass
+class Work:
+    """One request's work on the engine."""
+
+    id: int
+    path: str
+    received: float  # time.time() when it arrived
+    prompt_evaluated: int = 0  # prompt tokens decoded (after the prompt cache)
+    generated: int = 0  # tokens decoded one at a time after the prompt
+    eval_ms: float = 0.0  # time in decode
+    outcome: str = "running"  # done, stopped (client gone mid-way), skipped (gone before)
+    gone: threading.Event = field(default_factory=threading.Event, repr=False)
+    _evals: int = field(default=0, repr=False)
+
+    def record(self) -> dict[str, Any]:
+        return {"id": self.id, "path": self.path, "received": self.received,
+                "prompt_evaluated": self.prompt_evaluated, "generated": self.generated,
+                "eval_ms": round(self.eval_ms, 1), "outcome": self.outcome}
+
+
+class Ledger:
+    """The records of the newest requests and the totals since start."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._next = 0
+        self.recent: deque[Work] = deque(maxlen=_KEPT)
+        self.totals = {"requests": 0, "prompt_evaluated": 0, "generated": 0,
+                       "stopped": 0, "skipped": 0}
+
+    def begin(self, path: str) -> Work:
+        with self._lock:
+            self._next += 1
+            work = Work(self._next, path, time.time())
+            self.recent.append(work)
+            self.totals["requests"] += 1
+        return work
+
+    def end(self, work: Work) -> None:
+        with self._lock:
+            if work.outcome == "running":
+                work.outcome = "done"
+            if work.outcome in ("stopped", "skipped"):
+                self.totals[work.outcome] += 1
+            self.totals["prompt_evaluated"] += work.prompt_evaluated
+            self.totals["generated"] += work.generated
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return {"totals": dict(self.totals),
+                    "requests": [work.record() for work in self.recent]}
+
+
+LEDGER = Ledger()
+_CURRENT: ContextVar[Work | None] = ContextVar("agentls_engine_work", default=None)
+
+
+def install(llama_class: Any) -> None:
+    """Evaluate through `_eval`: batch by batch, stopping for a gone client."""
+    original = llama_class.eval
+    if getattr(original, "_agentls", False):
+        return
+
+    def eval(self: Any, tokens: Sequence[int]) -> None:
+        work = _CURRENT.get()
+        if work is None:  # a warm-up or an embedding: not a request of ours
+            original(self, tokens)
+            return
+        first = work._evals == 0
+        work._evals += 1
+        # Batches of at most 128 tokens: a gone client stops the engine within one.
+        step = max(1, min(int(getattr(self, "n_batch", 256)), _CHECK_EVERY))
+        for start in range(0, len(tokens), step):
+            if work.gone.is_set():
+                work.outcome = "stopped" if work.prompt_evaluated or work.generated else "skipped"
+                raise Superseded(f"request {work.id}: the client is gone")
+            batch = tokens[start:start + step]
+            began = time.perf_counter()
+            original(self, batch)
+            work.eval_ms += (time.perf_counter() - began) * 1000
+            if first:
+                work.prompt_evaluated += len(batch)
+            else:
+                work.generated += len(batch)
+
+    eval._agentls = True  # type: ignore[attr-defined]
+    llama_class.eval = eval
+
+
+class EngineWork:
+    """ASGI middleware: a record and a disconnect flag per model request,
+    and the ledger at GET /agentls/engine."""
+
+    def __init__(self, app: App, ledger: Ledger = LEDGER) -> None:
+        self.app = app
+        self.ledger = ledger
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope.get("path", "")
+        if path == PATH and scope.get("method") == "GET":
+            await _json(send, self.ledger.snapshot())
+            return
+        if path not in _MODEL_PATHS or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        work = self.ledger.begin(path)
+
+        async def watched() -> Message:
+            message = await receive()
+            if message.get("type") == "http.disconnect":
+                work.gone.set()
+            return message
+
+        finished = False
+
+        async def sending(message: Message) -> None:
+            nonlocal finished
+            if message.get("type") == "http.response.body" and not message.get("more_body"):
+                finished = True  # the whole answer was handed to the client
+            await send(message)
+
+        token = _CURRENT.set(work)
+        try:
+            await self.app(scope, watched, sending)
+        except BaseException as exc:
+            if not _only_superseded(exc):
+                raise
+        finally:
+            _CURRENT.reset(token)
+            if work.outcome == "running" and work.gone.is_set() and not finished:
+                # Gone before the end: stopped by the server's own disconnect check
+                # between tokens, or while queued, before the engine started it.
+                work.outcome = "stopped" if work._evals else "skipped"
+            self.ledger.end(work)
+
+
+def _only_superseded(exc: BaseException) -> bool:
+    if isinstance(exc, Superseded):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_only_superseded(inner) for inner in exc.exceptions)
+    return False
+
+
+async def _json(send: Send, payload: dict[str, Any]) -> None:
+    body = json.dumps(payload).encode()
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,100 @@
+"""Superseded completions cost the real engine (almost) nothing: the real
+server, the packaged Qwen2.5-Coder-0.5B in its llama.cpp child. A cold
+completion over a long document is superseded by a keystroke while the
+engine evaluates its prompt; the engine's own counters (GET /agentls/engine,
+named by agentls/status) show it stopped within a batch, and the next
+keystroke's request, on the same line, evaluates only the tokens after the
+cursor's line start that its prompt cache did not hold."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.reliability.harness import LspProcess, wait_until
+
+local = pytest.importorskip("agentls.providers.local")
+if local.runtime_error() is not None:
+    pytest.skip(f"the local model runtime is not installed: {local.INSTALL_COMMAND}",
+                allow_module_level=True)
+if local.installed_parts(local.DEFAULT_COMPLETION_MODEL) is None:
+    pytest.skip(f"the default completion model is not installed: {local.INSTALL_COMMAND}",
+                allow_module_level=True)
+
+pytestmark = pytest.mark.slow
+
+# ~2,000 characters before the cursor (the embedded model's budget), code after it.
+HEAD = "".join(f"def total_{i}(items):\n    return sum(item.price for item in items)\n\n\n"
+               for i in range(40))
+LINE = "def cheapest(items):\n    return min("
+TAIL = "\n\n\nprint(cheapest([]))\n"
+
+
+def engine(lsp: LspProcess) -> list[dict[str, Any]]:
+    status = lsp.result("agentls/status", {})
+    (url,) = [m["engineCounters"] for m in status["localModels"]
+              if m.get("engineCounters") and "0.5b" in m["model"].lower()]
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        return list(json.load(answer)["requests"])
+
+
+def ask(lsp: LspProcess, uri: str, line: int, character: int) -> Any:
+    return lsp.request_async("textDocument/inlineCompletion", {
+        "textDocument": {"uri": uri}, "position": {"line": line, "character": character},
+        "context": {"triggerKind": 2}})
+
+
+def test_a_superseded_completion_stops_the_engine_and_the_next_reuses_its_prompt(
+    tmp_path: Path,
+) -> None:
+    settings = {"provider": "local", "inlineCompletion": {"debounceMs": 0}}
+    with LspProcess.start(state_dir=tmp_path / "state", workspace=tmp_path,
+                          settings=settings) as lsp:
+        # Load the model once, on another document.
+        lsp.open((tmp_path / "warm.py").as_uri(), "def add(a, b):\n    return ")
+        lsp.wait(ask(lsp, (tmp_path / "warm.py").as_uri(), 1, 11), 300, "warm-up")
+        seen = max(r["id"] for r in engine(lsp))
+
+        uri = (tmp_path / "shop.py").as_uri()
+        text = HEAD + LINE + TAIL
+        line = text[: len(HEAD) + len(LINE)].count("\n")
+        lsp.open(uri, text)
+        first = ask(lsp, uri, line, len("    return min("))
+        # While the cold prompt (~700 tokens, seconds on 2 cores) is evaluated,
+        # the user types one more key.
+        wait_until(lambda: any(r["id"] > seen for r in engine(lsp)),
+                   "the first request reached the engine", 60)
+        time.sleep(0.3)
+        running = [r for r in engine(lsp) if r["id"] > seen and r["outcome"] == "running"]
+        lsp.notify("textDocument/didChange", {
+            "textDocument": {"uri": uri, "version": 2},
+            "contentChanges": [{"range": {"start": {"line": line, "character": 15},
+                                          "end": {"line": line, "character": 15}},
+                                "text": "i"}]})
+        second = ask(lsp, uri, line, len("    return min(i"))
+        lsp.wait(second, 120, "the second completion")
+        lsp.wait(first, 30, "the first (superseded) completion")
+        third_text_char = "t"
+        lsp.notify("textDocument/didChange", {
+            "textDocument": {"uri": uri, "version": 3},
+            "contentChanges": [{"range": {"start": {"line": line, "character": 16},
+                                          "end": {"line": line, "character": 16}},
+                                "text": third_text_char}]})
+        lsp.wait(ask(lsp, uri, line, len("    return min(it")), 120, "the third completion")
+        wait_until(lambda: all(r["outcome"] != "running" for r in engine(lsp)),
+                   "the engine settled", 30)
+        records = [r for r in engine(lsp) if r["id"] > seen]
+    if running:  # superseded mid-prompt (always so on 2 cores; a fast CPU may finish first)
+        (first_record,) = [r for r in records if r["id"] == running[0]["id"]]
+        assert first_record["outcome"] == "stopped", records  # not run to its end
+        assert first_record["generated"] == 0 and first_record["prompt_evaluated"] < 700
+    done = [r for r in records if r["outcome"] in ("done", "stopped") and r["generated"]]
+    # The last keystroke's prompt differs from the one before it only after the
+    # cursor's line start: a few tokens, not the document.
+    assert done and done[-1]["prompt_evaluated"] <= 16, records
+    assert len(records) == 3, records  # one request per keystroke reached the engine
