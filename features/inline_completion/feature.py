@@ -53,9 +53,11 @@ log = logging.getLogger("agentls.features.inline_completion")
 # Room for the chat system prompt and message framing when a provider
 # counts tokens.
 _PROMPT_OVERHEAD_TOKENS = 128
-# Once a fill has taken this long, it ends at its next complete line (as
-# llama.vim's t_max_predict_ms): on a laptop CPU a multi-line fill runs on for
-# seconds while the user waits; a fast backend finishes well before.
+# Once a fill the editor asked for while the user types has taken this long,
+# it ends at its next complete line (as llama.vim's t_max_predict_ms): on a
+# laptop CPU a multi-line fill runs on for seconds while the user waits; a
+# fast backend finishes well before. An invoked request (the user asked and
+# waits) is read whole.
 FIRST_LINES_SECONDS = 1.0
 # A completion wants the likeliest text, the same every time it is asked:
 # servers sample at their default otherwise (llama.cpp's 0.8 made the same
@@ -222,7 +224,8 @@ class InlineCompletionFeature:
                         text = "".join(parts)
                         if reached_end(text, ctx):
                             break
-                        if time.monotonic() - asked > FIRST_LINES_SECONDS and text.strip():
+                        if (not request.invoked and text.strip()
+                                and time.monotonic() - asked > FIRST_LINES_SECONDS):
                             parts = [text[: text.rfind("\n") + 1]]  # whole lines only
                             break
         finally:
