@@ -103,6 +103,9 @@ class ModelChoice:
         self.cache_dir = _path_option(options, "cache_dir")
         # Tool calls decoded under the tools' grammar (constrained_calls.py).
         self.tool_call_grammar = _option(options, "tool_call_grammar") is not False
+        # The sampler's seed on every chat request (None: llama.cpp picks one):
+        # the same prompt then gets the same reply, as a test or a bench needs.
+        self.seed = _int_option(options, "seed")
         self.progress: ProgressSink = NullProgress()
         # hf: references this choice has started (or retried) a download for
         self.download_tried: set[str] = set()

@@ -283,6 +283,8 @@ class LocalProvider(BaseProvider):
                 DEFAULT_NATIVE_MAX_TOKENS if native else DEFAULT_CHAT_MAX_TOKENS),
             temperature=temperature,
             request_id=None,
+            extra=({"seed": self.choice.seed, **options.extra} if self.choice.seed is not None
+                   else options.extra),
         )
         names = [tool["name"] for tool in tool_list]
         if tool_list and facts is not None and native:
@@ -306,7 +308,7 @@ class LocalProvider(BaseProvider):
             yield StreamChunk(notice=grammar_notice(spec.alias))
             extra = {"response_format": {"type": "json_object",
                                          "schema": tool_reply_schema(tool_list)},
-                     **options.extra}
+                     **inner.extra}
             inner = dataclasses.replace(inner, extra=extra)
         chunks = self.calls.stream(
             process, lambda client: client.stream(local_messages, options=inner))
