@@ -15,8 +15,8 @@ from agentls.core.editor.next_edit import NextEditSuggester
 from agentls.core.plugins.capabilities import StatusReporter, StatusSource, TemplateSource
 from agentls.core.plugins.registry import PluginRegistry, offers
 from agentls.core.provider.contract import ProviderConfig
-from agentls.core.tools.contract import ToolContext, ToolNeed
-from agentls.core.tools.executor import DeclaresNeed, RunsTool, ToolExecutor
+from agentls.core.tools.contract import DeclaresNeed, RunsTool, ToolContext, ToolNeed
+from agentls.core.tools.executor import ToolExecutor
 from agentls.core.types.messages import ToolCall
 from agentls.lsp.state import ServerState
 

@@ -1,7 +1,7 @@
 """`SingleTool`: the plugin scaffolding every built-in tool shares.
 
 Each built-in tool plugin offers exactly one tool whose schema is its class
-attributes, and is a `TypedTool` (core/tools/executor.py): subclasses write
+attributes, and is a `TypedTool` (core/tools/contract.py): subclasses write
 `tool_need` (what a call will do, for the approval gate), `call` (the work,
 raising ToolRefused or WorkspacePathError for a failure the model should
 read) and `render` (the output as the model sees it). The failure branch of

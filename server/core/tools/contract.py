@@ -11,6 +11,9 @@
   No orchestrator object and no approval verdict: a tool cannot read or
   change what was decided about it.
 - `ToolRefused`: a tool's typed failure (message for the model, code).
+- `TypedTool` and its parts (`DeclaresNeed`, `RunsTool`, `PreparesCall`,
+  `DynamicTools`): what an agentls tool plugin implements besides
+  agent_core's schema methods; the executor asks for each part on its own.
 
 Third-party tools with agent_core's signature (`execute_tool_async(...,
 context=dict)`) get `ToolContext.as_seed_context()`: the one adapter.
@@ -20,16 +23,22 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from agentls.core.editor.edits import DocumentLookup, EditApplier
 
 __all__ = [
     "PATH_KEYS",
+    "DeclaresNeed",
+    "DynamicTools",
     "NeedKind",
+    "PreparesCall",
+    "PreparingTool",
+    "RunsTool",
     "ToolContext",
     "ToolNeed",
     "ToolRefused",
+    "TypedTool",
     "default_need",
     "failure_result",
 ]
@@ -167,3 +176,52 @@ def default_need(arguments: Mapping[str, Any]) -> ToolNeed:
             raise ToolRefused(f"The argument {key!r} must be a list of string paths.")
         paths.extend(values)
     return ToolNeed("call", tuple(paths))
+
+
+# -- what a tool plugin implements ---------------------------------------------
+
+@runtime_checkable
+class DeclaresNeed(Protocol):
+    def tool_need(self, tool_name: str, arguments: Mapping[str, Any],
+                  state: dict[str, Any]) -> ToolNeed:
+        """What the call will do (kind, paths, command); cheap, from the
+        arguments only. ToolRefused for arguments it cannot run with."""
+        ...
+
+
+@runtime_checkable
+class RunsTool(Protocol):
+    async def run_tool(self, tool_name: str, arguments: dict[str, Any], state: dict[str, Any],
+                       context: ToolContext) -> dict[str, Any]:
+        """Run the call the gate cleared; agent_core's result dict."""
+        ...
+
+
+@runtime_checkable
+class PreparesCall(Protocol):
+    async def prepare_call(self, tool_name: str, arguments: dict[str, Any],
+                           state: dict[str, Any], context: ToolContext,
+                           need: ToolNeed) -> ToolNeed:
+        """`need` with what the user is shown (title, preview) and what
+        run_tool will apply (prepared). ToolRefused when it cannot be done."""
+        ...
+
+
+@runtime_checkable
+class DynamicTools(Protocol):
+    def tools_version(self, state: dict[str, Any]) -> int:
+        """A number that changes whenever the plugin's tools do."""
+        ...
+
+
+class TypedTool(DeclaresNeed, RunsTool, Protocol):
+    """What an agentls tool plugin implements besides agent_core's schema
+    methods (`get_tool_schemas`, `format_tool_result`, ...). The executor
+    asks for each part on its own (offers(plugin, DeclaresNeed), ...): a
+    plugin without tool_need gets the default need, one without run_tool
+    runs through the agent_core adapter."""
+
+
+class PreparingTool(TypedTool, PreparesCall, Protocol):
+    """A TypedTool that works out what it will do before it is asked about
+    (the file tools: the edit and its diff)."""

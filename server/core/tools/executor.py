@@ -10,8 +10,8 @@ Tool plugins may describe their tools in OpenAI's function format, the flat
 input_schema}; `normalize_tool_schema` brings them to the flat form
 (`ToolSpec`) that providers translate to their own wire format.
 
-A tool plugin written for agentls implements `TypedTool` (core/tools/contract.py
-has the types): `tool_need` declares what a call will do before it runs,
+A tool plugin written for agentls implements `TypedTool` (core/tools/contract.py,
+the one file to read to write a tool): `tool_need` declares what a call will do before it runs,
 `prepare_call` (optional) adds what the user is shown, and `run_tool` runs it
 with a frozen `ToolContext`. An agent_core ToolPlugin (`execute_tool_async(...,
 context=dict)`) runs through the one adapter here, with
@@ -21,76 +21,27 @@ context=dict)`) runs through the one adapter here, with
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from agentls.core.plugins.protocols import ToolPlugin, plugin_call, plugin_name
 from agentls.core.plugins.registry import offers
 from agentls.core.provider.contract import ToolSpec
-from agentls.core.tools.contract import ToolContext, ToolNeed, ToolRefused, default_need
+from agentls.core.tools.contract import (
+    DeclaresNeed,
+    DynamicTools,
+    PreparesCall,
+    RunsTool,
+    ToolContext,
+    ToolNeed,
+    ToolRefused,
+    default_need,
+)
 from agentls.core.types.conversation import ToolDescriptor
 from agentls.core.types.messages import ToolCall, ToolResult
 
-__all__ = [
-    "DeclaresNeed",
-    "DynamicTools",
-    "PreparesCall",
-    "PreparingTool",
-    "RunsTool",
-    "ToolExecution",
-    "ToolExecutor",
-    "TypedTool",
-    "failed",
-    "normalize_tool_schema",
-]
-
-
-@runtime_checkable
-class DeclaresNeed(Protocol):
-    def tool_need(self, tool_name: str, arguments: Mapping[str, Any],
-                  state: dict[str, Any]) -> ToolNeed:
-        """What the call will do (kind, paths, command); cheap, from the
-        arguments only. ToolRefused for arguments it cannot run with."""
-        ...
-
-
-@runtime_checkable
-class RunsTool(Protocol):
-    async def run_tool(self, tool_name: str, arguments: dict[str, Any], state: dict[str, Any],
-                       context: ToolContext) -> dict[str, Any]:
-        """Run the call the gate cleared; agent_core's result dict."""
-        ...
-
-
-@runtime_checkable
-class PreparesCall(Protocol):
-    async def prepare_call(self, tool_name: str, arguments: dict[str, Any],
-                           state: dict[str, Any], context: ToolContext,
-                           need: ToolNeed) -> ToolNeed:
-        """`need` with what the user is shown (title, preview) and what
-        run_tool will apply (prepared). ToolRefused when it cannot be done."""
-        ...
-
-
-@runtime_checkable
-class DynamicTools(Protocol):
-    def tools_version(self, state: dict[str, Any]) -> int:
-        """A number that changes whenever the plugin's tools do."""
-        ...
-
-
-class TypedTool(DeclaresNeed, RunsTool, Protocol):
-    """What an agentls tool plugin implements besides agent_core's schema
-    methods (`get_tool_schemas`, `format_tool_result`, ...). The executor
-    asks for each part on its own (offers(plugin, DeclaresNeed), ...): a
-    plugin without tool_need gets the default need, one without run_tool
-    runs through the agent_core adapter."""
-
-
-class PreparingTool(TypedTool, PreparesCall, Protocol):
-    """A TypedTool that works out what it will do before it is asked about
-    (the file tools: the edit and its diff)."""
+__all__ = ["ToolExecution", "ToolExecutor", "failed", "normalize_tool_schema"]
 
 
 log = logging.getLogger("agentls.tools")
