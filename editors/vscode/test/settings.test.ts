@@ -83,7 +83,7 @@ describe("package.json contributions", () => {
   const python = candidates.find((p): p is string => Boolean(p && existsSync(p)));
   it("matches the server's settings model", { skip: python ? false : "no Python with agentls found" }, () => {
     const script =
-      "import json; from agentls.core.settings.load import default_settings; print(json.dumps(default_settings().to_wire()))";
+      "import json; from agentls.core.settings.schema import default_settings; print(json.dumps(default_settings().to_wire()))";
     const wire = JSON.parse(execFileSync(python!, ["-c", script], { encoding: "utf8" }));
     const serverLeaves = leafPaths(wire, "", new Set(["providerOptions", "mcpServers"]));
     assert.deepEqual([...serverLeaves].sort(), [...SERVER_KEYS].sort());
