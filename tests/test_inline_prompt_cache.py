@@ -1,7 +1,8 @@
 """A prompt the engine can keep: while the user types within a line, every
-keystroke's FIM prompt shares everything up to the cursor's line with the
-one before (the engine's prompt cache holds it), and the window's start
-moves in steps, not with each keystroke."""
+keystroke's FIM prompt shares everything before the cursor's line with the
+one before (the engine's prompt cache holds it: the snippets and the
+window, whose start moves in steps, not with each keystroke), so the engine
+evaluates only the cursor's line and the suffix again."""
 
 from __future__ import annotations
 
@@ -44,15 +45,17 @@ def shared(a: str, b: str) -> int:
     return n
 
 
-def test_a_keystroke_within_a_line_changes_only_the_prompts_end() -> None:
+def line_start(prompt: str) -> int:
+    """Where the cursor's line (LINE, typed so far) starts in a prompt."""
+    return prompt.index("<|fim_suffix|>") - prompt[: prompt.index("<|fim_suffix|>")][::-1].index(
+        "\n")
+
+
+def test_a_keystroke_within_a_line_keeps_everything_before_the_line() -> None:
     prompts = prompts_while_typing(2000)
-    middle = prompts[0].index("<|fim_middle|>") + len("<|fim_middle|>")
     for before, after in pairwise(prompts):
-        # everything up to the middle token is the same; the line so far follows it
-        assert shared(before, after) >= middle
-        assert after.endswith("<|fim_middle|>" + LINE[: len(after) - after.index(
-            "<|fim_middle|>") - len("<|fim_middle|>")])
-    assert prompts[-1].endswith("<|fim_middle|>" + LINE)
+        assert shared(before, after) >= line_start(before)
+    assert LINE + "<|fim_suffix|>" in prompts[-1]
 
 
 def test_the_window_start_moves_in_steps_of_an_eighth_of_the_budget() -> None:
@@ -99,6 +102,5 @@ def test_with_neighbour_snippets_the_prompt_start_still_stays_within_a_line() ->
         assert len(prompt.prefix) <= 2000 + len(LINE)
         prompts.append(build_fim_prompt(QWEN, prompt.prefix, prompt.suffix))
     assert "other.py" in prompts[0] and "combine_" in prompts[0]  # the snippets are there
-    middle = prompts[0].index("<|fim_middle|>") + len("<|fim_middle|>")
     for before, now in pairwise(prompts):
-        assert shared(before, now) >= middle
+        assert shared(before, now) >= line_start(before)

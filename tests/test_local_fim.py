@@ -108,9 +108,8 @@ def test_declared_fim_ids_give_the_family_prompt(tmp_path: Path) -> None:
     facts = model_facts(path)
     assert facts.fim is not None and facts.fim.family == "qwen2.5-coder"
     prompt = build_fim_prompt(facts.fim, "def add(a, b):\n    ", "\n\nprint(add(1, 2))\n")
-    # The cursor's line so far goes after the middle token (the prompt cache keeps the rest).
-    assert prompt == ("<|fim_prefix|>def add(a, b):\n<|fim_suffix|>\n\nprint(add(1, 2))\n"
-                      "<|fim_middle|>    ")
+    assert prompt == ("<|fim_prefix|>def add(a, b):\n    <|fim_suffix|>\n\nprint(add(1, 2))\n"
+                      "<|fim_middle|>")
     assert "<|endoftext|>" in facts.fim.stops
     assert facts.capabilities() == ["completion", "fim", "chat", "tools:grammar"]
     # 2 (K, V) x 24 layers x n_ctx x 2 kv heads x 64 dims x 2 bytes (f16)
@@ -121,13 +120,13 @@ def test_older_files_are_known_by_their_token_strings(tmp_path: Path) -> None:
     starcoder = ["<|endoftext|>", "<fim_prefix>", "<fim_middle>", "<fim_suffix>", "<fim_pad>"]
     tokens = fim_tokens({"tokenizer.ggml.tokens": starcoder})
     assert tokens is not None and tokens.family == "starcoder"
-    assert build_fim_prompt(tokens, "x\na", "b") == "<fim_prefix>x\n<fim_suffix>b<fim_middle>a"
+    assert build_fim_prompt(tokens, "x\na", "b") == "<fim_prefix>x\na<fim_suffix>b<fim_middle>"
     deepseek = ["<\uff5cfim\u2581begin\uff5c>", "<\uff5cfim\u2581hole\uff5c>",
                 "<\uff5cfim\u2581end\uff5c>", "<|EOT|>"]
     tokens = fim_tokens({"tokenizer.ggml.tokens": deepseek})
     assert tokens is not None and tokens.family == "deepseek-coder"
-    assert build_fim_prompt(tokens, "a", "b") == "".join([deepseek[0], deepseek[1], "b",
-                                                         deepseek[2], "a"])
+    assert build_fim_prompt(tokens, "a", "b") == "".join([deepseek[0], "a", deepseek[1], "b",
+                                                         deepseek[2]])
     codestral = fim_tokens({"tokenizer.ggml.tokens": ["</s>", "[PREFIX]", "[SUFFIX]"]})
     assert codestral is not None and codestral.suffix_first
     assert build_fim_prompt(codestral, "a", "b") == "[SUFFIX]b[PREFIX]a"  # suffix first
@@ -139,7 +138,7 @@ def test_declared_ids_of_an_unknown_family_are_used_as_declared() -> None:
             "tokenizer.ggml.middle_token_id": 2}
     tokens = fim_tokens(meta)
     assert tokens == FimTokens("<P>", "<S>", "<M>", family="declared")
-    assert build_fim_prompt(tokens, "a", "b") == "<P><S>b<M>a"
+    assert build_fim_prompt(tokens, "a", "b") == "<P>a<S>b<M>"
     meta["tokenizer.ggml.prefix_token_id"] = 99  # out of the vocabulary: not FIM
     assert fim_tokens(meta) is None
 

@@ -102,19 +102,13 @@ def family_in_text(text: str) -> FimTokens | None:
 
 
 def build_fim_prompt(tokens: FimTokens, prefix: str, suffix: str) -> str:
-    """The raw prompt: PSM for most families, with the cursor's line up to
-    the cursor after the middle token (<pre>prefix up to the line<suf>suffix
-    <mid>line so far), so typing within a line changes only the prompt's
-    last tokens and the engine's prompt cache keeps the rest, as llama.vim
-    lays it out; Codestral's [SUFFIX]suffix[PREFIX]prefix already ends at
-    the cursor."""
+    """The raw prompt: PSM (<pre>prefix<suf>suffix<mid>) for most families,
+    Codestral's [SUFFIX]suffix[PREFIX]prefix."""
     if tokens.suffix_first:
         return f"{tokens.suffix}{suffix}{tokens.prefix}{prefix}"
     if tokens.family == "codellama":  # spaces as Meta's reference code lays them out
         return f"<PRE> {prefix} <SUF>{suffix} <MID>"
-    line = prefix.rfind("\n") + 1
-    return (f"{tokens.prefix}{prefix[:line]}{tokens.suffix}{suffix}{tokens.middle or ''}"
-            f"{prefix[line:]}")
+    return f"{tokens.prefix}{prefix}{tokens.suffix}{suffix}{tokens.middle or ''}"
 
 
 # ----------------------------------------------------------------- the known-answer probe

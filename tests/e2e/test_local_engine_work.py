@@ -3,8 +3,9 @@ server, the packaged Qwen2.5-Coder-0.5B in its llama.cpp child. A cold
 completion over a long document is superseded by a keystroke while the
 engine evaluates its prompt; the engine's own counters (GET /agentls/engine,
 named by agentls/status) show it stopped within a batch, and the next
-keystroke's request, on the same line, evaluates only the tokens after the
-cursor's line start that its prompt cache did not hold."""
+keystroke's request, on the same line, evaluates only the tokens from the
+cursor on (its prompt cache holds everything before it: the window and the
+snippets do not move within a line)."""
 
 from __future__ import annotations
 
@@ -79,13 +80,13 @@ def test_a_superseded_completion_stops_the_engine_and_the_next_reuses_its_prompt
         second = ask(lsp, uri, line, len("    return min(i"))
         lsp.wait(second, 120, "the second completion")
         lsp.wait(first, 30, "the first (superseded) completion")
-        third_text_char = "t"
+        third_text_char = "z"  # not what the model suggested: the engine is asked
         lsp.notify("textDocument/didChange", {
             "textDocument": {"uri": uri, "version": 3},
             "contentChanges": [{"range": {"start": {"line": line, "character": 16},
                                           "end": {"line": line, "character": 16}},
                                 "text": third_text_char}]})
-        lsp.wait(ask(lsp, uri, line, len("    return min(it")), 120, "the third completion")
+        lsp.wait(ask(lsp, uri, line, len("    return min(iz")), 120, "the third completion")
         wait_until(lambda: all(r["outcome"] != "running" for r in engine(lsp)),
                    "the engine settled", 30)
         records = [r for r in engine(lsp) if r["id"] > seen]
@@ -94,7 +95,8 @@ def test_a_superseded_completion_stops_the_engine_and_the_next_reuses_its_prompt
         assert first_record["outcome"] == "stopped", records  # not run to its end
         assert first_record["generated"] == 0 and first_record["prompt_evaluated"] < 700
     done = [r for r in records if r["outcome"] in ("done", "stopped") and r["generated"]]
-    # The last keystroke's prompt differs from the one before it only after the
-    # cursor's line start: a few tokens, not the document.
+    # The last keystroke's prompt differs from the one before it only from the
+    # cursor on (the typed character and the short TAIL): a few tokens, not the
+    # document.
     assert done and done[-1]["prompt_evaluated"] <= 16, records
     assert len(records) == 3, records  # one request per keystroke reached the engine
