@@ -9,7 +9,7 @@ window, explained from the child's log.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
 from agentls.core.provider.chunk_stream import ChunkStream
@@ -49,7 +49,7 @@ class ChildCalls:
         process: _ModelProcess,
         open_stream: Callable[[_LoopbackOpenAI], ChunkStream[_Chunk]],
         role: str = "chat",
-    ) -> AsyncGenerator[_Chunk, None]:
+    ) -> AsyncIterator[_Chunk]:
         """Stream from the child. When it turns out dead before anything was
         streamed (it died between requests and we raced its exit), it is
         started again and the request sent once more; a death mid-answer

@@ -32,8 +32,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
-from contextlib import aclosing
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -290,18 +289,15 @@ class LocalProvider(BaseProvider):
         if tool_list and facts is not None and native:
             request = native_request(facts, spec.alias, messages, tool_list, inner)
 
-            def send(req: FimRequest) -> AsyncGenerator[FimChunk, None]:
+            def send(req: FimRequest) -> AsyncIterator[FimChunk]:
                 return self.calls.stream(process, lambda client: client.stream_fim(req))
 
             raw = (constrained_calls(request, send, tool_list, tool_format)
                    if tool_format in CALL_TAGS and self.choice.tool_call_grammar
                    else send(request))
-            # Closed explicitly (aclosing), innermost last: a consumer that stops
-            # reading (a stream guard) stops the child's decoding too.
-            async with aclosing(raw), aclosing(decode_native(
-                    raw, tool_format, model=spec.alias, tool_names=names)) as decoded:
-                async for chunk in decoded:
-                    yield chunk
+            async for chunk in decode_native(raw, tool_format, model=spec.alias,
+                                             tool_names=names):
+                yield chunk
             return
         local_messages = to_local_messages(messages, tool_list)
         if tool_list:
@@ -312,15 +308,12 @@ class LocalProvider(BaseProvider):
             inner = dataclasses.replace(inner, extra=extra)
         chunks = self.calls.stream(
             process, lambda client: client.stream(local_messages, options=inner))
-        async with aclosing(chunks):
-            if not tool_list:
-                async for chunk in chunks:
-                    yield chunk
-                return
-            async with aclosing(decode_grammar(chunks, model=spec.alias,
-                                               tool_names=names)) as decoded:
-                async for chunk in decoded:
-                    yield chunk
+        if not tool_list:
+            async for chunk in chunks:
+                yield chunk
+            return
+        async for chunk in decode_grammar(chunks, model=spec.alias, tool_names=names):
+            yield chunk
 
     async def _stream_fim(self, request: FimRequest) -> AsyncIterator[FimChunk]:
         """Fill in the middle with the model's own FIM tokens when its GGUF
@@ -357,15 +350,10 @@ class LocalProvider(BaseProvider):
                 extra={"suffix": None, **options.extra},  # llama.cpp's suffix is not FIM
             ),
         )
-        # aclosing: a consumer that stops reading early (the fill reached the
-        # code after the cursor) closes the child's HTTP stream at once, so the
-        # engine stops decoding; left to the garbage collector, it decoded to
-        # max_tokens while the next keystrokes' requests queued behind it.
-        async with aclosing(self.calls.stream(
+        async for chunk in self.calls.stream(
             process, lambda client: client.stream_fim(inner), "completion"
-        )) as chunks:
-            async for chunk in chunks:
-                yield chunk
+        ):
+            yield chunk
 
     async def fim_plan(self, model: str | None = None) -> FimPlan:
         """How _stream_fim prompts the completion model, and why (for

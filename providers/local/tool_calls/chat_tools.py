@@ -15,7 +15,7 @@ GGUF's chat template (tool_format.py):
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 
 from agentls.core.provider.contract import CompletionOptions, FimChunk, FimRequest, ToolSpec
 from agentls.core.types.conversation import Message
@@ -73,7 +73,7 @@ def native_request(
 async def decode_native(
     chunks: AsyncIterator[FimChunk], tool_format: ToolFormat, *, model: str,
     tool_names: Iterable[str],
-) -> AsyncGenerator[StreamChunk, None]:
+) -> AsyncIterator[StreamChunk]:
     """An unknown tool name after a marker passes through: the turn answers
     it with an error result the model can correct. JSON without a marker
     counts as a call only to an offered tool (else it is an answer)."""
@@ -84,7 +84,7 @@ async def decode_native(
 
 async def decode_grammar(
     chunks: AsyncIterator[StreamChunk], *, model: str, tool_names: Iterable[str]
-) -> AsyncGenerator[StreamChunk, None]:
+) -> AsyncIterator[StreamChunk]:
     decoder = ToolReplyDecoder(tool_names, model=model)
     async for out in _decode(chunks, decoder.feed, decoder.finish):
         yield out

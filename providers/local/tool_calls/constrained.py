@@ -30,8 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
-from contextlib import aclosing
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from agentls.core.provider.contract import FimChunk, FimRequest, ToolSpec
@@ -70,10 +69,10 @@ def call_schema(tools: Sequence[ToolSpec]) -> dict[str, Any]:
 
 async def constrained_calls(
     request: FimRequest,
-    stream: Callable[[FimRequest], AsyncGenerator[FimChunk, None]],
+    stream: Callable[[FimRequest], AsyncIterator[FimChunk]],
     tools: Sequence[ToolSpec],
     tool_format: str,
-) -> AsyncGenerator[FimChunk, None]:
+) -> AsyncIterator[FimChunk]:
     """The model's reply to `request` (a rendered chat prompt), its first
     tool call decoded under the tools' grammar (see the module doc). Text
     before the call streams as it comes."""
@@ -113,12 +112,11 @@ async def constrained_calls(
         ),
     )
     finish = None
-    async with aclosing(stream(call)) as calls:  # a consumer that stops stops the child
-        async for chunk in calls:
-            if chunk.finish_reason is not None:
-                finish = chunk.finish_reason
-                chunk = dataclasses.replace(chunk, finish_reason=None)
-            yield chunk
+    async for chunk in stream(call):
+        if chunk.finish_reason is not None:
+            finish = chunk.finish_reason
+            chunk = dataclasses.replace(chunk, finish_reason=None)
+        yield chunk
     # The closing tag the stop cut off; the parser ends the call on it.
     yield FimChunk(delta="\n" + closing, finish_reason=finish)
 
