@@ -16,20 +16,22 @@ at GET /agentls/engine for `agentls/status` and the benches.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from collections.abc import Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-App = Callable[[Scope, Receive, Send], Awaitable[None]]
+from agentls.providers.local.tool_calls.schema_grammar import (
+    App,
+    Message,
+    Receive,
+    Scope,
+    Send,
+    send_json,
+)
 
 PATH = "/agentls/engine"
 _MODEL_PATHS = ("/v1/completions", "/v1/chat/completions")
@@ -144,7 +146,7 @@ class EngineWork:
             return
         path = scope.get("path", "")
         if path == PATH and scope.get("method") == "GET":
-            await _json(send, self.ledger.snapshot())
+            await send_json(send, 200, self.ledger.snapshot())
             return
         if path not in _MODEL_PATHS or scope.get("method") != "POST":
             await self.app(scope, receive, send)
@@ -187,10 +189,3 @@ def _only_superseded(exc: BaseException) -> bool:
         return all(_only_superseded(inner) for inner in exc.exceptions)
     return False
 
-
-async def _json(send: Send, payload: dict[str, Any]) -> None:
-    body = json.dumps(payload).encode()
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})

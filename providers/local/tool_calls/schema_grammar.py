@@ -97,8 +97,13 @@ def _replay(messages: list[Message], then: Receive | None = None) -> Receive:
 
 
 async def _bad_request(send: Send, message: str) -> None:
-    body = json.dumps({"error": {"message": message, "type": "invalid_request_error"}}).encode()
-    await send({"type": "http.response.start", "status": 400,
+    await send_json(send, 400, {"error": {"message": message, "type": "invalid_request_error"}})
+
+
+async def send_json(send: Send, status: int, payload: Any) -> None:
+    """A whole JSON response from an ASGI middleware of the child."""
+    body = json.dumps(payload).encode()
+    await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
