@@ -10,7 +10,7 @@ and, meanwhile, the model that last served the same role keeps serving
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +111,9 @@ class ModelChoice:
         self.download_tried: set[str] = set()
         # hf: reference -> its file in the HF cache, once found there
         self.resolved: dict[str, Path] = {}
+        # model -> the setting that names it (`model`, `inlineCompletion.model`
+        # ...), so a failed download says which setting to change
+        self.named_by: dict[str, list[str]] = {}
 
     @property
     def default_model(self) -> str:
@@ -141,7 +144,7 @@ class ModelChoice:
         if custom is not None and wanted in (custom.stem, str(custom)):
             path = custom
         elif hub.is_hf_reference(wanted):
-            ready = self._hf_file(wanted)
+            ready = self._hf_file(wanted, self._setting_of(wanted, role))
             if ready is None:  # downloading: the previous model keeps serving
                 return self._fallback(wanted, role)
             path, alias = ready, hub.parse_hf_reference(wanted).display
@@ -159,14 +162,24 @@ class ModelChoice:
             chat_format=self.chat_format or (entry.chat_format if entry else None),
         )
 
-    def prepare(self, names: Sequence[str]) -> None:
-        """Start the downloads of the `hf:` models named (the settings' chat
-        and completion models) now, in the background. On the event loop."""
-        for name in names:
+    def prepare(self, named: Mapping[str, str]) -> None:
+        """Start the downloads of the `hf:` models the settings name (setting
+        key -> model) now, in the background. On the event loop."""
+        for setting, name in named.items():
+            self.named_by.setdefault(name, []).append(setting)
+        for name in named.values():
             if hub.is_hf_reference(name):
-                self._hf_file(name)
+                self._hf_file(name, self.named_by[name])
 
-    def _hf_file(self, wanted: str) -> Path | None:
+    def _setting_of(self, wanted: str, role: str) -> list[str]:
+        """The setting that names `wanted`: as prepared, else the role's own
+        (a chat model comes from `model`, a completion model from
+        `inlineCompletion.model`, or `nextEdit.model` that falls back to it)."""
+        if wanted in self.named_by:
+            return self.named_by[wanted]
+        return ["model" if role == "chat" else "inlineCompletion.model"]
+
+    def _hf_file(self, wanted: str, settings: list[str]) -> Path | None:
         """The downloaded file of an `hf:` reference, or None while its
         download (started here, in the background, if needed) runs. The
         download's own failure was shown through progress; a provider built
@@ -181,6 +194,7 @@ class ModelChoice:
             return cached
         job = DOWNLOADS.start(
             ref,
+            settings=settings,
             sink=self.progress,
             retry=ref.display not in self.download_tried,
         )

@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -139,9 +139,10 @@ class LocalProvider(BaseProvider):
     def _spec(self, model: str | None, role: str) -> _ChildSpec:
         return self.choice.spec(model, role)
 
-    def prepare_models(self, names: Sequence[str]) -> None:
-        """Start the downloads of the `hf:` models named, in the background."""
-        self.choice.prepare(names)
+    def prepare_models(self, named: Mapping[str, str]) -> None:
+        """Start the downloads of the `hf:` models the settings name (setting
+        key -> model), in the background."""
+        self.choice.prepare(named)
 
     def token_counter(self, model: str | None = None) -> LazyCounter | None:
         """The chat model's own tokenizer for the context budget (read from

@@ -66,8 +66,16 @@ def prepare_models(ls: AgentlsLanguageServer) -> None:
     then rather than at the first request. Only when a download is named:
     the provider is otherwise built on first use (start-up stays fast)."""
     settings = ls.state.host.settings
-    names = [name for name in (settings.model, settings.inline_completion.model) if name]
-    if not any(name.startswith(("hf:", "hf.co/", "huggingface.co/")) for name in names):
+    named = {
+        key: name
+        for key, name in (
+            ("model", settings.model),
+            ("inlineCompletion.model", settings.inline_completion.model),
+            ("nextEdit.model", settings.next_edit.model),
+        )
+        if name
+    }
+    if not any(name.startswith(("hf:", "hf.co/", "huggingface.co/")) for name in named.values()):
         return
     from agentls.core.plugins.capabilities import ModelPreparer
     from agentls.core.plugins.registry import offers
@@ -75,6 +83,6 @@ def prepare_models(ls: AgentlsLanguageServer) -> None:
     try:
         provider = ls.state.host.provider()
         if offers(provider, ModelPreparer):
-            provider.prepare_models(names)
+            provider.prepare_models(named)
     except Exception as exc:  # shown when the model is used; never stop the server
         log.warning("Could not prepare the configured models: %s", exc)

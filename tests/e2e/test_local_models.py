@@ -212,7 +212,27 @@ def test_hub_errors_reach_the_editor_and_the_packaged_model_keeps_serving(
         (job,) = status(lsp)["downloads"]
     assert job["state"] == "failed" and expected in job["error"]
     assert model.split(":")[1] in shown[0]
+    assert "the setting `inlineCompletion.model`: change it there" in shown[0]
     assert complete_files(tmp_path / "hf") == []  # nothing left that looks complete
+
+
+def test_a_missing_repository_names_the_setting_that_holds_it(
+    tmp_path: Path, workspace: Path, hub: FakeHub
+) -> None:
+    """Two settings name two missing repositories: each message says which
+    setting to change, so the user need not guess among three model keys."""
+    with LspProcess.start(state_dir=tmp_path / "state", workspace=workspace,
+                          settings={"provider": "local", "model": "hf:nobody/chat-GGUF",
+                                    "nextEdit": {"model": "hf:nobody/edits-GGUF"}},
+                          capabilities=PROGRESS_CLIENT, env=hub_env(tmp_path, hub)) as lsp:
+        shown = wait_until(
+            lambda: (lambda found: found if len(found) == 2 else None)(
+                [m for m in lsp.shown_messages() if "no repository" in m]),
+            "an error for each missing repository", 60)
+    (chat,) = [m for m in shown if "nobody/chat-GGUF" in m]
+    (edits,) = [m for m in shown if "nobody/edits-GGUF" in m]
+    assert "the setting `model`: change it there" in chat
+    assert "the setting `nextEdit.model`: change it there" in edits
 
 
 def test_gated_model_without_token_says_so(

@@ -14,6 +14,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -37,6 +38,8 @@ class DownloadJob:
     filename: str | None = None
     path: Path | None = None
     error: ModelError | None = None
+    # the settings that name this model (`model`, `inlineCompletion.model`...)
+    settings: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
     cancel_event: threading.Event = field(default_factory=threading.Event)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
@@ -74,6 +77,7 @@ class DownloadManager:
         self,
         ref: hub.HfReference,
         *,
+        settings: Sequence[str] = (),
         sink: ProgressSink | None = None,
         hf_cache: Path | None = None,
         retry: bool = False,
@@ -81,6 +85,8 @@ class DownloadManager:
         """The running (or finished) job for `ref`; a new one when there is
         none, or when the last one failed and `retry` is set. On the loop."""
         current = self.jobs.get(ref.display)
+        if current is not None:
+            current.settings += [name for name in settings if name not in current.settings]
         gone = current is not None and current.state == "ready" and not (
             current.path is not None and current.path.is_file()
         )  # deleted from the cache since: fetch it again
@@ -88,7 +94,7 @@ class DownloadManager:
             retry and current.state in ("failed", "cancelled")
         ):
             return current
-        job = DownloadJob(ref)
+        job = DownloadJob(ref, settings=list(current.settings if current else settings))
         self.jobs[ref.display] = job
         loop = asyncio.get_running_loop()
         task = (sink or NullProgress()).begin(
@@ -163,11 +169,29 @@ class DownloadManager:
             task.end(f"Download of {job.ref.display} cancelled; the previous model keeps serving")
             logger.info("local: download of %s cancelled", job.ref.display)
         else:
+            error = _naming_settings(job, error)
             job.state, job.error = "failed", error
-            message = error.message if error else f"downloading {job.ref.display} failed"
+            message = error.message
             task.end("Download failed", error=message)
             logger.warning("%s", message)
         job.finished.set()
+
+
+def _naming_settings(job: DownloadJob, error: ModelError | None) -> ModelError:
+    """The failure, saying which settings name the model: the user changes
+    one of those, not the hub."""
+    if error is None:
+        error = ModelError(f"local: downloading {job.ref.display} failed", model=job.ref.text)
+    if not job.settings:
+        return error
+    names = " and ".join(f"`{name}`" for name in job.settings)
+    plural = "s" if len(job.settings) > 1 else ""
+    return ModelError(
+        f"{error.message} ({job.ref.display} is the value of the setting{plural} {names}: "
+        "change it there.)",
+        model=error.model,
+        code=error.code,
+    )
 
 
 def _mb(size: int) -> str:

@@ -26,8 +26,10 @@ one typed Protocol per capability. The server finds them with `offers` /
   FIM probe results of openai/ollama).
 - `ProgressAware`: `attach_progress(sink)`: a provider that shows model
   downloads and slow loads (core/provider/progress.py).
-- `ModelPreparer`: `prepare_models(names)`: a provider that fetches the
-  models the settings name (`hf:` downloads) as soon as they are chosen.
+- `ModelPreparer`: `prepare_models(named)`: a provider that fetches the
+  models the settings name (`hf:` downloads) as soon as they are chosen;
+  `named` maps each setting key, as the user spells it, to its model, so an
+  error can say which setting to change.
 - `TakesOver`: `take_over(previous)`: a provider that keeps the previous
   provider's serving models until its own are ready (local).
 
@@ -113,7 +115,7 @@ class ProgressAware(Protocol):
 
 @runtime_checkable
 class ModelPreparer(Protocol):
-    def prepare_models(self, names: Sequence[str]) -> None: ...
+    def prepare_models(self, named: Mapping[str, str]) -> None: ...
 
 
 @runtime_checkable
