@@ -435,3 +435,20 @@ def test_one_head_and_tail_cut_serves_the_size_caps_and_the_excerpts() -> None:
     assert "(it belongs to an earlier turn)." in cut.content
     assert cut.content.endswith(".]\n\n" + text[-200:])
     assert excerpt(Message("tool", text[:700]), 600, "older") is None  # short enough already
+
+
+def test_an_older_prompt_loses_only_the_files_it_attached() -> None:
+    from agentls.core.context.compaction import without_attachments
+
+    prompt = ('Fix a.py and b.py\n\n<file path="a.py">\nA = 1\n</file>\n'
+              '<file path="gone.py" error="not found"/>\n<file path="b.py">\nB = 2\n</file>')
+    message = Message("user", prompt, {"mentions": ["a.py", "gone.py", "b.py"]})
+    slim = without_attachments(message)
+    assert slim is not None and "A = 1" not in slim.content and "B = 2" not in slim.content
+    assert slim.content.startswith('Fix a.py and b.py\n\n<file path="a.py" omitted="true"/>\n'
+                                   '<file path="gone.py" error="not found"/>\n'
+                                   '<file path="b.py" omitted="true"/>')
+    assert "a.py, b.py attached here is left out" in slim.content
+    assert message.content == prompt  # the stored message keeps them
+    assert without_attachments(Message("user", "no files")) is None
+    assert without_attachments(Message("tool", prompt, {"mentions": ["a.py"]})) is None

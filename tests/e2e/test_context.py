@@ -32,6 +32,7 @@ from tests.fakes.http_backend import (
     Reply,
     openai_chunk,
     openai_usage_chunk,
+    request_tokens,
     sse,
     sse_reply,
 )
@@ -68,7 +69,8 @@ def chat_requests(backend: FakeBackend) -> list[dict[str, Any]]:
 
 def settings_for(backend: FakeBackend, **extra: Any) -> dict[str, Any]:
     # The prompts name the files the scripted model then reads: attached to
-    # the prompt as well (features/prompt/named_files.py), each would be sent twice.
+    # the prompt as well (features/prompt/named_files.py), each read would answer
+    # that the text is above; these tests are about the reads' own results.
     return {"provider": "openai", "baseUrl": backend.url + "/v1", "model": "test-model",
             "features": {"disabled": ["named-files"]}, **extra}
 
@@ -128,6 +130,49 @@ async def test_thirty_turns_keep_working_through_a_small_window(
         assert last["messages"][-3]["content"] == "Please read docs/f30.txt"
         assert last["messages"][-1]["content"] == (workspace / "docs/f30.txt").read_text()
         assert not any("docs/f1.txt" in json.dumps(m) for m in last["messages"][1:])
+
+
+async def test_a_named_file_read_again_is_sent_once_and_successive_turns_fit(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """The prompt names big.txt (attached) and the model reads it anyway: the
+    read answers that the text is above, so no request holds it twice; when
+    later turns overflow the window, the older turns' attachments go first."""
+    big = "".join(f"line {n:03d} of the big file, nothing to see here.\n"
+                  for n in range(100))[:5000]
+    (workspace / "big.txt").write_text(big)
+    with FakeBackend() as backend:
+        limit = ContextLimit(6000, like_a_model)  # 24,000 bytes of messages and tools
+        backend.respond("POST", "/v1/chat/completions", limit)
+        settings = {"provider": "openai", "baseUrl": backend.url + "/v1", "model": "test-model",
+                    "contextWindow": 16000}  # the fake rejects first, and agentls learns
+        async with agentls(workspace, tmp_path / "state", settings) as s:
+            sid = None
+            for n in range(1, 7):
+                params: dict[str, Any] = {"prompt": "Please read big.txt"}
+                if sid:
+                    params["sessionId"] = sid
+                result = await s.chat(**params)
+                assert result["status"] == "completed", (n, result.get("error"))
+                sid = result["sessionId"]
+                tool = next(m for m in result["messages"] if m["role"] == "tool")
+                assert "big.txt is unchanged: its whole text is already above" in tool["content"]
+                assert big.strip() in result["messages"][0]["content"]  # attached
+    requests = chat_requests(backend)
+    (rejected,) = limit.rejected  # the window overflowed once, and agentls learned it
+    retry = requests[[request_tokens(r) for r in backend.requests_to("/v1/chat/completions")
+                      ].index(rejected) + 1]
+    for request in requests:  # no read result repeats an attached text
+        assert not any(big.strip() in str(m.get("content")) for m in request["messages"]
+                       if m["role"] == "tool")
+    for messages in (requests[-1]["messages"], retry["messages"]):
+        copies = [m for m in messages if big.strip() in str(m.get("content"))]
+        assert [m["role"] for m in copies] == ["user"]  # only the newest turn's attachment
+    # The retry after the window's error left out the older turns' attachments
+    # and was not compacted (compaction came later, when that was not enough).
+    sent = retry["messages"]
+    assert sum('<file path="big.txt" omitted="true"/>' in str(m["content"]) for m in sent) == 3
+    assert "Summary of the earlier part" not in sent[0]["content"]
 
 
 async def test_compact_on_request(tmp_path: Path, workspace: Path) -> None:

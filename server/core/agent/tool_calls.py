@@ -34,6 +34,7 @@ from agentls.core.agent.bundle import AgentBundle
 from agentls.core.agent.endings import TurnStop, repeated_call_text
 from agentls.core.agent.observer import TurnObserver
 from agentls.core.agent.repeat_calls import END_AT, RepeatedCalls
+from agentls.core.agent.shown_above import shown_above, slimmed_output
 from agentls.core.agent.turn_hooks import HookDispatch
 from agentls.core.approval.gate import ApprovalQuestion, ApprovalRequest, Clearance, decide
 from agentls.core.checkpoints.files import TurnCheckpoints
@@ -133,6 +134,12 @@ class ToolCallRunner:
         limit = self.agent.limits.max_tool_result_chars
         capped = result.model_copy(update=cap_tool_result(result.model_dump(), limit))
         content = cap_text(content, limit)
+        if ran and capped.success and self.need_kind == "read":
+            subject = str(call.arguments.get("path") or call.tool)
+            note = shown_above(content, subject, self.messages)
+            if note is not None:
+                content = note
+                capped = capped.model_copy(update={"output": slimmed_output(capped.output, note)})
         self.repeats.record(asked, capped, content, self.need_kind)
         await self.persist(tool_message(call, capped, content))
 

@@ -29,6 +29,7 @@ __all__ = [
     "latest_summary",
     "summarise",
     "transcript_line",
+    "without_attachments",
 ]
 
 COMPACTION_PROMPT = """\
@@ -144,6 +145,32 @@ def excerpt(message: Message, chars: int, which: str) -> Message | None:
         metadata={**(message.metadata or {}), "context_cut": True},
         tool_result={"success": result.get("success", True)} if result else None,
     )
+
+
+_CLOSE = "\n</file>"  # how features/prompt/mentions.py ends an attached file
+
+
+def without_attachments(message: Message) -> Message | None:
+    """An earlier prompt without the workspace files attached to it (they
+    are in the workspace: the model can read them again), or None when it
+    has none. The stored message keeps them."""
+    if message.role != "user" or not isinstance(message.content, str):
+        return None
+    paths = (message.metadata or {}).get("mentions") or ()
+    text, left_out = message.content, []
+    for path in paths:
+        start = text.find(f'<file path="{path}"')
+        end = text.find(_CLOSE, start) if start >= 0 else -1
+        if start < 0 or end < 0 or text.find("/>", start, text.find(">", start) + 1) >= 0:
+            continue  # not attached, or attached as an error (no text)
+        text = text[:start] + f'<file path="{path}" omitted="true"/>' + text[end + len(_CLOSE):]
+        left_out.append(str(path))
+    if not left_out:
+        return None
+    note = (f"\n\n[agentls: the text of {', '.join(left_out)} attached here is left out to fit "
+            "the model's context window; read the file again if you need it.]")
+    return replace(message, content=text + note,
+                   metadata={**(message.metadata or {}), "context_cut": True})
 
 
 def transcript_line(message: Message) -> str:

@@ -42,6 +42,7 @@ from agentls.core.context.compaction import (
     is_prompt,
     latest_summary,
     summarise,
+    without_attachments,
 )
 from agentls.core.context.instructions import (
     InstructionFile,
@@ -93,6 +94,7 @@ class RequestPlan:
     fits: bool
     cut_older: int = 0  # older tool results sent as excerpts
     cut_current: int = 0  # current-turn tool results sent as excerpts
+    unattached: int = 0  # older prompts sent without their attached files
     instruction_files: list[str] = field(default_factory=list)
     summary_of: int = 0  # stored messages replaced by the summary sent
 
@@ -296,6 +298,17 @@ class ContextManager:
 
         # 1. older turns' tool results, only as many as needed
         cut_older = cut_results(False, lambda _pos: excerpt_chars, "older")
+        # 2. older turns' attached files, which the model can read again
+        unattached = 0
+        for pos, (index, message) in enumerate(tail):
+            if total <= limit or index >= turn_start:
+                break
+            slim = without_attachments(message)
+            if slim is not None:
+                new = tokens(slim)
+                total += new - sizes[pos]
+                sizes[pos], sent[pos] = new, slim
+                unattached += 1
         cut_now = 0
         if cut_current:
             # 3. last resort: the current turn's own results, each cut just
@@ -311,6 +324,7 @@ class ContextManager:
             fits=total <= limit,
             cut_older=cut_older,
             cut_current=cut_now,
+            unattached=unattached,
             instruction_files=[f.shown() for f in files],
             summary_of=covered,
         )
@@ -344,7 +358,9 @@ class ContextManager:
             return self._sent(host, plan)
         budget = Budget.for_window(await self.window(provider, model), output_cap)
         plan = self.plan(messages=host.messages(), budget=budget, **args)
-        if plan.fits and not force_compact:
+        # After a context_length error, leaving out attached files the model
+        # can read again loses less than a summary of the conversation.
+        if plan.fits and (not force_compact or plan.unattached):
             return self._sent(host, plan)
         vetoed: str | None = None
         try:
