@@ -21,11 +21,13 @@ from agentls.providers.local.engine_work import EngineWork, Ledger, Superseded
 class FakeLlama:
     n_batch = 512
 
-    def __init__(self) -> None:
+    def __init__(self, kept: int = 0) -> None:
         self.decoded: list[int] = []
+        self.n_tokens = kept  # llama.cpp's cache: the prompt prefix it kept
 
     def eval(self, tokens: list[int]) -> None:
         self.decoded.append(len(tokens))
+        self.n_tokens += len(tokens)
 
 
 engine_work.install(FakeLlama)
@@ -89,7 +91,14 @@ def test_a_request_runs_in_batches_and_is_counted() -> None:
     assert llama.decoded == [128, 128, 44, 1, 1, 1, 1, 1]  # batches of at most 128
     (record,) = ledger.snapshot()["requests"]
     assert record["prompt_evaluated"] == 300 and record["generated"] == 5
-    assert record["outcome"] == "done"
+    assert record["outcome"] == "done" and record["prompt_kept"] == 0
+
+
+def test_the_prompt_the_cache_kept_is_counted_apart() -> None:
+    ledger, llama = Ledger(), FakeLlama(kept=900)
+    run_app(ledger, evaluating_app(llama, prompt=40, tokens=3))
+    (record,) = ledger.snapshot()["requests"]
+    assert record["prompt_kept"] == 900 and record["prompt_evaluated"] == 40
 
 
 def test_a_client_gone_mid_way_stops_the_engine_before_its_next_token() -> None:

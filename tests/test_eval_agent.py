@@ -183,6 +183,26 @@ def test_totals_and_tables() -> None:
     assert agent_summary([row("b", "rename", False, 0, 0, 1)])["all"]["tool_call_validity"] is None
     assert "5/6 83%" in agent_table(totals)
     assert task_table(rows).splitlines()[2].startswith("a ")
+    assert "local engine" not in agent_table(totals)  # no engine counters: no line
+
+
+def test_the_local_engines_counters_say_what_later_calls_evaluated() -> None:
+    from agentls.eval.agent.runner import engine_metrics
+
+    calls = [{"prompt_kept": 0, "prompt_evaluated": 1200},
+             {"prompt_kept": 1150, "prompt_evaluated": 150},
+             {"prompt_kept": 1300, "prompt_evaluated": 100}]
+    metrics = engine_metrics(calls)
+    assert metrics["engine_prompt_evaluated"] == [1200, 150, 100]
+    assert metrics["engine_prompt_tokens"] == [1200, 1300, 1400]
+    assert metrics["later_calls_evaluated_share"] == round(250 / 2700, 3)
+    assert engine_metrics([]) == {}
+    row = {"id": "a", "kind": "rename", "passed": True, "tool_calls": 1, "valid_calls": 1,
+           "repeated_calls": 0, "model_calls": 3, "total_tokens": 10, "time_s": 1.0,
+           "timed_out": False, "error": "", "status": "completed", **metrics}
+    totals = agent_summary([row])
+    assert totals["all"]["prompt_evaluated_p50"] == 150
+    assert "later calls evaluated 9% of their prompts" in agent_table(totals)
 
 
 # --------------------------------------------------------------------------- applyEdit

@@ -51,6 +51,7 @@ class Work:
     path: str
     received: float  # time.time() when it arrived
     prompt_evaluated: int = 0  # prompt tokens decoded (after the prompt cache)
+    prompt_kept: int = 0  # prompt tokens the cache already held (not decoded again)
     generated: int = 0  # tokens decoded one at a time after the prompt
     eval_ms: float = 0.0  # time in decode
     outcome: str = "running"  # done, stopped (client gone mid-way), skipped (gone before)
@@ -59,7 +60,8 @@ class Work:
 
     def record(self) -> dict[str, Any]:
         return {"id": self.id, "path": self.path, "received": self.received,
-                "prompt_evaluated": self.prompt_evaluated, "generated": self.generated,
+                "prompt_evaluated": self.prompt_evaluated, "prompt_kept": self.prompt_kept,
+                "generated": self.generated,
                 "eval_ms": round(self.eval_ms, 1), "outcome": self.outcome}
 
 
@@ -113,6 +115,8 @@ def install(llama_class: Any) -> None:
             return
         first = work._evals == 0
         work._evals += 1
+        if first:  # what llama.cpp kept of its last prompt: the common prefix
+            work.prompt_kept = int(getattr(self, "n_tokens", 0))
         # Batches of at most 128 tokens: a gone client stops the engine within one.
         step = max(1, min(int(getattr(self, "n_batch", 256)), _CHECK_EVERY))
         for start in range(0, len(tokens), step):

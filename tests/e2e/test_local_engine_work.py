@@ -99,4 +99,5 @@ def test_a_superseded_completion_stops_the_engine_and_the_next_reuses_its_prompt
     # cursor on (the typed character and the short TAIL): a few tokens, not the
     # document.
     assert done and done[-1]["prompt_evaluated"] <= 16, records
+    assert done[-1]["prompt_kept"] > 100, records  # the rest came from the cache
     assert len(records) == 3, records  # one request per keystroke reached the engine

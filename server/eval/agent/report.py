@@ -36,7 +36,24 @@ def _totals(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "time_p50_s": round(percentile(times, 0.5), 1),
         "time_p95_s": round(percentile(times, 0.95), 1),
         "timeouts": sum(bool(r["timed_out"]) for r in rows),
+        # the local engine's counters: prompt tokens it evaluated per call, and
+        # the share of later calls' prompts evaluated (not kept by its cache)
+        **_engine_totals(rows),
         "errors": sum(1 for r in rows if r["error"]),
+    }
+
+
+def _engine_totals(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    evaluated = [n for r in rows for n in r.get("engine_prompt_evaluated") or ()]
+    if not evaluated:
+        return {}
+    later_evaluated = sum(sum((r.get("engine_prompt_evaluated") or [0])[1:]) for r in rows)
+    later_prompt = sum(sum((r.get("engine_prompt_tokens") or [0])[1:]) for r in rows)
+    return {
+        "engine_calls": len(evaluated),
+        "prompt_evaluated_p50": round(percentile(evaluated, 0.5)),
+        "later_calls_evaluated_share": (round(later_evaluated / later_prompt, 3)
+                                        if later_prompt else None),
     }
 
 
@@ -65,6 +82,14 @@ def agent_table(totals: dict[str, Any]) -> str:
     lines.append("(pass: share of tasks whose check passed; valid calls: valid/all tool calls; "
                  "edits: files changed from the replies' file blocks (session.editFormat); "
                  "model calls and tokens: mean per task; p50/p95: seconds per turn)")
+    every = totals.get("all") or {}
+    if every.get("engine_calls"):
+        share = every["later_calls_evaluated_share"]
+        lines.append(
+            f"local engine: {every['engine_calls']} model calls, p50 "
+            f"{every['prompt_evaluated_p50']} prompt tokens evaluated per call; a turn's later "
+            "calls evaluated " + (f"{share:.0%}" if share is not None else "-")
+            + " of their prompts (the rest from llama.cpp's prompt cache)")
     return "\n".join(lines)
 
 

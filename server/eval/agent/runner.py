@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from agentls.eval.agent.metrics import transcript, turn_metrics
 from agentls.eval.agent.suite import AgentTask, check_task, materialize
 from agentls.eval.agent.workspace_edit import EditRefused, apply_workspace_edit
@@ -110,6 +112,45 @@ async def _turn(editor: AgentEditor, prompt: str, time_limit: float
         return None, True, f"the cancelled turn did not end ({type(exc).__name__})"
 
 
+async def engine_calls(editor: LspProcess) -> list[dict[str, Any]]:
+    """The local engine's own records of this server's chat calls
+    (providers/local/engine_work.py), oldest first; [] for other backends."""
+    try:
+        status = await editor.request("agentls/status", {}, timeout=30)
+    except (TimeoutError, EOFError, RuntimeError):
+        return []
+    urls = [m["engineCounters"] for m in (status or {}).get("localModels") or ()
+            if isinstance(m, dict) and m.get("engineCounters")]
+    calls: list[dict[str, Any]] = []
+    async with httpx.AsyncClient(timeout=10) as client:
+        for url in urls:
+            try:
+                ledger = (await client.get(url)).json()
+            except (httpx.HTTPError, ValueError):
+                continue
+            calls += [r for r in ledger.get("requests") or ()
+                      if r.get("path") == "/v1/chat/completions"]
+    return sorted(calls, key=lambda r: r.get("received", 0))
+
+
+def engine_metrics(calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Prompt tokens the engine evaluated per model call, and the share of
+    their prompts the calls after a turn's first evaluated (the rest came
+    from llama.cpp's prompt cache)."""
+    if not calls:
+        return {}
+    later = calls[1:]
+    later_prompt = sum(r.get("prompt_kept", 0) + r.get("prompt_evaluated", 0) for r in later)
+    return {
+        "engine_prompt_evaluated": [int(r.get("prompt_evaluated", 0)) for r in calls],
+        "engine_prompt_tokens": [int(r.get("prompt_kept", 0) + r.get("prompt_evaluated", 0))
+                                 for r in calls],
+        "later_calls_evaluated_share": (
+            round(sum(r.get("prompt_evaluated", 0) for r in later) / later_prompt, 3)
+            if later_prompt else None),
+    }
+
+
 async def run_agent_task(task: AgentTask, settings: Mapping[str, Any], *,
                          command: Sequence[str] | None = None,
                          env: Mapping[str, str] | None = None,
@@ -140,6 +181,7 @@ async def run_agent_task(task: AgentTask, settings: Mapping[str, Any], *,
         if not error:
             result, timed_out, error = await _turn(editor, task.prompt, turn_time_limit)
         ended = time.perf_counter()
+        engine = await engine_calls(editor) if not error else []
     finally:
         await editor.close()
     try:
@@ -157,7 +199,7 @@ async def run_agent_task(task: AgentTask, settings: Mapping[str, Any], *,
         notices=[m[:300] for m in editor.messages[-3:]],
         start_s=round(ready - started, 2), time_s=round(ended - ready, 2),
         approvals=len(editor.questions), edits_applied=editor.edits_applied,
-        edits_refused=len(editor.edits_refused), **metrics,
+        edits_refused=len(editor.edits_refused), **metrics, **engine_metrics(engine),
         transcript=transcript(messages))
     return row
 
