@@ -52,6 +52,7 @@ import platformdirs
 
 from agentls.core.support.state_dir import (
     PrivatePathError,
+    check_folders_on_the_way,
     check_own_dir,
     ensure_private_dir,
     write_private_file,
@@ -89,12 +90,30 @@ class FrameError(Exception):
 # --------------------------------------------------------------------------- places
 
 
-def runtime_dir(environ: Mapping[str, str] = os.environ) -> Path:
-    """The user's runtime folder for agentls ($XDG_RUNTIME_DIR/agentls, else
-    platformdirs' user_runtime_dir), created 0700."""
+def runtime_base(environ: Mapping[str, str] = os.environ, *,
+                 run_user: Path = Path("/run/user"), tmp: Path = Path("/tmp")) -> Path:
+    """The user's runtime folder, by the one rule the editors follow too
+    (docs/security.md): $XDG_RUNTIME_DIR when set, else /run/user/UID when it
+    is a folder, else /tmp/runtime-UID."""
     base = environ.get("XDG_RUNTIME_DIR", "").strip()
-    folder = Path(base) / "agentls" if base else Path(platformdirs.user_runtime_dir("agentls"))
-    return ensure_private_dir(folder)
+    if base:
+        return Path(base)
+    if not hasattr(os, "getuid"):
+        return Path(platformdirs.user_runtime_dir())
+    uid = os.getuid()
+    if (run_user / str(uid)).is_dir():
+        return run_user / str(uid)
+    return tmp / f"runtime-{uid}"
+
+
+def runtime_dir(environ: Mapping[str, str] = os.environ) -> Path:
+    """runtime_base()/agentls, created 0700; every folder on the way must be
+    this user's or root's and writable by nobody else (or sticky, as /tmp)."""
+    base = runtime_base(environ)
+    if not environ.get("XDG_RUNTIME_DIR", "").strip() and not base.exists():
+        ensure_private_dir(base)  # /tmp/runtime-UID, 0700 as XDG asks of a runtime folder
+    check_folders_on_the_way(base)
+    return ensure_private_dir(base / "agentls")
 
 
 def default_socket_path(environ: Mapping[str, str] = os.environ) -> Path:
@@ -125,6 +144,14 @@ def load_token(environ: Mapping[str, str] = os.environ) -> str | None:
     return value
 
 
+def check_token_folder(token_file: Path | None) -> Path:
+    """The folder a generated token will be written to, checked before the
+    port is bound (new_token_file checks it again)."""
+    if token_file is None:
+        return runtime_dir()
+    return check_folders_on_the_way(check_own_dir(token_file.expanduser().absolute().parent))
+
+
 def new_token_file(path: Path, *, chosen: bool = False) -> Token:
     """A fresh random token written to `path` with mode 0600. Our runtime
     folder is made 0700; a folder the user chose (`chosen`) must be theirs
@@ -134,6 +161,7 @@ def new_token_file(path: Path, *, chosen: bool = False) -> Token:
         check_own_dir(path.parent)
     else:
         ensure_private_dir(path.parent)
+    check_folders_on_the_way(path.parent)
     write_private_file(path, value + "\n")
     return Token(value, path)
 
@@ -431,6 +459,7 @@ def prepare_socket_path(path: Path, *, chosen: bool = False) -> Path:
         check_own_dir(path.parent)
     else:
         ensure_private_dir(path.parent)
+    check_folders_on_the_way(path.parent)
     try:
         info = path.lstat()
     except FileNotFoundError:
