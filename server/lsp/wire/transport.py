@@ -19,8 +19,12 @@ server down. Here:
   `initializationOptions.agentlsToken` must equal the server's token
   (compared in constant time); the token is taken out of the message before
   pygls parses (and logs) it. A connection that fails gets no answer at all.
-  A Unix socket needs no token: its folder is 0700 and the socket 0600, and
-  the peer's uid is checked where the system tells it (SO_PEERCRED).
+  A Unix socket needs no token: its folder is 0700 and the socket 0600,
+  every folder above is the user's or root's and not writable by others
+  (check_folders_on_the_way), and the peer's uid is checked where the
+  system tells it (SO_PEERCRED).
+- The first frame is small (MAX_HANDSHAKE_BYTES) and must arrive in a few
+  seconds; a new connection beyond MAX_HANDSHAKES closes the oldest one.
 - A client leaving does not end the server unless it sent `exit` (or
   `shutdown` first): questions still waiting for that client are answered
   "no answer" (so an approval is a Deny), and the next authenticated client
