@@ -524,12 +524,25 @@ def run_service(server: Any, start: Callable[[SocketService], Any], service: Soc
     server._stop_event = threading.Event()
 
     async def main() -> None:
-        listener = await start(service)
-        server._server = listener
         # SIGTERM stops serving the way exit does, so the socket and the
-        # token file are removed (cleanup) rather than left behind.
+        # token file are removed (cleanup) rather than left behind; it is
+        # caught from before the listener announces itself.
+        listening: list[asyncio.Server] = []
+        terminated = threading.Event()
+
+        def on_sigterm() -> None:
+            terminated.set()
+            for each in listening:
+                each.close()
+
         with contextlib.suppress(NotImplementedError, RuntimeError):
-            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, listener.close)
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_sigterm)
+        listener = await start(service)
+        listening.append(listener)
+        server._server = listener
+        if terminated.is_set():
+            listener.close()
+            return
         try:
             await listener.serve_forever()
         except asyncio.CancelledError:
