@@ -190,3 +190,13 @@ def test_the_confinement_says_what_is_not_confined() -> None:
     said = "\n".join(Confinement(None, 0, "unshare is not allowed here (EPERM)").describe())
     assert "network: NOT confined, since unshare is not allowed here (EPERM)" in said
     assert "writes: NOT confined" in said and "reads: NOT confined" in said
+
+
+def test_eval_help_says_what_is_not_confined(capsys: pytest.CaptureFixture[str]) -> None:
+    from agentls.eval.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    said = " ".join(capsys.readouterr().out.split())
+    assert "model-written code" in said and "NOT confined: reading your files" in said
+    assert "unshare -rn" in said and "Landlock" in said
