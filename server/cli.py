@@ -158,6 +158,8 @@ def serve(*, tcp: bool = False, host: str = "127.0.0.1", port: int = 2087,
                 where = lsp_transport.prepare_socket_path(where, chosen=bool(socket_path))
             else:
                 token = lsp_transport.load_token()
+                if token is None:
+                    lsp_transport.check_token_folder(token_file)
         except (ValueError, OSError) as exc:
             print(f"agentls: {exc}", file=sys.stderr)
             return 2

@@ -170,3 +170,39 @@ def test_next_edit_tasks_from_git_history_through_the_server(tmp_path: Path) -> 
     assert "next edit tasks 1: exact 1.00" in result.stdout
     [row] = json.loads(out.read_text())["tasks"]
     assert row["edits"] == 1 and row["exact"] and not row["error"]
+
+
+def test_eval_repo_never_sends_a_file_a_tracked_link_leads_to(tmp_path: Path) -> None:
+    """A repository that tracks a link to a file outside it (and one to a
+    folder outside): the outside text never reaches the provider; the
+    repository's own files still make the tasks."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = SOURCE.replace("area", "outside_secret_area")
+    (outside / "secret.py").write_text(secret)
+    root = tmp_path / "linked"
+    root.mkdir()
+    (root / "mine.py").write_text(SOURCE)
+    (root / "leak.py").symlink_to(outside / "secret.py")
+    (root / "lib").symlink_to(outside, target_is_directory=True)
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "links"]):
+        _git(root, *args)
+    assert "leak.py" in subprocess.run(["git", "-C", str(root), "ls-files"], capture_output=True,
+                                       text=True, check=True).stdout
+    record = tmp_path / "calls.jsonl"
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"fim": [{"text": "return label"}], "loop": True,
+                                  "record": str(record)}))
+    out = tmp_path / "out.json"
+    env = {"AGENTLS_CONFIG_FILE": str(tmp_path / "none.toml"),
+           "AGENTLS_STATE_DIR": str(tmp_path / "state"), "PATH": "/usr/bin:/bin"}
+    result = subprocess.run(
+        [sys.executable, "-m", "agentls", "eval", "--repo", str(root), "--tasks", "6",
+         "--provider", "scripted", "--setting", f'providerOptions={{"script": "{script}"}}',
+         "--json", str(out), "--quiet"],
+        capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert result.returncode == 0, result.stderr
+    paths = {task["id"].split(":")[1] for task in json.loads(out.read_text())["tasks"]}
+    assert paths == {"mine.py"}
+    sent = record.read_text()
+    assert "outside_secret_area" not in sent and "def area" in sent

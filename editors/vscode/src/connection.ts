@@ -18,7 +18,7 @@ import {
   type StreamInfo,
 } from "vscode-languageclient/node";
 import { Methods, type MessageDeltaParams, type MessageParams } from "./chat/protocol";
-import { parseConnect, tokenFor, withToken, type ConnectTarget } from "./remoteServer";
+import { checkSocketPath, parseConnect, tokenFor, withToken, type ConnectTarget } from "./remoteServer";
 import { discoverServer, expandPath } from "./serverPath";
 import { showServerProgress } from "./serverProgress";
 import { needsRestart, toWireSettings, type Inspected } from "./settings";
@@ -204,7 +204,16 @@ export class ServerConnection implements vscode.Disposable {
     if (token.error) return fail(token.error);
     const label = target.kind === "unix" ? `unix:${target.path}` : `tcp:${target.host}:${target.port}`;
     this.output.info(`Connecting to the running agentls server at ${label}`);
-    return { serverOptions: () => connectTo(target), initializationOptions: withToken({}, token.token), label };
+    const serverOptions = (): Promise<StreamInfo> => {
+      // Checked at each (re)connect: who owns the socket can change while VS Code runs.
+      const unsafe = target.kind === "unix" ? checkSocketPath(target.path, uid) : undefined;
+      if (unsafe) {
+        fail(unsafe);
+        return Promise.reject(new Error(unsafe));
+      }
+      return connectTo(target);
+    };
+    return { serverOptions, initializationOptions: withToken({}, token.token), label };
   }
 
   private async startClient(

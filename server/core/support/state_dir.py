@@ -85,6 +85,41 @@ def check_own_dir(folder: Path) -> Path:
     return folder
 
 
+def check_folders_on_the_way(folder: Path) -> Path:
+    """Every folder from `folder` up to `/`, as written and as resolved, must
+    belong to this user or root and be writable by nobody else, as OpenSSH
+    asks of the paths it trusts; a sticky folder (`/tmp`) may be writable by
+    all, since others cannot rename or remove what is below it. Otherwise
+    PrivatePathError names the folder: another user could swap what is
+    below it (a socket, a token file) for their own."""
+    if not hasattr(os, "getuid"):
+        return folder
+    uid = os.getuid()
+    folder = Path(os.path.abspath(folder))
+    seen: set[Path] = set()
+    for start in (folder, Path(os.path.realpath(folder))):
+        for each in (start, *start.parents):
+            if each in seen:
+                continue
+            seen.add(each)
+            try:
+                info = each.lstat()
+            except FileNotFoundError:
+                continue  # made later, by us, inside a folder checked here
+            if stat.S_ISLNK(info.st_mode):
+                continue  # its folder is checked here, and its target in the resolved walk
+            mode = stat.S_IMODE(info.st_mode)
+            if info.st_uid not in (uid, 0):
+                raise PrivatePathError(
+                    f"{each} belongs to another user (uid {info.st_uid}), who could replace "
+                    "what agentls puts below it; use a folder of your own")
+            if mode & 0o022 and not mode & stat.S_ISVTX:
+                raise PrivatePathError(
+                    f"{each} is writable by other users (mode {mode:o}), who could replace "
+                    "what agentls puts below it; use a folder only you (or root) can write")
+    return folder
+
+
 def restrict_file(path: Path) -> bool:
     """Make an existing file of this user 0600; True when its mode changed.
     A file that does not exist is left alone."""

@@ -75,15 +75,35 @@ def package_sources(modules: Sequence[str]) -> list[tuple[str, Path, Path]]:
 
 def repository_sources(repo: Path) -> list[tuple[str, Path, Path]]:
     """(repo name, root, file) for the tracked source files of a repository
-    (git ls-files; every file under it when it is not a git checkout)."""
+    (git ls-files; every file under it when it is not a git checkout).
+    A file that is a link, or below a linked folder, is left out: it may
+    lead out of the repository, and its text would go to the provider."""
     try:
-        listed = subprocess.run(["git", "-C", str(repo), "ls-files"], capture_output=True,
-                                text=True, timeout=30, check=True).stdout.splitlines()
-        paths = [repo / line for line in listed]
+        listed = subprocess.run(["git", "-C", str(repo), "ls-files", "-z"], capture_output=True,
+                                text=True, timeout=30, check=True).stdout.split("\0")
+        paths = [repo / line for line in listed if line]
     except (OSError, subprocess.SubprocessError):
         paths = sorted(p for p in repo.rglob("*") if p.is_file())
     return [(repo.name, repo, p) for p in paths
-            if p.suffix in _LANGUAGES and "node_modules" not in p.parts]
+            if p.suffix in _LANGUAGES and "node_modules" not in p.parts
+            and _inside_without_links(repo, p)]
+
+
+def _inside_without_links(repo: Path, path: Path) -> bool:
+    """`path` is a regular file below `repo` reached through no symbolic link."""
+    try:
+        relative = path.relative_to(repo)
+    except ValueError:
+        return False
+    here = repo
+    for part in relative.parts:
+        here = here / part
+        try:
+            if here.is_symlink():
+                return False
+        except OSError:
+            return False
+    return path.is_file()
 
 
 def quotas(count: int, kinds: Sequence[str]) -> dict[str, int]:

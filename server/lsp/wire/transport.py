@@ -19,8 +19,12 @@ server down. Here:
   `initializationOptions.agentlsToken` must equal the server's token
   (compared in constant time); the token is taken out of the message before
   pygls parses (and logs) it. A connection that fails gets no answer at all.
-  A Unix socket needs no token: its folder is 0700 and the socket 0600, and
-  the peer's uid is checked where the system tells it (SO_PEERCRED).
+  A Unix socket needs no token: its folder is 0700 and the socket 0600,
+  every folder above is the user's or root's and not writable by others
+  (check_folders_on_the_way), and the peer's uid is checked where the
+  system tells it (SO_PEERCRED).
+- The first frame is small (MAX_HANDSHAKE_BYTES) and must arrive in a few
+  seconds; a new connection beyond MAX_HANDSHAKES closes the oldest one.
 - A client leaving does not end the server unless it sent `exit` (or
   `shutdown` first): questions still waiting for that client are answered
   "no answer" (so an approval is a Deny), and the next authenticated client
@@ -52,6 +56,7 @@ import platformdirs
 
 from agentls.core.support.state_dir import (
     PrivatePathError,
+    check_folders_on_the_way,
     check_own_dir,
     ensure_private_dir,
     write_private_file,
@@ -68,10 +73,15 @@ MIN_TOKEN_CHARS = 16
 MAX_HEADER_LINE_BYTES = 1024
 MAX_HEADER_LINES = 8
 # A client that connects has this long to send a complete, authenticated
-# `initialize`; an idle connection cannot hold a slot for longer.
-HANDSHAKE_SECONDS = 10.0
-# Connections still in their handshake at once; more are closed at once, so
-# a flood of idle connections cannot pile up.
+# `initialize` (an editor sends it at once); $AGENTLS_HANDSHAKE_SECONDS
+# overrides it (a slow link, the tests).
+HANDSHAKE_SECONDS = 3.0
+HANDSHAKE_ENV = "AGENTLS_HANDSHAKE_SECONDS"
+# The first frame is read whole before its token is checked, so it is small:
+# VS Code's `initialize` with every capability and setting is ~15 KB.
+MAX_HANDSHAKE_BYTES = 64 << 10
+# Connections still in their handshake at once; a new one beyond this closes
+# the oldest, so idle connections cannot lock the editor out.
 MAX_HANDSHAKES = 16
 _KNOWN_HEADERS = ("content-length", "content-type")
 
@@ -84,12 +94,30 @@ class FrameError(Exception):
 # --------------------------------------------------------------------------- places
 
 
-def runtime_dir(environ: Mapping[str, str] = os.environ) -> Path:
-    """The user's runtime folder for agentls ($XDG_RUNTIME_DIR/agentls, else
-    platformdirs' user_runtime_dir), created 0700."""
+def runtime_base(environ: Mapping[str, str] = os.environ, *,
+                 run_user: Path = Path("/run/user"), tmp: Path = Path("/tmp")) -> Path:
+    """The user's runtime folder, by the one rule the editors follow too
+    (docs/security.md): $XDG_RUNTIME_DIR when set, else /run/user/UID when it
+    is a folder, else /tmp/runtime-UID."""
     base = environ.get("XDG_RUNTIME_DIR", "").strip()
-    folder = Path(base) / "agentls" if base else Path(platformdirs.user_runtime_dir("agentls"))
-    return ensure_private_dir(folder)
+    if base:
+        return Path(base)
+    if not hasattr(os, "getuid"):
+        return Path(platformdirs.user_runtime_dir())
+    uid = os.getuid()
+    if (run_user / str(uid)).is_dir():
+        return run_user / str(uid)
+    return tmp / f"runtime-{uid}"
+
+
+def runtime_dir(environ: Mapping[str, str] = os.environ) -> Path:
+    """runtime_base()/agentls, created 0700; every folder on the way must be
+    this user's or root's and writable by nobody else (or sticky, as /tmp)."""
+    base = runtime_base(environ)
+    if not environ.get("XDG_RUNTIME_DIR", "").strip() and not base.exists():
+        ensure_private_dir(base)  # /tmp/runtime-UID, 0700 as XDG asks of a runtime folder
+    check_folders_on_the_way(base)
+    return ensure_private_dir(base / "agentls")
 
 
 def default_socket_path(environ: Mapping[str, str] = os.environ) -> Path:
@@ -120,6 +148,14 @@ def load_token(environ: Mapping[str, str] = os.environ) -> str | None:
     return value
 
 
+def check_token_folder(token_file: Path | None) -> Path:
+    """The folder a generated token will be written to, checked before the
+    port is bound (new_token_file checks it again)."""
+    if token_file is None:
+        return runtime_dir()
+    return check_folders_on_the_way(check_own_dir(token_file.expanduser().absolute().parent))
+
+
 def new_token_file(path: Path, *, chosen: bool = False) -> Token:
     """A fresh random token written to `path` with mode 0600. Our runtime
     folder is made 0700; a folder the user chose (`chosen`) must be theirs
@@ -129,6 +165,7 @@ def new_token_file(path: Path, *, chosen: bool = False) -> Token:
         check_own_dir(path.parent)
     else:
         ensure_private_dir(path.parent)
+    check_folders_on_the_way(path.parent)
     write_private_file(path, value + "\n")
     return Token(value, path)
 
@@ -145,10 +182,12 @@ class StrictFrameReader:
 
     def __init__(self, stream: asyncio.StreamReader, *,
                  check_first: Callable[[Any], Any] | None = None,
-                 max_message_bytes: int = MAX_MESSAGE_BYTES) -> None:
+                 max_message_bytes: int = MAX_MESSAGE_BYTES,
+                 max_first_bytes: int = MAX_HANDSHAKE_BYTES) -> None:
         self._stream = stream
         self._check_first = check_first
         self._max = max_message_bytes
+        self._max_first = max_first_bytes
         self._lines: list[bytes] = []
         self._body = b""
         self.error: FrameError | None = None  # why the stream ended, if it was refused
@@ -157,6 +196,8 @@ class StrictFrameReader:
         """Read and check the first frame now (the handshake), before the
         connection is given the writer. Raises FrameError."""
         await self._load()
+        if not self._lines:
+            raise FrameError("the connection ended before `initialize`")
 
     async def readline(self) -> bytes:
         if not self._lines and not self._body:
@@ -189,6 +230,7 @@ class StrictFrameReader:
         self._body = body
 
     async def _read_headers(self) -> int | None:
+        limit = self._max if self._check_first is None else min(self._max, self._max_first)
         length: int | None = None
         for index in range(MAX_HEADER_LINES + 1):
             line = await self._read_line()
@@ -209,8 +251,9 @@ class StrictFrameReader:
                 if length is not None or not digits.isdigit() or len(digits) > 12:
                     raise FrameError(f"bad Content-Length: {_show(line)}")
                 length = int(digits)
-                if not 0 < length <= self._max:
-                    raise FrameError(f"Content-Length {length} outside 1..{self._max}")
+                if not 0 < length <= limit:
+                    what = "" if limit == self._max else " for the first message"
+                    raise FrameError(f"Content-Length {length} outside 1..{limit}{what}")
         raise FrameError(f"more than {MAX_HEADER_LINES} header lines")
 
     async def _read_line(self) -> bytes | None:
@@ -305,7 +348,9 @@ class SocketService:
         self.token = token
         self.unix = unix
         self._client: asyncio.StreamWriter | None = None
-        self._handshakes = 0
+        # Connections in their handshake, oldest first (dicts keep insertion order).
+        self._handshakes: dict[asyncio.StreamWriter, None] = {}
+        self.handshake_seconds = handshake_seconds()
 
     @property
     def protocol(self) -> Any:
@@ -313,25 +358,31 @@ class SocketService:
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = _peer_name(writer)
-        if self._client is not None or self._handshakes >= MAX_HANDSHAKES:
-            why = "a client is already connected" if self._client is not None else \
-                f"{MAX_HANDSHAKES} connections are already authenticating"
-            log.warning("Refused a connection from %s: %s", peer, why)
+        if self._client is not None:
+            log.warning("Refused a connection from %s: a client is already connected", peer)
             await _close(writer)
             return
-        self._handshakes += 1
+        if len(self._handshakes) >= MAX_HANDSHAKES:
+            oldest = next(iter(self._handshakes))
+            log.warning("Closed the connection from %s: %d connections are authenticating "
+                        "and it is the oldest", _peer_name(oldest), MAX_HANDSHAKES)
+            del self._handshakes[oldest]
+            oldest.close()  # its pending read ends; its handler refuses it
+        self._handshakes[writer] = None
         try:
             if self.unix:
                 _check_peer_uid(writer)
             frames = StrictFrameReader(reader, check_first=handshake_check(self.token))
-            await asyncio.wait_for(frames.first_frame(), HANDSHAKE_SECONDS)
+            await asyncio.wait_for(frames.first_frame(), self.handshake_seconds)
+            if writer.is_closing():
+                raise ConnectionError("closed for a newer connection")
         except (FrameError, TimeoutError, ConnectionError, asyncio.IncompleteReadError) as exc:
-            why = str(exc) or "no `initialize` in time"
+            why = str(exc) or f"no `initialize` within {self.handshake_seconds:g} s"
             log.warning("Refused a connection from %s: %s", peer, why)
             await _close(writer)
             return
         finally:
-            self._handshakes -= 1
+            self._handshakes.pop(writer, None)
         if self._client is not None:  # another client finished its handshake first
             log.warning("Refused a connection from %s: a client is already connected", peer)
             await _close(writer)
@@ -353,6 +404,20 @@ class SocketService:
             # `shutdown` was answered: the client meant to end the server.
             log.info("The client sent shutdown and left; stopping")
             self.server.shutdown()
+
+
+def handshake_seconds(environ: Mapping[str, str] = os.environ) -> float:
+    """HANDSHAKE_SECONDS, or $AGENTLS_HANDSHAKE_SECONDS when it is a positive number."""
+    raw = environ.get(HANDSHAKE_ENV, "").strip()
+    try:
+        value = float(raw) if raw else HANDSHAKE_SECONDS
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 600:
+        log.warning("%s=%r is not a number of seconds in (0, 600]; using %g", HANDSHAKE_ENV,
+                    raw, HANDSHAKE_SECONDS)
+        return HANDSHAKE_SECONDS
+    return value
 
 
 async def _close(writer: asyncio.StreamWriter) -> None:
@@ -398,6 +463,7 @@ def prepare_socket_path(path: Path, *, chosen: bool = False) -> Path:
         check_own_dir(path.parent)
     else:
         ensure_private_dir(path.parent)
+    check_folders_on_the_way(path.parent)
     try:
         info = path.lstat()
     except FileNotFoundError:
@@ -458,12 +524,25 @@ def run_service(server: Any, start: Callable[[SocketService], Any], service: Soc
     server._stop_event = threading.Event()
 
     async def main() -> None:
-        listener = await start(service)
-        server._server = listener
         # SIGTERM stops serving the way exit does, so the socket and the
-        # token file are removed (cleanup) rather than left behind.
+        # token file are removed (cleanup) rather than left behind; it is
+        # caught from before the listener announces itself.
+        listening: list[asyncio.Server] = []
+        terminated = threading.Event()
+
+        def on_sigterm() -> None:
+            terminated.set()
+            for each in listening:
+                each.close()
+
         with contextlib.suppress(NotImplementedError, RuntimeError):
-            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, listener.close)
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_sigterm)
+        listener = await start(service)
+        listening.append(listener)
+        server._server = listener
+        if terminated.is_set():
+            listener.close()
+            return
         try:
             await listener.serve_forever()
         except asyncio.CancelledError:

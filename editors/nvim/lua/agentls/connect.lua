@@ -13,13 +13,83 @@ local M = {}
 
 M.TOKEN_OPTION = "agentlsToken"
 
-local function runtime_dir()
+--- The server's runtime folder, by the server's one rule (docs/security.md):
+--- $XDG_RUNTIME_DIR/agentls, else /run/user/UID/agentls when /run/user/UID
+--- is a folder, else /tmp/runtime-UID/agentls.
+function M.runtime_dir()
   local xdg = vim.env.XDG_RUNTIME_DIR
   if xdg and vim.trim(xdg) ~= "" then
     return vim.fs.joinpath(vim.trim(xdg), "agentls")
   end
   local uid = vim.uv.getuid and vim.uv.getuid()
-  return uid and ("/run/user/" .. uid .. "/agentls") or nil
+  if not uid then
+    return nil
+  end
+  local run_user = "/run/user/" .. uid
+  local info = vim.uv.fs_stat(run_user)
+  local base = (info and info.type == "directory") and run_user or ("/tmp/runtime-" .. uid)
+  return base .. "/agentls"
+end
+local runtime_dir = M.runtime_dir
+
+local STICKY, GROUP_OTHER_WRITE = 512, 18 -- 0o1000, 0o022
+
+--- Before connecting to a Unix socket, the server's own check (OpenSSH's for
+--- its paths): the socket and its folder belong to this user and nobody else
+--- can write them; every folder above, as written and as resolved, belongs to
+--- this user or root and is writable by nobody else unless it is sticky like
+--- /tmp. Otherwise another user could have put a fake server there.
+--- Returns an error message, or nil when it is safe.
+function M.check_socket(path)
+  local uid = vim.uv.getuid and vim.uv.getuid()
+  if not uid then
+    return nil
+  end
+  local advice = "; start `agentls --socket` in a folder only you can write"
+  local function octal(mode)
+    return ("%o"):format(bit.band(mode, 4095))
+  end
+  local own = vim.uv.fs_lstat(path)
+  if not own then
+    return nil -- nothing there: connecting fails with its own error
+  end
+  if own.type ~= "socket" then
+    return ("agentls: %s is not a socket%s"):format(path, advice)
+  end
+  if own.uid ~= uid then
+    return ("agentls: %s belongs to another user (uid %d), not you: it may be a fake server%s"):format(
+      path,
+      own.uid,
+      advice
+    )
+  end
+  if bit.band(own.mode, GROUP_OTHER_WRITE) ~= 0 then
+    return ("agentls: %s is writable by other users (mode %s)%s"):format(path, octal(own.mode), advice)
+  end
+  local folder = vim.fs.dirname(vim.fs.normalize(vim.fn.fnamemodify(path, ":p")))
+  local seen = {}
+  for _, start in ipairs({ folder, vim.uv.fs_realpath(folder) or folder }) do
+    local each, first = start, true
+    while each do
+      if not seen[each] then
+        seen[each] = true
+        local info = vim.uv.fs_lstat(each)
+        if info and info.type ~= "link" then
+          local what = first and (each .. ", the socket's folder,") or each
+          if info.uid ~= uid and (first or info.uid ~= 0) then
+            return ("agentls: %s belongs to another user (uid %d)%s"):format(what, info.uid, advice)
+          end
+          if bit.band(info.mode, GROUP_OTHER_WRITE) ~= 0 and (first or bit.band(info.mode, STICKY) == 0) then
+            return ("agentls: %s is writable by other users (mode %s)%s"):format(what, octal(info.mode), advice)
+          end
+        end
+      end
+      local parent = vim.fs.dirname(each)
+      each = parent ~= each and parent or nil
+      first = false
+    end
+  end
+  return nil
 end
 
 --- "unix" | "unix:PATH" | "tcp:HOST:PORT" -> { kind, path | host, port } or nil, error
@@ -31,7 +101,7 @@ function M.parse(value)
     if path == "" then
       local dir = runtime_dir()
       if not dir then
-        return nil, "agentls: connect = 'unix' needs $XDG_RUNTIME_DIR; give the path: 'unix:/path/agentls.sock'"
+        return nil, "agentls: connect = 'unix' needs $XDG_RUNTIME_DIR or a uid; give the path: 'unix:/path/agentls.sock'"
       end
       path = vim.fs.joinpath(dir, "agentls.sock")
     end
@@ -85,7 +155,16 @@ end
 --- The client's `cmd` for a target (vim.lsp.rpc.connect).
 function M.cmd(target)
   if target.kind == "unix" then
-    return vim.lsp.rpc.connect(target.path)
+    local connect = vim.lsp.rpc.connect(target.path)
+    return function(dispatchers)
+      -- Checked at each start: who owns the socket can change while Neovim runs.
+      local unsafe = M.check_socket(target.path)
+      if unsafe then
+        vim.notify(unsafe, vim.log.levels.ERROR)
+        error(unsafe, 0)
+      end
+      return connect(dispatchers)
+    end
   end
   return vim.lsp.rpc.connect(target.host, target.port)
 end
