@@ -1,0 +1,147 @@
+"""Which clients speak the Copilot dialect, and its account, version and
+model methods (docs/copilot-plugins.md).
+
+A client is a Copilot plugin when its initializationOptions carry
+`editorPluginInfo` (every plugin sends it), or when agentls was started
+with `--copilot`. Only then are the dialect's methods answered; any other
+client gets -32601 for them, as before. The user is always a local one,
+signed in: no plugin asks anyone to sign in, and nothing is sent to GitHub.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from pygls.exceptions import JsonRpcMethodNotFound
+
+from agentls import __version__
+from agentls.lsp.wire.convert import params_object, to_plain
+
+if TYPE_CHECKING:
+    from lsprotocol import types
+
+    from agentls.lsp.server import AgentlsLanguageServer
+
+log = logging.getLogger("agentls.lsp.copilot.dialect")
+
+# initializationOptions keys a client sends about itself, for a Copilot
+# server: never agentls settings, so never reported as unknown ones.
+CLIENT_OWN_KEYS = frozenset({
+    "editorInfo", "editorPluginInfo", "editorConfiguration", "copilotIntegrationId",
+    "githubAppId", "copilotCapabilities", "networkProxy", "fetcher", "authProvider",
+})
+PLUGIN_INFO = "editorPluginInfo"
+
+
+def own_keys_removed(options: Mapping[str, Any]) -> dict[str, Any]:
+    """initializationOptions without the keys a client sends about itself."""
+    return {key: value for key, value in options.items() if key not in CLIENT_OWN_KEYS}
+
+
+def prepare(ls: AgentlsLanguageServer, params: types.InitializeParams) -> None:
+    """At initialize: does this client speak the dialect?"""
+    options = to_plain(params.initialization_options)
+    plugin = options.get(PLUGIN_INFO) if isinstance(options, Mapping) else None
+    ls.copilot_plugin = _plugin_name(plugin)
+    ls.copilot_dialect = ls.copilot_forced or isinstance(plugin, Mapping)
+    if ls.copilot_dialect:
+        log.info("Copilot dialect on for %s", ls.copilot_plugin or "a client (--copilot)")
+
+
+def _plugin_name(plugin: Any) -> str | None:
+    if not isinstance(plugin, Mapping):
+        return None
+    name, version = plugin.get("name"), plugin.get("version")
+    if not isinstance(name, str):
+        return None
+    return f"{name} {version}" if isinstance(version, str) else name
+
+
+def require(ls: AgentlsLanguageServer, method: str) -> None:
+    """-32601 for a client that does not speak the dialect: what it got
+    before the dialect existed."""
+    if not ls.copilot_dialect:
+        raise JsonRpcMethodNotFound(
+            f"Unknown method {method!r}: it belongs to the Copilot dialect, which agentls "
+            "speaks to clients whose initializationOptions carry editorPluginInfo, or when "
+            "started with --copilot."
+        )
+
+
+def completion_model(ls: AgentlsLanguageServer) -> str:
+    """The model inline completion uses, as the user would name it."""
+    settings = ls.state.host.settings
+    named = settings.inline_completion.model or settings.model
+    if named:
+        return named
+    try:
+        provider = ls.state.host.provider()
+    except Exception:  # no provider yet: its name alone
+        return "default model"
+    for attribute in ("default_completion_model", "default_model"):
+        value = getattr(provider, attribute, None)
+        if isinstance(value, str) and value:
+            return value
+    return "default model"
+
+
+def local_user(ls: AgentlsLanguageServer) -> str:
+    """The signed-in user every account method reports: agentls itself,
+    naming the provider and the completion model."""
+    return f"agentls ({ls.state.host.settings.provider}: {completion_model(ls)})"
+
+
+def register(server: AgentlsLanguageServer) -> None:
+    @server.feature("checkStatus")
+    async def check_status(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
+        require(ls, "checkStatus")
+        _options(params, "checkStatus")
+        await ls.wait_settings()
+        return {"status": "OK", "user": local_user(ls)}
+
+    @server.feature("signInInitiate")
+    async def sign_in_initiate(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
+        require(ls, "signInInitiate")
+        _options(params, "signInInitiate")
+        await ls.wait_settings()
+        return {"status": "AlreadySignedIn", "user": local_user(ls)}
+
+    @server.feature("signInConfirm")
+    async def sign_in_confirm(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
+        require(ls, "signInConfirm")
+        _options(params, "signInConfirm")
+        await ls.wait_settings()
+        return {"status": "OK", "user": local_user(ls)}
+
+    @server.feature("signIn")
+    async def sign_in(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
+        require(ls, "signIn")
+        _options(params, "signIn")
+        await ls.wait_settings()
+        return {"status": "AlreadySignedIn", "user": local_user(ls)}
+
+    @server.feature("signOut")
+    async def sign_out(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
+        require(ls, "signOut")
+        _options(params, "signOut")
+        await ls.wait_settings()
+        # Nothing to sign out of: the local user stays (no account, no token).
+        return {"status": "OK", "user": local_user(ls)}
+
+    @server.feature("getVersion")
+    def get_version(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
+        require(ls, "getVersion")
+        _options(params, "getVersion")
+        return {"version": __version__, "buildType": "agentls", "runtimeVersion": "agentls"}
+
+
+def _options(params: Any, method: str) -> dict[str, Any]:
+    """The params as an object; -32602 naming the method otherwise."""
+    from pygls.exceptions import JsonRpcInvalidParams
+
+    try:
+        return params_object(params)
+    except JsonRpcInvalidParams:
+        raise JsonRpcInvalidParams(f"{method}: params must be an object (or omitted).") from None
