@@ -55,6 +55,7 @@ def register(server: AgentlsLanguageServer) -> None:
             ls.settings_ready.set()
         schedule_trust_question(ls)
         await inline_registration.sync(ls)
+        dialect.announce(ls)
         # Loading every feature plugin (and what they start) waits until the
         # first inline completion was answered (at most 2 s): start-up work
         # must not compete with the editor's first suggestion.

@@ -48,6 +48,7 @@ class AgentlsLanguageServer(LanguageServer):
         self.copilot_forced = False
         self.copilot_dialect = False
         self.copilot_plugin: str | None = None  # "copilot.lua 1.515.0"
+        self.copilot_status: tuple[str, str] | None = None  # last statusNotification
 
     async def wait_settings(self, limit: float = 5.0) -> None:
         """Wait (bounded) until the client's settings have been read."""

@@ -93,6 +93,43 @@ def local_user(ls: AgentlsLanguageServer) -> str:
     return f"agentls ({ls.state.host.settings.provider}: {completion_model(ls)})"
 
 
+# statusNotification's status -> didChangeStatus's kind (the newer servers' name).
+_KINDS = {"Normal": "Normal", "InProgress": "Normal", "Warning": "Warning", "Error": "Error"}
+
+
+def tell_status(ls: AgentlsLanguageServer, status: str, message: str = "") -> None:
+    """agentls's state (loading, downloading, a backend error, working
+    again) as the Copilot plugins show it: `statusNotification`
+    ({status, message}) and `didChangeStatus` ({kind, message, busy}), to
+    dialect clients only; a repeat is not sent."""
+    if not ls.copilot_dialect:
+        return
+    message = message or "agentls: ready"
+    if ls.copilot_status == (status, message):
+        return
+    ls.copilot_status = (status, message)
+    ls.protocol.notify("statusNotification", {"status": status, "message": message})
+    changed = {"kind": _KINDS.get(status, "Normal"), "message": message,
+               "busy": status == "InProgress"}
+    ls.last_status = changed  # lsp/status.py's turn statuses compare with it
+    ls.protocol.notify("didChangeStatus", changed)
+
+
+def announce(ls: AgentlsLanguageServer) -> None:
+    """Once the settings are read: ready, naming the model, or the reason
+    there is no provider."""
+    if not ls.copilot_dialect:
+        return
+    from agentls.core.types.errors import AgentlsError
+
+    try:
+        ls.state.host.provider()
+    except AgentlsError as exc:
+        tell_status(ls, "Error", f"agentls: {exc}")
+        return
+    tell_status(ls, "Normal", f"agentls: ready ({local_user(ls)})")
+
+
 def register(server: AgentlsLanguageServer) -> None:
     @server.feature("checkStatus")
     async def check_status(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
@@ -135,6 +172,45 @@ def register(server: AgentlsLanguageServer) -> None:
         require(ls, "getVersion")
         _options(params, "getVersion")
         return {"version": __version__, "buildType": "agentls", "runtimeVersion": "agentls"}
+
+    @server.feature("copilot/models")
+    async def models(ls: AgentlsLanguageServer, params: Any = None) -> list[dict[str, Any]]:
+        require(ls, "copilot/models")
+        _options(params, "copilot/models")
+        await ls.wait_settings()
+        return configured_models(ls)
+
+    @server.feature("setEditorInfo")
+    def set_editor_info(ls: AgentlsLanguageServer, params: Any = None) -> str:
+        require(ls, "setEditorInfo")
+        _options(params, "setEditorInfo")
+        return "OK"  # older plugins say who they are here; nothing in it is a setting
+
+    @server.feature("notifyChangeConfiguration")
+    def notify_change_configuration(ls: AgentlsLanguageServer, params: Any = None) -> None:
+        # Older plugins' didChangeConfiguration for the Copilot server's own
+        # settings (telemetry, proxy, ...): none of them is agentls's.
+        log.debug("Copilot plugin settings ignored: %s", to_plain(params))
+
+
+def configured_models(ls: AgentlsLanguageServer) -> list[dict[str, Any]]:
+    """copilot/models: the models agentls is configured to use, the
+    completion model first (a Copilot plugin's model choice is not taken:
+    agentls's settings decide)."""
+    settings = ls.state.host.settings
+    models: dict[str, dict[str, Any]] = {}
+
+    def add(model: str | None, scopes: list[str], *, default: bool = False) -> None:
+        if not model:
+            return
+        entry = models.setdefault(model, {"id": model, "modelName": model, "scopes": [],
+                                          "preview": False, "default": default,
+                                          "provider": settings.provider})
+        entry["scopes"] += [scope for scope in scopes if scope not in entry["scopes"]]
+
+    add(completion_model(ls), ["completion"], default=True)
+    add(settings.model, ["chat-panel", "edit-panel", "agent-panel"])
+    return list(models.values())
 
 
 def _options(params: Any, method: str) -> dict[str, Any]:
