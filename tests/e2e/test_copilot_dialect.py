@@ -128,8 +128,10 @@ def test_copilot_lua_session_gets_a_signed_in_user_and_a_completion_it_can_accep
         answer = lsp.result("getCompletions", doc_params(uri, 4, 1, 12), timeout=TIMEOUT)
         (completion,) = answer["completions"]
         at = {"line": 1, "character": 12}
-        assert completion == {"uuid": completion["uuid"], "text": " + b",
-                              "displayText": " + b", "range": {"start": at, "end": at},
+        # GitHub's server's form: the whole line in `text`, its range from column 0
+        assert completion == {"uuid": completion["uuid"], "text": "    return a + b",
+                              "displayText": " + b",
+                              "range": {"start": {"line": 1, "character": 0}, "end": at},
                               "position": at, "docVersion": 4}
         assert isinstance(completion["uuid"], str) and completion["uuid"]
         # the same feature as textDocument/inlineCompletion: its FIM prompt
@@ -144,7 +146,7 @@ def test_copilot_lua_session_gets_a_signed_in_user_and_a_completion_it_can_accep
                                  "partiallyAccepted": 0}
         # Cycling: the same path, answered from its type-ahead cache
         cycled = lsp.result("getCompletionsCycling", doc_params(uri, 4, 1, 12))
-        assert [c["text"] for c in cycled["completions"]] == [" + b"]
+        assert [c["displayText"] for c in cycled["completions"]] == [" + b"]
         assert len(fake_backend.requests_to(COMPLETIONS)) == 1
         assert lsp.result("notifyRejected", {"uuids": [cycled["completions"][0]["uuid"]],
                                              "_": True}) is None
@@ -153,6 +155,29 @@ def test_copilot_lua_session_gets_a_signed_in_user_and_a_completion_it_can_accep
         ready = lsp.notifications_of("statusNotification")
         assert ready[0] == {"status": "Normal",
                             "message": f"agentls: ready (agentls (openai: {MODEL}))"}
+
+
+def test_a_completion_inside_a_line_keeps_the_rest_of_the_line_in_its_text(
+    tmp_path: Path, fake_backend: FakeBackend
+) -> None:
+    fake_backend.script("POST", COMPLETIONS, fim_reply("a + b"))
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    uri = (workspace / "calc.py").as_uri()
+    with spawn(tmp_path, fake_backend) as lsp:
+        copilot_lua_start(lsp, workspace, uri)
+        lsp.notify("textDocument/didChange", {
+            "textDocument": {"version": 1, "uri": uri},
+            "contentChanges": [{"text": "  # é😀", "range": {
+                "start": {"line": 1, "character": 11}, "end": {"line": 1, "character": 11}}}]})
+        answer = lsp.result("getCompletions", doc_params(uri, 1, 1, 11), timeout=TIMEOUT)
+        (completion,) = answer["completions"]
+        # the line after the cursor is in `text` (copilot.vim replaces the whole
+        # line), and the range ends at the line's end in UTF-16 units
+        assert completion["text"] == "    return a + b  # é😀"
+        assert completion["displayText"] == "a + b  # é😀"
+        assert completion["range"] == {"start": {"line": 1, "character": 0},
+                                       "end": {"line": 1, "character": 11 + 7}}
 
 
 def test_copilot_lua_sign_in_version_models_and_panel(
@@ -291,7 +316,7 @@ def test_a_backend_failure_reaches_the_plugins_status(
             "contentChanges": [{"text": "a", "range": {
                 "start": {"line": 1, "character": 11}, "end": {"line": 1, "character": 11}}}]})
         answer = lsp.result("getCompletions", doc_params(uri, 1, 1, 12), timeout=TIMEOUT)
-        assert [c["text"] for c in answer["completions"]] == [" + b"]
+        assert [c["displayText"] for c in answer["completions"]] == [" + b"]
         assert lsp.notifications_of("statusNotification")[-1]["status"] == "Normal"
 
 
@@ -342,7 +367,7 @@ def test_bad_input_to_every_dialect_method_is_a_32602_and_the_server_goes_on(
             assert says in response["error"]["message"], (method, response)
         assert lsp.alive()
         answer = lsp.result("getCompletions", doc_params(uri, 0, 1, 11), timeout=TIMEOUT)
-        assert [c["text"] for c in answer["completions"]] == ["a + b"]
+        assert [c["displayText"] for c in answer["completions"]] == ["a + b"]
 
 
 def test_a_standard_client_gets_no_dialect(tmp_path: Path, fake_backend: FakeBackend) -> None:

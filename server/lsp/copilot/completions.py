@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from pygls.exceptions import JsonRpcInvalidParams
 
+from agentls.core.editor.positions import code_units
 from agentls.lsp.copilot.dialect import require
 from agentls.lsp.suggestions import inline
-from agentls.lsp.wire.convert import to_plain
+from agentls.lsp.wire.convert import position_encoding, to_plain
 
 if TYPE_CHECKING:
     from agentls.lsp.server import AgentlsLanguageServer
@@ -81,12 +82,15 @@ async def _completions(ls: AgentlsLanguageServer, params: Any, method: str, *,
     require(ls, method)
     uri, line, character = _place(_params(params, method), method)
     found = await inline.suggest(ls, uri, line, character, invoked=invoked, method=method)
-    at = _at(line, character)
-    # The text goes in at the cursor: the range is empty, so a plugin that
-    # prepends the line up to range.start (copilot.lua, copilot.vim) shows it as is.
+    # As GitHub's server answers: `text` is the cursor's whole line with the
+    # completion in it, `range` that line (copilot.vim shows nothing for a
+    # range not starting at column 0), `displayText` what follows the cursor.
+    whole_line = {"start": _at(line, 0),
+                  "end": _at(line, character + code_units(found.after, position_encoding(ls)))}
     return {"completions": [
-        {"uuid": served_id, "text": text, "displayText": text,
-         "range": {"start": at, "end": at}, "position": at, "docVersion": found.version}
+        {"uuid": served_id, "text": found.before + text + found.after,
+         "displayText": text + found.after, "range": whole_line,
+         "position": _at(line, character), "docVersion": found.version}
         for served_id, text in found.items
     ]}
 

@@ -41,11 +41,14 @@ _EMPTY: dict[str, Any] = {"items": []}
 @dataclass(frozen=True)
 class Suggestions:
     """What one request for suggestions at a position got: the texts with
-    the ids of their accept commands (empty: nothing to suggest), and the
-    version of the document they were made for."""
+    the ids of their accept commands (empty: nothing to suggest), the
+    version of the document they were made for, and the cursor's line
+    before and after the cursor (the Copilot dialect's items hold the line)."""
 
     items: tuple[tuple[str, str], ...]  # (served id, text)
     version: int | None
+    before: str = ""
+    after: str = ""
 
 
 _NOTHING = Suggestions((), None)
@@ -112,8 +115,10 @@ async def suggest(ls: AgentlsLanguageServer, uri: str, line: int, character: int
     if not answer.items:
         return Suggestions((), document.version)
     state.counters.served += 1
+    end = text.find("\n", offset)
     return Suggestions(tuple((state.inline_served.new(), item) for item in answer.items),
-                       document.version)
+                       document.version, before=text[text.rfind("\n", 0, offset) + 1:offset],
+                       after=text[offset:len(text) if end < 0 else end].removesuffix("\r"))
 
 
 def accepted(ls: AgentlsLanguageServer, served_id: str) -> None:
