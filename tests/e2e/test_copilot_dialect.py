@@ -198,6 +198,7 @@ def test_copilot_lua_sign_in_version_models_and_panel(
         assert lsp.result("checkStatus", {"options": {"localChecksOnly": True}, "_": True})[
             "user"] == user
         assert isinstance(lsp.result("getVersion", {"_": True})["version"], str)
+        assert lsp.result("checkFileStatus", {"uri": uri}) == {"status": "Included"}
         models = lsp.result("copilot/models", {"_": True})
         assert models[0]["id"] == MODEL and "completion" in models[0]["scopes"]
         assert models[0]["default"] is True and models[0]["modelName"] == MODEL
@@ -346,6 +347,8 @@ BAD_INPUT = [
     ("notifyAccepted", {"uuid": "u", "acceptedLength": "all"}, "acceptedLength"),
     ("notifyRejected", {"uuids": "u1"}, "uuids"),
     ("notifyRejected", None, "params must be an object"),
+    ("checkFileStatus", {"uri": None}, "uri"),
+    ("setEditorInfo", [], "params must be an object"),
 ]
 
 
@@ -406,3 +409,71 @@ def test_copilot_flag_speaks_the_dialect_to_a_client_without_plugin_info(
         lsp.notify("initialized", {})
         assert lsp.result("checkStatus", {})["status"] == "OK"
         assert lsp.shown_messages() == []
+
+
+def test_copilot_vim_shows_the_completion_its_way(
+    tmp_path: Path, fake_backend: FakeBackend
+) -> None:
+    """copilot.vim (client.vim era): initializationOptions with
+    copilotIntegrationId when g:copilot_integration_id is set; it shows a
+    completion only when range.start.character is 0 and `text` starts with
+    what is typed on the line, and puts text[col:] in place of the rest of
+    the line."""
+    fake_backend.script("POST", COMPLETIONS, fim_reply("a + b"))
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    uri = (workspace / "calc.py").as_uri()
+    with spawn(tmp_path, fake_backend) as lsp:
+        lsp.result("initialize", {
+            "processId": 4242, "capabilities": {
+                "workspace": {"workspaceFolders": True},
+                "window": {"showDocument": {"support": True}}},
+            "workspaceFolders": [],
+            "initializationOptions": {
+                "editorInfo": {"name": "Vim", "version": "9.1.0016"},
+                "editorPluginInfo": {"name": "copilot.vim", "version": "1.41.0"},
+                "copilotIntegrationId": "vscode-chat"}})
+        lsp.notify("initialized", {})
+        lsp.notify("workspace/didChangeConfiguration", {"settings": {
+            "http": {"proxy": None, "proxyStrictSSL": None},
+            "github-enterprise": {"uri": None}}})
+        lsp.notify("textDocument/didOpen", {"textDocument": {
+            "uri": uri, "version": 3, "languageId": "python",
+            "text": "def add(a, b):\n    return  # sum\n"}})
+        status = lsp.result("checkStatus", {})
+        assert "user" in status and status["status"] not in ("NotAuthorized",
+                                                               "NoTelemetryConsent")
+        answer = lsp.result("getCompletions", {
+            "textDocument": {"uri": uri, "version": 3},
+            "position": {"line": 1, "character": 11},
+            "formattingOptions": {"insertSpaces": True, "tabSize": 4}}, timeout=TIMEOUT)
+        (choice,) = answer["completions"]
+        line, col = "    return  # sum", 11
+        assert choice["range"]["start"] == {"line": 1, "character": 0}
+        assert choice["text"][:col] == line[:col]
+        # what copilot.vim puts in place of the rest of the line
+        assert line[:col] + choice["text"][col:] == "    return a + b # sum"
+        lsp.result("notifyShown", {"uuid": choice["uuid"]})
+        lsp.result("notifyAccepted", {"uuid": choice["uuid"]})
+        assert counters(lsp)["accepted"] == 1
+        assert lsp.shown_messages() == []  # copilotIntegrationId is no unknown setting
+
+
+def test_lsp_copilot_with_the_copilot_flag(tmp_path: Path, fake_backend: FakeBackend) -> None:
+    """LSP-copilot (Sublime Text) sends no initializationOptions; it says who
+    it is with setEditorInfo after getVersion and checkStatus, so it needs
+    `agentls --copilot`."""
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    with spawn(tmp_path, fake_backend, "--copilot", "--stdio") as lsp:
+        lsp.result("initialize", {"processId": 1, "rootUri": workspace.as_uri(),
+                                  "capabilities": {}})
+        lsp.notify("initialized", {})
+        assert isinstance(lsp.result("getVersion", {})["version"], str)
+        # LSP-copilot: signed_in = status in {NotAuthorized, OK}, authorized = OK
+        assert lsp.result("checkStatus", {})["status"] == "OK"
+        assert lsp.result("setEditorInfo", {
+            "editorInfo": {"name": "vscode", "version": "4180"},
+            "editorPluginInfo": {"name": "LSP-copilot", "version": "unknown"}}) == "OK"
+        assert lsp.result("checkFileStatus", {"uri": (workspace / "a.py").as_uri()}) == {
+            "status": "Included"}

@@ -180,6 +180,17 @@ def register(server: AgentlsLanguageServer) -> None:
         await ls.wait_settings()
         return configured_models(ls)
 
+    @server.feature("checkFileStatus")
+    def check_file_status(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
+        require(ls, "checkFileStatus")
+        uri = _options(params, "checkFileStatus").get("uri")
+        if not isinstance(uri, str) or not uri:
+            from pygls.exceptions import JsonRpcInvalidParams
+
+            raise JsonRpcInvalidParams("checkFileStatus needs `uri`, the file's URI (a string).")
+        # No content exclusions here: agentls's secret-file rule applies to what is sent.
+        return {"status": "Included"}
+
     @server.feature("setEditorInfo")
     def set_editor_info(ls: AgentlsLanguageServer, params: Any = None) -> str:
         require(ls, "setEditorInfo")
