@@ -2,8 +2,8 @@
 model methods (docs/copilot-plugins.md).
 
 A client is a Copilot plugin when its initializationOptions carry
-`editorPluginInfo` (every plugin sends it), or when agentls was started
-with `--copilot`. Only then are the dialect's methods answered; any other
+`editorPluginInfo` (copilot.lua, copilot.vim and copilot.el send it), or
+when agentls was started with `--copilot` (LSP-copilot, which sends none). Only then are the dialect's methods answered; any other
 client gets -32601 for them, as before. The user is always a local one,
 signed in: no plugin asks anyone to sign in, and nothing is sent to GitHub.
 """
@@ -14,7 +14,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pygls.exceptions import JsonRpcMethodNotFound
+from pygls.exceptions import JsonRpcInvalidParams, JsonRpcMethodNotFound
 
 from agentls import __version__
 from agentls.lsp.wire.convert import params_object, to_plain
@@ -26,12 +26,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("agentls.lsp.copilot.dialect")
 
-# initializationOptions keys a client sends about itself, for a Copilot
-# server: never agentls settings, so never reported as unknown ones.
-CLIENT_OWN_KEYS = frozenset({
-    "editorInfo", "editorPluginInfo", "editorConfiguration", "copilotIntegrationId",
-    "githubAppId", "copilotCapabilities", "networkProxy", "fetcher", "authProvider",
-})
+# initializationOptions keys the Copilot plugins send about themselves
+# (docs/copilot-plugins.md): never agentls settings, so never reported as unknown.
+CLIENT_OWN_KEYS = frozenset({"editorInfo", "editorPluginInfo", "copilotIntegrationId",
+                             "networkProxy"})
 PLUGIN_INFO = "editorPluginInfo"
 
 
@@ -76,9 +74,11 @@ def completion_model(ls: AgentlsLanguageServer) -> str:
     named = settings.inline_completion.model or settings.model
     if named:
         return named
+    from agentls.core.types.errors import AgentlsError
+
     try:
         provider = ls.state.host.provider()
-    except Exception:  # no provider yet: its name alone
+    except AgentlsError:  # no provider can be built: announce() says why
         return "default model"
     for attribute in ("default_completion_model", "default_model"):
         value = getattr(provider, attribute, None)
@@ -185,8 +185,6 @@ def register(server: AgentlsLanguageServer) -> None:
         require(ls, "checkFileStatus")
         uri = _options(params, "checkFileStatus").get("uri")
         if not isinstance(uri, str) or not uri:
-            from pygls.exceptions import JsonRpcInvalidParams
-
             raise JsonRpcInvalidParams("checkFileStatus needs `uri`, the file's URI (a string).")
         # No content exclusions here: agentls's secret-file rule applies to what is sent.
         return {"status": "Included"}
@@ -226,8 +224,6 @@ def configured_models(ls: AgentlsLanguageServer) -> list[dict[str, Any]]:
 
 def _options(params: Any, method: str) -> dict[str, Any]:
     """The params as an object; -32602 naming the method otherwise."""
-    from pygls.exceptions import JsonRpcInvalidParams
-
     try:
         return params_object(params)
     except JsonRpcInvalidParams:
