@@ -324,6 +324,9 @@ def test_a_backend_failure_reaches_the_plugins_status(
 BAD_INPUT = [
     ("checkStatus", [1], "params must be an object"),
     ("signInInitiate", "x", "params must be an object"),
+    ("signInConfirm", [], "params must be an object"),
+    ("signIn", 1, "params must be an object"),
+    ("signOut", [None], "params must be an object"),
     ("getVersion", [], "params must be an object"),
     ("copilot/models", 5, "params must be an object"),
     ("getCompletions", {}, "textDocument.uri"),
