@@ -480,3 +480,34 @@ def test_lsp_copilot_with_the_copilot_flag(tmp_path: Path, fake_backend: FakeBac
             "editorPluginInfo": {"name": "LSP-copilot", "version": "unknown"}}) == "OK"
         assert lsp.result("checkFileStatus", {"uri": (workspace / "a.py").as_uri()}) == {
             "status": "Included"}
+
+
+def test_a_plugins_completion_and_panel_in_a_secret_file_reach_no_model(
+    tmp_path: Path, fake_backend: FakeBackend
+) -> None:
+    """The dialect's requests take the inline path, its secret-file rule
+    with it: asked inside `.env`, nothing is sent."""
+    fake_backend.script("POST", COMPLETIONS, fim_reply("your key"))
+    workspace = tmp_path / "project"
+    workspace.mkdir()
+    uri = (workspace / "calc.py").as_uri()
+    secret_uri = (workspace / ".env").as_uri()
+    with spawn(tmp_path, fake_backend) as lsp:
+        copilot_lua_start(lsp, workspace, uri)
+        lsp.notify("textDocument/didOpen", {"textDocument": {
+            "languageId": "sh", "version": 0, "uri": secret_uri,
+            "text": "OPENAI_API_KEY=sk-PLANTED-copilot-19af\n"}})
+        answer = lsp.result("getCompletions", doc_params(secret_uri, 0, 0, 15),
+                            timeout=TIMEOUT)
+        assert answer == {"completions": []}
+        params = doc_params(secret_uri, 0, 0, 15)
+        params["panelId"] = "1:copilot:///panel/.env"
+        assert lsp.result("getPanelCompletions", params, timeout=TIMEOUT) == {
+            "solutionCountTarget": 0}
+        wait_until(lambda: lsp.notifications_of("PanelSolutionsDone"), "PanelSolutionsDone")
+        assert lsp.notifications_of("PanelSolution") == []
+        # another file still completes, and the .env is in no prompt
+        other = lsp.result("getCompletions", doc_params(uri, 0, 1, 11), timeout=TIMEOUT)
+        assert other["completions"]
+        bodies = [r.body.decode() for r in fake_backend.requests_to(COMPLETIONS)]
+        assert len(bodies) == 1 and "sk-PLANTED" not in bodies[0]

@@ -3,8 +3,9 @@ model methods (docs/copilot-plugins.md).
 
 A client is a Copilot plugin when its initializationOptions carry
 `editorPluginInfo` (copilot.lua, copilot.vim and copilot.el send it), or
-when agentls was started with `--copilot` (LSP-copilot, which sends none). Only then are the dialect's methods answered; any other
-client gets -32601 for them, as before. The user is always a local one,
+when agentls was started with `--copilot` (LSP-copilot, which sends none).
+Only then are the dialect's methods answered; any other client gets -32601
+for them, as before. The user is always a local one,
 signed in: no plugin asks anyone to sign in, and nothing is sent to GitHub.
 """
 
