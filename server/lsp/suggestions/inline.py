@@ -6,6 +6,8 @@ Thin: positions become offsets here, the `inline-completion` feature plugin
 does the work through the InlineCompleter contract
 (core/editor/inline_completion.py), and its answer becomes LSP items. Errors the user can act on
 are shown once with window/showMessage; the request still answers (no items).
+`suggest` is the one path every request for inline suggestions takes (the
+Copilot dialect's getCompletions and panel too: lsp/copilot/completions.py).
 """
 
 from __future__ import annotations
