@@ -88,6 +88,10 @@ def test_copilot_lua_shows_agentls_suggestion_and_accepting_it_is_counted(
     said = ed.wait_until(lambda: "Authenticated as GitHub user: agentls (scripted" in
                          (m := ed.messages()) and m, message="the sign-in probe's answer")
     assert "unknown setting" not in said
+    # copilot.lua's status (statusNotification): ready, naming the model
+    status = ed.wait_for("require('copilot.status').data.status == 'Normal' and "
+                         "require('copilot.status').data.message", message="the status")
+    assert status.startswith("agentls: ready")
     ed.lua("vim.api.nvim_win_set_cursor(0, { 2, 10 })")
     ed.keys("A")
     ed.wait_for("vim.api.nvim_get_mode().mode == 'i'", message="insert mode")
