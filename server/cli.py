@@ -58,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
                            help="serve LSP on TCP; the client must send the token in "
                            "initializationOptions.agentlsToken (from $AGENTLS_TOKEN, or a new "
                            "one written to the token file, mode 0600; see docs/security.md)")
+    parser.add_argument("--copilot", action="store_true",
+                        help="speak the Copilot language server's dialect to every client, for "
+                        "a Copilot plugin that sends no editorPluginInfo "
+                        "(docs/copilot-plugins.md)")
     parser.add_argument("--host", default="127.0.0.1", help="TCP host (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=2087,
                         help="TCP port (default 2087; 0 picks a free one, printed on stderr)")
@@ -98,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_acp()
     _configure_logging(args.log_file, args.log_level)
     return serve(tcp=args.tcp, host=args.host, port=args.port, socket_path=args.socket,
-                 token_file=args.token_file)
+                 token_file=args.token_file, copilot=args.copilot)
 
 
 def _configure_logging(log_file: Path | None, level: str) -> None:
@@ -144,7 +148,8 @@ def _private_log_handler(log_file: Path) -> logging.Handler | None:
 
 
 def serve(*, tcp: bool = False, host: str = "127.0.0.1", port: int = 2087,
-          socket_path: str | None = None, token_file: Path | None = None) -> int:
+          socket_path: str | None = None, token_file: Path | None = None,
+          copilot: bool = False) -> int:
     """Serve LSP: on stdio, on a Unix socket (`socket_path`, "" for the
     default path) or on TCP with a token (agentls.lsp.wire.transport)."""
     token: str | None = None
@@ -184,6 +189,7 @@ def serve(*, tcp: bool = False, host: str = "127.0.0.1", port: int = 2087,
     from agentls.lsp.handlers import create_server
 
     server = create_server()
+    server.copilot_forced = copilot
     gc.freeze()
     try:
         if socket_path is not None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
+from agentls.lsp.copilot import dialect
 from agentls.lsp.reload import close_retired_providers, prepare_models, report_problems
 from agentls.lsp.suggestions import inline_registration
 from agentls.lsp.trust import schedule_trust_question
@@ -34,11 +35,14 @@ def register(server: AgentlsLanguageServer) -> None:
     @server.feature(types.INITIALIZE)
     def on_initialize(ls: AgentlsLanguageServer, params: types.InitializeParams) -> None:
         inline_registration.prepare(ls, params)
+        dialect.prepare(ls, params)
         ls.state.host.workspace_root = _workspace_root(params)
         ls.state.host.workspace_folders = _workspace_folders(params, ls.state.host.workspace_root)
         options = to_plain(params.initialization_options) or {}
         if isinstance(options, Mapping) and isinstance(options.get(SECTION), Mapping):
             options = options[SECTION]
+        elif isinstance(options, Mapping):  # what a client says of itself is no setting
+            options = dialect.own_keys_removed(options)
         # Read with the other sources after this answer (on `initialized`):
         # requests wait for them (settings_ready), the answer need not.
         ls.state.host.set_init_options(options if isinstance(options, Mapping) else {})
@@ -51,6 +55,7 @@ def register(server: AgentlsLanguageServer) -> None:
             ls.settings_ready.set()
         schedule_trust_question(ls)
         await inline_registration.sync(ls)
+        dialect.announce(ls)
         # Loading every feature plugin (and what they start) waits until the
         # first inline completion was answered (at most 2 s): start-up work
         # must not compete with the editor's first suggestion.

@@ -17,6 +17,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from agentls.lsp.copilot import dialect
+
 if TYPE_CHECKING:
     from agentls.core.provider.progress import ProgressTask
     from agentls.lsp.server import AgentlsLanguageServer
@@ -39,6 +41,7 @@ class LspProgressTask:
         self._ended: tuple[str, str | None] | None = None
         self._begun = False
         self._supported = _client_supports_progress(ls)
+        dialect.tell_status(ls, "InProgress", f"{title}: {message}" if message else title)
         if self._supported:
             task = asyncio.ensure_future(self._create(message))
             ls.background_tasks.add(task)
@@ -97,6 +100,8 @@ class LspProgressTask:
         if self._ended is not None:
             return
         self._ended = (message, error)
+        dialect.tell_status(self.ls, "Error" if error else "Normal",
+                            error or (f"{self.title}: {message}" if message else ""))
         if not self._supported:
             self._show_end(message, error)
         elif self._begun:

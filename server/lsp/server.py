@@ -43,6 +43,12 @@ class AgentlsLanguageServer(LanguageServer):
         self.features_started = asyncio.Event()  # set after the first start_features
         self.inline_dynamic = False
         self.inline_registered = False
+        # The Copilot language server's dialect (lsp/copilot/dialect.py):
+        # forced by `agentls --copilot`, else decided at initialize.
+        self.copilot_forced = False
+        self.copilot_dialect = False
+        self.copilot_plugin: str | None = None  # "copilot.lua 1.515.0"
+        self.copilot_status: tuple[str, str] | None = None  # last statusNotification
 
     async def wait_settings(self, limit: float = 5.0) -> None:
         """Wait (bounded) until the client's settings have been read."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentls.host import AgentHost, HostStores
+from agentls.lsp.suggestions.served import ServedIds
 
 if TYPE_CHECKING:
     from agentls.core.editor.history import EditHistory
@@ -22,10 +23,12 @@ if TYPE_CHECKING:
 class CompletionCounters:
     served: int = 0  # non-empty inline completion answers
     shown: int = 0  # textDocument/didShowCompletion received
-    accepted: int = 0  # agentls.inlineCompletionAccepted run
+    accepted: int = 0  # agentls.inlineCompletionAccepted run (or notifyAccepted)
+    partially_accepted: int = 0  # items with a didPartiallyAcceptCompletion
 
     def to_wire(self) -> dict[str, int]:
-        return {"served": self.served, "shown": self.shown, "accepted": self.accepted}
+        return {"served": self.served, "shown": self.shown, "accepted": self.accepted,
+                "partiallyAccepted": self.partially_accepted}
 
 
 @dataclass
@@ -61,6 +64,10 @@ class ServerState:
         self.counters = CompletionCounters()
         self.next_edit_counters = NextEditCounters()
         self.prompt_counters = PromptCounters()
+        # Inline suggestions served (ids in their accept commands / uuids)
+        # and the notices they showed (lsp/suggestions/inline.py).
+        self.inline_served = ServedIds()
+        self.inline_told: set[str] = set()
         self._edit_history: EditHistory | None = None
         self._told: set[str] = set()
         # Settings problems shown at the last report (lifecycle.report_problems).

@@ -310,7 +310,8 @@ async def test_shown_and_accepted_counters(tmp_path: Path, fake_backend: FakeBac
         await server.request(types.WORKSPACE_EXECUTE_COMMAND, accept)
         await server.request(types.WORKSPACE_EXECUTE_COMMAND, accept)  # counted once
         status = await server.request("agentls/status", {})
-        assert status["completions"] == {"served": 1, "shown": 1, "accepted": 1}
+        assert status["completions"] == {"served": 1, "shown": 1, "accepted": 1,
+                                         "partiallyAccepted": 1}
         with pytest.raises(JsonRpcException) as raised:
             await server.request(types.WORKSPACE_EXECUTE_COMMAND,
                                  types.ExecuteCommandParams(command=command["command"],

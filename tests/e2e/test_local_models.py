@@ -316,3 +316,30 @@ def test_a_chat_model_without_native_tool_calls_is_listed_so_and_the_user_is_tol
     assert len(notices) == 1, notices  # two turns in one session: told once
     assert notices[0]["type"] == 2  # Warning
     assert "agentls pull --recommended" in notices[0]["message"]
+
+
+def test_a_copilot_plugin_sees_the_download_and_its_failure_as_its_status(
+    tmp_path: Path, workspace: Path, hub: FakeHub
+) -> None:
+    """A Copilot plugin (docs/copilot-plugins.md) shows agentls's state from
+    statusNotification: InProgress while a model downloads, Error with the
+    reason when that fails."""
+    model = "hf:nobody/missing-GGUF"
+    lsp = LspProcess.spawn(state_dir=tmp_path / "state", env=hub_env(tmp_path, hub))
+    try:
+        lsp.result("initialize", {
+            "processId": None, "rootUri": workspace.as_uri(), "capabilities": PROGRESS_CLIENT,
+            "initializationOptions": {
+                "editorPluginInfo": {"name": "copilot.lua", "version": "1.515.0"},
+                "agentls": settings(model)}})
+        lsp.notify("initialized", {})
+        assert "error" not in complete(lsp, workspace)
+        failed = wait_until(lambda: [s for s in lsp.notifications_of("statusNotification")
+                                     if s["status"] == "Error"], "an Error status", 60)
+        assert "no repository 'nobody/missing-GGUF'" in failed[0]["message"]
+        statuses = lsp.notifications_of("statusNotification")
+        busy = [s for s in statuses if s["status"] == "InProgress"]
+        assert busy and busy[0]["message"].startswith(f"Downloading {model}")
+        assert statuses.index(busy[0]) < statuses.index(failed[0])
+    finally:
+        lsp.close()

@@ -61,7 +61,8 @@ async def test_sources_merge_and_bad_value_is_reported_once(client: LanguageClie
     status = await _status(client)
     assert status["provider"]["id"] == "scripted"  # from initializationOptions
     assert status["model"] == "from-workspace"  # from workspace/configuration
-    assert status["completions"] == {"served": 0, "shown": 0, "accepted": 0}
+    assert status["completions"] == {"served": 0, "shown": 0, "accepted": 0,
+                                     "partiallyAccepted": 0}
 
 
 @pytest.mark.asyncio(loop_scope="function")

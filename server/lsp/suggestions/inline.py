@@ -6,6 +6,8 @@ Thin: positions become offsets here, the `inline-completion` feature plugin
 does the work through the InlineCompleter contract
 (core/editor/inline_completion.py), and its answer becomes LSP items. Errors the user can act on
 are shown once with window/showMessage; the request still answers (no items).
+`suggest` is the one path every request for inline suggestions takes (the
+Copilot dialect's getCompletions and panel too: lsp/copilot/completions.py).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -21,7 +24,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 
 from agentls.core.editor.inline_completion import InlineCompleter, InlineRequest, OpenDocument
 from agentls.core.editor.positions import PositionOutOfRange, offset_at
-from agentls.lsp.suggestions.served import ServedIds
+from agentls.lsp.copilot import dialect
 from agentls.lsp.wire.convert import position_encoding, to_plain
 
 if TYPE_CHECKING:
@@ -37,13 +40,20 @@ DID_PARTIALLY_ACCEPT = "textDocument/didPartiallyAcceptCompletion"
 _EMPTY: dict[str, Any] = {"items": []}
 
 
-class _InlineEndpoint:
-    """Per-server state of the handlers: the ids of items served, the
-    notices shown."""
+@dataclass(frozen=True)
+class Suggestions:
+    """What one request for suggestions at a position got: the texts with
+    the ids of their accept commands (empty: nothing to suggest), the
+    version of the document they were made for, and the cursor's line
+    before and after the cursor (the Copilot dialect's items hold the line)."""
 
-    def __init__(self) -> None:
-        self.items = ServedIds()
-        self.told: set[str] = set()
+    items: tuple[tuple[str, str], ...]  # (served id, text)
+    version: int | None
+    before: str = ""
+    after: str = ""
+
+
+_NOTHING = Suggestions((), None)
 
 
 def _warm(state: Any) -> None:
@@ -55,59 +65,82 @@ def _warm(state: Any) -> None:
         asyncio.get_running_loop().call_later(0.1, state.inline_warm.set)
 
 
-def register(server: AgentlsLanguageServer) -> None:
-    endpoint = _InlineEndpoint()
+async def suggest(ls: AgentlsLanguageServer, uri: str, line: int, character: int, *,
+                  invoked: bool, method: str) -> Suggestions:
+    """Inline completions at a position through the `inline-completion`
+    feature (its cache, supersede, prompt plans and post-processing), for
+    every method that asks for them (this module's and the Copilot
+    dialect's, lsp/copilot/completions.py). -32602 naming `method` for a
+    position outside the document."""
+    state = ls.state
+    if not ls.settings_ready.is_set():  # only the first requests after start-up wait
+        await ls.wait_settings()
+    feature = state.host.feature(FEATURE_NAME, InlineCompleter)
+    if feature is None:
+        return _NOTHING
+    document = ls.workspace.text_documents.get(unquote(uri))
+    if document is None:
+        return _NOTHING  # not open: nothing to complete against
+    text = document.source
+    try:
+        offset = offset_at(text, line, character, position_encoding(ls))
+    except PositionOutOfRange as exc:
+        raise JsonRpcInvalidParams(f"{method}: {exc}") from None
+    request = InlineRequest(
+        uri=uri,
+        language_id=document.language_id or "",
+        text=text,
+        offset=offset,
+        invoked=invoked,
+        neighbours=lambda: _open_documents(ls),
+    )
+    try:
+        answer = await feature.complete(request, state.host.provider,
+                                        state.host.settings.inline_completion)
+    except Exception:  # a bug must cost one suggestion, not the editor's patience
+        log.exception("Inline completion failed unexpectedly")
+        return _NOTHING
+    finally:
+        _warm(state)
+    if answer.prompt_chars:
+        sent = state.prompt_counters
+        sent.requests += 1
+        sent.chars += answer.prompt_chars
+        sent.input_tokens += answer.input_tokens
+    if answer.notice is not None:
+        _tell_once(ls, answer.notice)
+    elif answer.model_answered and state.inline_told:
+        for key in state.inline_told:  # working again: a later failure is news
+            state.forget_notice(key)
+        state.inline_told.clear()
+        dialect.tell_status(ls, "Normal")
+    if not answer.items:
+        return Suggestions((), document.version)
+    state.counters.served += 1
+    end = text.find("\n", offset)
+    return Suggestions(tuple((state.inline_served.new(), item) for item in answer.items),
+                       document.version, before=text[text.rfind("\n", 0, offset) + 1:offset],
+                       after=text[offset:len(text) if end < 0 else end].removesuffix("\r"))
 
+
+def accepted(ls: AgentlsLanguageServer, served_id: str) -> None:
+    """An item was accepted: counted once per served item."""
+    if ls.state.inline_served.accept(served_id):
+        ls.state.counters.accepted += 1
+
+
+def register(server: AgentlsLanguageServer) -> None:
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(
         ls: AgentlsLanguageServer, params: types.InlineCompletionParams
     ) -> dict[str, Any]:
-        state = ls.state
-        if not ls.settings_ready.is_set():  # only the first requests after start-up wait
-            await ls.wait_settings()
-        feature = state.host.feature(FEATURE_NAME, InlineCompleter)
-        if feature is None:
-            return _EMPTY
-        uri = params.text_document.uri
-        document = ls.workspace.text_documents.get(unquote(uri))
-        if document is None:
-            return _EMPTY  # not open: nothing to complete against
         position = params.position
-        text = document.source
-        try:
-            offset = offset_at(text, position.line, position.character, position_encoding(ls))
-        except PositionOutOfRange as exc:
-            raise JsonRpcInvalidParams(f"textDocument/inlineCompletion: {exc}") from None
-        request = InlineRequest(
-            uri=uri,
-            language_id=document.language_id or "",
-            text=text,
-            offset=offset,
+        found = await suggest(
+            ls, params.text_document.uri, position.line, position.character,
             invoked=params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked,
-            neighbours=lambda: _open_documents(ls),
-        )
-        try:
-            answer = await feature.complete(request, state.host.provider,
-                                            state.host.settings.inline_completion)
-        except Exception:  # a bug must cost one suggestion, not the editor's patience
-            log.exception("Inline completion failed unexpectedly")
+            method=types.TEXT_DOCUMENT_INLINE_COMPLETION)
+        if not found.items:
             return _EMPTY
-        finally:
-            _warm(state)
-        if answer.prompt_chars:
-            sent = state.prompt_counters
-            sent.requests += 1
-            sent.chars += answer.prompt_chars
-            sent.input_tokens += answer.input_tokens
-        if answer.notice is not None:
-            _tell_once(ls, endpoint, answer.notice)
-        elif answer.model_answered and endpoint.told:
-            for key in endpoint.told:  # working again: a later failure is news
-                state.forget_notice(key)
-            endpoint.told.clear()
-        if not answer.items:
-            return _EMPTY
-        state.counters.served += 1
         at = {"line": position.line, "character": position.character}
         return {
             "items": [
@@ -117,10 +150,10 @@ def register(server: AgentlsLanguageServer) -> None:
                     "command": {
                         "title": "Accept completion",
                         "command": ACCEPT_COMMAND,
-                        "arguments": [endpoint.items.new()],
+                        "arguments": [served_id],
                     },
                 }
-                for item in answer.items
+                for served_id, item in found.items
             ]
         }
 
@@ -130,9 +163,11 @@ def register(server: AgentlsLanguageServer) -> None:
 
     @server.feature(DID_PARTIALLY_ACCEPT)
     def did_partially_accept_completion(ls: AgentlsLanguageServer, params: Any) -> None:
-        # Not counted as accepted (docs/protocol.md counts accept commands); the
-        # rest of the item is answered from the cache as the user types on.
-        log.debug("Partially accepted: %s", to_plain(params))
+        # Counted apart from accepts (docs/protocol.md counts accept commands):
+        # the rest of the item is answered from the cache as the user types on.
+        served_id = _command_item_id(to_plain(params))
+        if served_id is not None and ls.state.inline_served.mark(served_id, "partial"):
+            ls.state.counters.partially_accepted += 1
 
     @server.command(ACCEPT_COMMAND)
     def inline_completion_accepted(ls: Any, *arguments: Any) -> None:
@@ -140,8 +175,20 @@ def register(server: AgentlsLanguageServer) -> None:
             raise JsonRpcInvalidParams(
                 f"{ACCEPT_COMMAND} takes one argument, the item id from the completion's command"
             )
-        if endpoint.items.accept(str(arguments[0])):  # counted once per served item
-            ls.state.counters.accepted += 1
+        accepted(ls, str(arguments[0]))
+
+
+def _command_item_id(params: Any) -> str | None:
+    """The served id in a notification's `item.command.arguments[0]` (how
+    Copilot's clients name the item they showed or accepted), if any."""
+    item = params.get("item") if isinstance(params, dict) else None
+    command = item.get("command") if isinstance(item, dict) else None
+    arguments = command.get("arguments") if isinstance(command, dict) else None
+    if (isinstance(command, dict) and command.get("command") == ACCEPT_COMMAND
+            and isinstance(arguments, list) and arguments
+            and isinstance(arguments[0], str | int) and not isinstance(arguments[0], bool)):
+        return str(arguments[0])
+    return None
 
 
 def _open_documents(ls: AgentlsLanguageServer) -> Iterator[OpenDocument]:
@@ -155,10 +202,12 @@ def _open_documents(ls: AgentlsLanguageServer) -> Iterator[OpenDocument]:
         )
 
 
-def _tell_once(ls: AgentlsLanguageServer, endpoint: _InlineEndpoint, notice: UserNotice) -> None:
+def _tell_once(ls: AgentlsLanguageServer, notice: UserNotice) -> None:
     if ls.state.first_time(notice.key):
-        endpoint.told.add(notice.key)
+        ls.state.inline_told.add(notice.key)
         kind = types.MessageType.Error
         if notice.severity == "warning":
             kind = types.MessageType.Warning
         ls.window_show_message(types.ShowMessageParams(type=kind, message=notice.message))
+        dialect.tell_status(ls, "Warning" if notice.severity == "warning" else "Error",
+                            notice.message)
