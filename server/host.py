@@ -334,6 +334,20 @@ class AgentHost:
         self.started_features.clear()
         await asyncio.gather(*(close_feature(f) for f in features))
 
+    def restricted_notice(self) -> str | None:
+        """What the user is told when a workspace folder is a home, root or
+        system folder (restricted mode, features/policy/restricted.py), or None."""
+        from agentls.features.policy.restricted import restricted_notice
+
+        return restricted_notice(self.restricted_folders())
+
+    def restricted_folders(self) -> list[Any]:
+        """The workspace folders in restricted mode (RestrictedFolder)."""
+        from agentls.features.policy.restricted import restricted_folders
+
+        return restricted_folders(self.workspace_folders,
+                                  self.settings.approval.unrestricted_folders)
+
     # -- the gate and what the front lends ---------------------------------------------------
     @property
     def gate(self) -> ApprovalGate:

@@ -138,13 +138,14 @@ def _corpus() -> list[str]:
 
     from agentls.features.policy.sensitive import _SECRET_EXCEPTIONS, SECRET_PATTERNS
 
-    names = {"src", "a", "x.py", "README.md", "Id_RSA.pub", "notes.env", ".ENV.local",
+    names: set[str] = {"src", "a", "x.py", "README.md", "Id_RSA.pub", "notes.env", ".ENV.local",
              "my-credentials-prod.json", "w.code-workspace", "mise.dev.toml", "config"}
     for pattern in (*PROTECTED_PATTERNS, *SECRET_PATTERNS, *_SECRET_EXCEPTIONS):
         for part in pattern.split("/"):
             if part != "**":
                 names.add(part.replace("*", "zz"))
                 names.add(part.replace("*", "").upper())
+    names -= {".", ".."}  # `.*` without its star: never a component of a resolved path
     ordered = sorted(names)
     rng = random.Random(22)
     paths = ordered + [f"{first}/{rng.choice(ordered)}" for first in ordered]

@@ -145,6 +145,14 @@ def output_update(call_id: str, text: str) -> ToolCallProgress:
     return update_tool_call(call_id, status="in_progress", content=[text_content(text)])
 
 
+# The gate's option ids as PROTOCOL.md names them on the wire.
+_WIRE_IDS = {"deny": "reject_once"}
+
+
+def option_wire_id(option_id: str) -> str:
+    return _WIRE_IDS.get(option_id, option_id)
+
+
 def permission_options(request: ApprovalRequest) -> list[PermissionOption]:
     options = []
     for option in request.options:
@@ -156,7 +164,8 @@ def permission_options(request: ApprovalRequest) -> list[PermissionOption]:
             kind = "allow_once"
         else:
             kind = "reject_once"
-        options.append(PermissionOption(option_id=option.id, name=option.label, kind=kind))
+        options.append(PermissionOption(option_id=option_wire_id(option.id), name=option.label,
+                                        kind=kind))
     return options
 
 
