@@ -9,7 +9,8 @@ plays the editor and answers Deny.
 - Anywhere, a prompt naming `service-account.json`, `terraform.tfstate` or
   `.yarnrc.yml` does not attach them.
 - A file with a second hard link (to a key outside the workspace) is
-  neither read by read_file nor attached, as writes already refuse it.
+  neither read by read_file, searched by search_text nor attached, as
+  writes already refuse it.
 """
 
 from __future__ import annotations
@@ -109,17 +110,21 @@ def test_named_credential_files_are_not_attached(tmp_path: Path) -> None:
         assert token not in sent, token
 
 
-def test_hard_linked_files_are_neither_read_nor_attached(tmp_path: Path) -> None:
+def test_hard_linked_files_are_neither_read_searched_nor_attached(tmp_path: Path) -> None:
     home = tmp_path / "home"
     project = home / "src" / "app"
     project.mkdir(parents=True)
     key = home / "deploy_key"  # outside the workspace, under a harmless-looking name inside
     key.write_text("-----BEGIN KEY----- PLANTEDhardlink00\n")
     os.link(key, project / "notes.txt")
-    _, sent, result = chat(tmp_path, project, reads(["notes.txt"]),
+    search = {"tool_calls": [{"id": "s", "name": "search_text",
+                              "arguments": {"pattern": "PLANTED"}}]}
+    _, sent, result = chat(tmp_path, project, [*reads(["notes.txt"]), search],
                            "Summarise notes.txt", home)
     assert sent, "the model was never called"
     assert "PLANTEDhardlink00" not in sent
-    [tool] = [m for m in result["messages"] if m["role"] == "tool"]
-    assert tool["toolResult"]["success"] is False
-    assert "hard links" in tool["toolResult"]["error"]["message"]
+    read, searched = [m for m in result["messages"] if m["role"] == "tool"]
+    assert read["toolResult"]["success"] is False
+    assert "hard links" in read["toolResult"]["error"]["message"]
+    assert searched["toolResult"]["output"]["matches"] == []
+    assert searched["toolResult"]["output"]["skipped_linked"] == ["notes.txt"]
