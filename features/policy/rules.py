@@ -10,8 +10,8 @@ paths, the command line), never from a list of tool names.
    every workspace folder is denied, with the reason, before any prompt.
    With no workspace folder, calls that take paths, edit files or run
    commands are denied with a message asking the user to open a folder.
-   A file an edit would change that has another hard link is denied (the
-   other link may be outside the workspace).
+   A file an edit would change or a read would read that has another hard
+   link is denied (the other link may be outside the workspace, a secret).
 2. **Rules.** `approval.rules` in order, then the built-in defaults by
    kind (none and read allowed; edit, run and call ask); the first rule
    whose given conditions all match wins. `tool` is a glob on the tool
@@ -32,6 +32,9 @@ paths, the command line), never from a list of tool names.
      allows them;
    - a restore the user asked for (`need.by_user`) runs without a question
      unless it writes a protected or secret file.
+   - in restricted mode (a workspace folder that is a home, root or
+     system folder: features/policy/restricted.py) every edit, command and
+     call is `protected`: asked every time, whatever the rules allow.
 3. **Answers.** The verdict, the reason, the words of a command's question
    (the exact command line, its folder, its time limit),
    `approval.timeoutSeconds` / `approval.default`, and for a call blocked

@@ -1,21 +1,30 @@
-"""The one list of workspace paths that need the user's eye whatever the
-rules say (docs/security.md has the same table for users), and the one check
-every path of a file's text to the model goes through.
+"""The one table of paths that need the user's eye whatever the rules say
+(`SENSITIVE`; docs/security.md has the same table for users), and the one
+check every path of a file's text to the model goes through. Each row is a
+pattern with the reason a write there always asks and/or the reason a read
+asks:
 
 * **Protected** paths make a program run commands or change what the agent
-  may do: agentls's and other agents' settings and hooks, the editor's
-  tasks, version control configs and hooks, CI workflows, the shell
-  environment, package managers' install hooks and registries. A write there
-  always asks, even under an allow rule or after "Allow for session"; a deny
-  rule still denies. Each entry carries the reason the question shows.
-* **Secret** paths hold credentials: reading one asks first, and listing or
-  searching skips them unless the user names the file.
+  may do: agentls's and other agents' settings and hooks (and, as rules,
+  any MCP list and any tool folder's settings file), the editor's tasks,
+  version control configs and hooks, the shell, login, ssh, desktop and
+  systemd start-up files, CI workflows, package managers' install hooks
+  and registries. A write there always asks, even under an allow rule or
+  after "Allow for session"; a deny rule still denies.
+* **Secret** paths hold credentials (keys, the common CLIs' and clouds'
+  token files, database passwords, Terraform state, shell histories):
+  reading one asks first, and listing or searching skips them unless the
+  user names the file.
+
+A path matches by its workspace-relative form or by its real absolute path
+(a workspace that is ~/.ssh still holds authorized_keys).
 * **Text for the model** (`model_file_check`, `read_for_model`): every way a
   file's text reaches the model without read_file (instruction files,
   `@file:` mentions, templates, MCP resources, next-edit context) applies the
   secret rule to the file the path really leads to, and keeps to the
   workspace folders; a withheld file is named with the reason, never
-  skipped silently.
+  skipped silently. A file with more than one hard link is kept back too:
+  its other name may be a secret file outside the workspace.
 
 Names match at any depth (`sub/.git/hooks/x` is as protected as
 `.git/hooks/x`) and ignoring letter case, so a case-insensitive file system
