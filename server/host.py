@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from agentls.core.settings.sources import SettingsProblem
     from agentls.core.trust.question import TrustAsker
     from agentls.core.trust.workspace import TrustDecision, TrustStore, WorkspaceTrust
+    from agentls.features.policy.restricted import RestrictedFolder
 
 __all__ = ["AgentHost", "HostStores"]
 
@@ -341,8 +342,8 @@ class AgentHost:
 
         return restricted_notice(self.restricted_folders())
 
-    def restricted_folders(self) -> list[Any]:
-        """The workspace folders in restricted mode (RestrictedFolder)."""
+    def restricted_folders(self) -> list[RestrictedFolder]:
+        """The workspace folders in restricted mode."""
         from agentls.features.policy.restricted import restricted_folders
 
         return restricted_folders(self.workspace_folders,

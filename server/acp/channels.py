@@ -7,8 +7,9 @@
   `session/request_permission`: an option that allows and is remembered
   is `allow_always` ("Allow for session"), one that allows `allow_once`,
   one that refuses `reject_once` (the gate's Deny has the id `reject_once`
-  on the wire, as shared/PROTOCOL.md binds it). A protected question (a protected or
-  secret path, a workspace trust question) never offers `allow_always`. A
+  on the wire, as shared/PROTOCOL.md binds it). A protected question (a
+  protected or secret path, restricted mode, a workspace trust question)
+  never offers `allow_always`. A
   `cancelled` outcome is a dismissal and an option id not offered comes
   back as one no option has: both are a Deny at the gate. A question that
   belongs to no tool call (workspace trust) is shown as its own tool call.
