@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from agentls.core.settings.sources import SettingsProblem
     from agentls.core.trust.question import TrustAsker
     from agentls.core.trust.workspace import TrustDecision, TrustStore, WorkspaceTrust
+    from agentls.features.policy.restricted import RestrictedFolder
 
 __all__ = ["AgentHost", "HostStores"]
 
@@ -333,6 +334,20 @@ class AgentHost:
         features = list(self.started_features.values())
         self.started_features.clear()
         await asyncio.gather(*(close_feature(f) for f in features))
+
+    def restricted_notice(self) -> str | None:
+        """What the user is told when a workspace folder is a home, root or
+        system folder (restricted mode, features/policy/restricted.py), or None."""
+        from agentls.features.policy.restricted import restricted_notice
+
+        return restricted_notice(self.restricted_folders())
+
+    def restricted_folders(self) -> list[RestrictedFolder]:
+        """The workspace folders in restricted mode."""
+        from agentls.features.policy.restricted import restricted_folders
+
+        return restricted_folders(self.workspace_folders,
+                                  self.settings.approval.unrestricted_folders)
 
     # -- the gate and what the front lends ---------------------------------------------------
     @property

@@ -13,10 +13,12 @@ from agentls.core.editor.file_access import ModelFile, ReadableFile, Withheld
 from agentls.features.policy.sensitive import (
     PROTECTED,
     PROTECTED_PATTERNS,
+    SENSITIVE,
     ModelFileAccess,
     protected_match,
     protected_reason,
     secret_match,
+    secret_reason,
 )
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX links and FIFOs")
@@ -25,6 +27,87 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX links and
 def test_every_protected_entry_has_a_reason_and_appears_once() -> None:
     assert all(entry.reason.strip() for entry in PROTECTED)
     assert len(set(PROTECTED_PATTERNS)) == len(PROTECTED_PATTERNS)
+
+
+def test_the_one_table_gives_every_row_its_reasons_and_each_pattern_one_row() -> None:
+    assert len({row.pattern for row in SENSITIVE}) == len(SENSITIVE)
+    for row in SENSITIVE:
+        assert row.protect or row.secret, row
+        assert all(reason is None or reason.strip() for reason in (row.protect, row.secret))
+    both = {row.pattern for row in SENSITIVE if row.protect and row.secret}
+    assert {"**/.env", "**/.npmrc", "**/.yarnrc.yml", "**/.ssh/**"} <= both
+
+
+# The files that make a shell, a login, ssh, git, the desktop or systemd run
+# commands: protected wherever they are.
+@pytest.mark.parametrize(("path", "says"), [
+    (".bashrc", "shell"), (".profile", "shell"), (".bash_profile", "shell"),
+    (".zshrc", "shell"), (".zprofile", "shell"), ("dotfiles/.zshenv", "shell"),
+    (".ssh/authorized_keys", "ssh"), (".ssh/config", "ssh"), (".gitconfig", "git"),
+    (".config/git/config", "git"), (".config/autostart/evil.desktop", "desktop"),
+    (".config/systemd/user/x.service", "systemd"), (".local/bin/ls", "PATH"),
+    (".xprofile", "login"), (".config/environment.d/p.conf", "login"),
+    (".config/fish/config.fish", "shell"), (".vimrc", "Vim"),
+    ("Library/LaunchAgents/x.plist", "launch agents"), (".config/nvim/init.lua", "configuration"),
+])
+def test_start_up_files_are_protected_with_their_reason(path: str, says: str) -> None:
+    assert says in (protected_reason(path) or ""), (path, protected_reason(path))
+
+
+@pytest.mark.parametrize("path", [
+    ".qwen/settings.json", ".crush.json", "crush.json", ".kilocode/mcp.json",
+    ".amazonq/mcp.json", ".junie/mcp/mcp.json", ".trae/mcp.json", ".augment/settings.json",
+    # the rules: any MCP list, any tool folder's settings file
+    "mcp.json", "tools/mcp.json", "config/mcp_servers.json", ".newagent/settings.json",
+    ".newagent/config.toml",
+])
+def test_other_agents_configs_are_protected_by_list_or_rule(path: str) -> None:
+    assert protected_reason(path), path
+
+
+@pytest.mark.parametrize("path", [
+    ".config/gh/hosts.yml", ".config/glab-cli/config.yml", ".docker/config.json",
+    ".kube/config", "ops/prod.kubeconfig", ".aws/credentials", ".aws/config",
+    ".config/gcloud/application_default_credentials.json", ".azure/msal_token_cache.json",
+    ".npmrc", ".yarnrc.yml", ".pypirc", ".cargo/credentials.toml", ".cargo/credentials",
+    "terraform.tfstate", "envs/prod/terraform.tfstate.backup",
+    ".terraform.d/credentials.tfrc.json", ".netrc", ".pgpass", ".my.cnf",
+    ".config/rclone/rclone.conf", ".bash_history", ".zsh_history", ".python_history",
+    ".psql_history", ".local/share/fish/fish_history", "service-account.json",
+    "keys/prod-service-account.json", ".vault-token", ".gem/credentials",
+])
+def test_cli_and_cloud_credentials_are_secret_with_a_reason(path: str) -> None:
+    assert secret_match(path), path
+    assert secret_reason(path), path
+
+
+@pytest.mark.parametrize("path", [
+    "src/history.py", "docs/history.md", "CHANGELOG.md", "terraform/main.tf", "yarn.lock",
+    ".github/dependabot.yml", "config/settings.json", "service.json",
+])
+def test_everyday_files_are_not_secret(path: str) -> None:
+    assert secret_match(path) is None, path
+
+
+def test_the_real_path_counts_too() -> None:
+    # a workspace that is ~/.ssh or ~/.config: the name alone says nothing
+    assert protected_reason("authorized_keys", "/home/me/.ssh/authorized_keys")
+    assert protected_reason("git/config", "/home/me/.config/git/config")
+    assert protected_reason("authorized_keys") is None
+    assert secret_match("config", "/home/me/.aws/config") == "**/.aws/**"
+    assert secret_match("app.py", "/home/me/src/app.py") is None
+
+
+def test_hard_linked_files_are_not_sent(tree: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "id_key"
+    outside.write_text("PLANTED key")
+    os.link(outside, tree / "notes.txt")
+    access = ModelFileAccess([tree])
+    for result in (access.check("notes.txt"), access.read_for_model("notes.txt",
+                                                                    max_bytes=100)):
+        assert isinstance(result, Withheld) and "hard links" in result.reason
+    # an editor buffer the user opened is theirs to send
+    assert isinstance(access.check(tree / "notes.txt", confine=False), ReadableFile)
 
 
 @pytest.mark.parametrize("path", [
@@ -138,13 +221,14 @@ def _corpus() -> list[str]:
 
     from agentls.features.policy.sensitive import _SECRET_EXCEPTIONS, SECRET_PATTERNS
 
-    names = {"src", "a", "x.py", "README.md", "Id_RSA.pub", "notes.env", ".ENV.local",
+    names: set[str] = {"src", "a", "x.py", "README.md", "Id_RSA.pub", "notes.env", ".ENV.local",
              "my-credentials-prod.json", "w.code-workspace", "mise.dev.toml", "config"}
     for pattern in (*PROTECTED_PATTERNS, *SECRET_PATTERNS, *_SECRET_EXCEPTIONS):
         for part in pattern.split("/"):
             if part != "**":
                 names.add(part.replace("*", "zz"))
                 names.add(part.replace("*", "").upper())
+    names -= {".", ".."}  # `.*` without its star: never a component of a resolved path
     ordered = sorted(names)
     rng = random.Random(22)
     paths = ordered + [f"{first}/{rng.choice(ordered)}" for first in ordered]

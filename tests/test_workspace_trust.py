@@ -151,3 +151,24 @@ def test_check_shows_pending_keys_and_trust_records_them(ws: Path, tmp_path: Pat
     assert entry["decision"] == "trusted"
     again = run_cli("check", cwd=ws, state=state)
     assert "is trusted" in again.stdout
+
+
+def test_never_approval_unrestricted_folders_from_a_workspace_file(tmp_path: Path) -> None:
+    """Restricted mode is lifted by the user only (docs/security.md), even
+    from a trusted workspace file."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / ".agentls.toml").write_text(f'[approval]\nunrestrictedFolders = ["{ws}"]\n')
+    store = TrustStore(tmp_path / "trust.json")
+    first = load_settings(environ={}, workspace_root=ws, user_config_file=ws / "x",
+                          trust_store=store)
+    if first.workspace_trust is not None and first.workspace_trust.state == "pending":
+        store.record(first.workspace_trust.file, first.workspace_trust.digest, "trusted")
+    loaded = load_settings(environ={}, workspace_root=ws, user_config_file=ws / "x",
+                           trust_store=store)
+    assert loaded.settings.approval.unrestricted_folders == []
+    assert "approval.unrestrictedFolders" in {p.key for p in loaded.problems}
+    user = tmp_path / "user.toml"
+    user.write_text(f'[approval]\nunrestrictedFolders = ["{ws}"]\n')
+    mine = load_settings(environ={}, user_config_file=user, trust_store=store).settings
+    assert mine.approval.unrestricted_folders == [str(ws)]

@@ -10,8 +10,8 @@ paths, the command line), never from a list of tool names.
    every workspace folder is denied, with the reason, before any prompt.
    With no workspace folder, calls that take paths, edit files or run
    commands are denied with a message asking the user to open a folder.
-   A file an edit would change that has another hard link is denied (the
-   other link may be outside the workspace).
+   A file an edit would change or a read would read that has another hard
+   link is denied (the other link may be outside the workspace, a secret).
 2. **Rules.** `approval.rules` in order, then the built-in defaults by
    kind (none and read allowed; edit, run and call ask); the first rule
    whose given conditions all match wins. `tool` is a glob on the tool
@@ -32,6 +32,9 @@ paths, the command line), never from a list of tool names.
      allows them;
    - a restore the user asked for (`need.by_user`) runs without a question
      unless it writes a protected or secret file.
+   - in restricted mode (a workspace folder that is a home, root or
+     system folder: features/policy/restricted.py) every edit, command and
+     call is `protected`: asked every time, whatever the rules allow.
 3. **Answers.** The verdict, the reason, the words of a command's question
    (the exact command line, its folder, its time limit),
    `approval.timeoutSeconds` / `approval.default`, and for a call blocked
@@ -61,7 +64,13 @@ from agentls.core.plugins.hooks import HookRegistry
 from agentls.core.settings.schema import ApprovalRule, ApprovalSettings
 from agentls.core.trust.display import visible
 from agentls.features.policy.paths import DRIVE, Refused, Resolver, Target
-from agentls.features.policy.sensitive import PROTECTED_PATTERNS, protected_reason, secret_match
+from agentls.features.policy.restricted import restricted_folders, restricted_reason
+from agentls.features.policy.sensitive import (
+    PROTECTED_PATTERNS,
+    protected_reason,
+    secret_match,
+    secret_reason,
+)
 
 __all__ = [
     "BUILTIN_ACTIONS",
@@ -152,6 +161,9 @@ class Policy:
     def __init__(self, approval: ApprovalSettings, folders: Sequence[str | Path]) -> None:
         self.approval = approval
         self.resolver = Resolver(folders)
+        # A home, root or system folder: every change asks (restricted.py).
+        self.restricted = restricted_folders(self.resolver.folders,
+                                             approval.unrestricted_folders)
         self.user_rules = list(approval.rules)
         # Sessions whose user was already told about a blocked call.
         self._warned_sessions: set[str] = set()
@@ -229,16 +241,25 @@ class Policy:
         command = need.command if running else None
 
         protected = next((m for t in targets if need.kind == "edit"
-                          for m in [protected_reason(t.rel)] if m), None)
-        secret = next((t.rel for t in targets if (need.kind == "read" or need.by_user)
-                       and secret_match(t.rel)), None)
-        if need.kind == "edit":
+                          for m in [protected_reason(t.rel, t.resolved)] if m), None)
+        secret = next((t for t in targets if (need.kind == "read" or need.by_user)
+                       and secret_match(t.rel, t.resolved)), None)
+        if need.kind in ("edit", "read"):
             for target in targets:
                 links = _hard_linked(target)
-                if links:
+                if not links:
+                    continue
+                if need.kind == "edit":
                     raise Refused(f"{target.rel} has {links} hard links; another one may be "
                                   "outside the workspace, so agentls will not change it. "
                                   "Nothing was written. Tell the user, who can edit it by hand.")
+                # The other name may be a secret file anywhere (~/.ssh/id_rsa):
+                # its content is not judged by this name.
+                raise Refused(f"{target.rel} has {links} hard links; another one may be a "
+                              "secret file outside the workspace, so agentls will not read "
+                              "it. Tell the user, who can open it by hand.")
+        restricted = (need.kind in ("edit", "run", "call") and not need.by_user
+                      and bool(self.restricted))
         for index, rule in enumerate(self.user_rules):
             if not self._matches(index, rule, tool, need.kind, targets, command):
                 continue
@@ -250,11 +271,15 @@ class Policy:
                 break  # the user asked: only deny rules and protected files count
             if protected:
                 return self._protected_write(tool, protected, index + 1, cwd)
+            if restricted:
+                return self._restricted(index + 1, cwd)
             if secret is not None and not (rule.action == "allow" and rule.path is not None):
                 return self._secret_read(tool, secret, index + 1)
             return Decision(rule.action, f"{rule.action} by {shown}", index + 1, cwd=cwd)
         if protected:
             return self._protected_write(tool, protected, None, cwd)
+        if restricted:
+            return self._restricted(None, cwd)
         if secret is not None:
             return self._secret_read(tool, secret, None)
         if need.by_user:
@@ -268,15 +293,19 @@ class Policy:
     def _protected_write(tool: str, why: str, rule: int | None, cwd: str | None
                          ) -> Decision:
         # `why` is the protected list's own reason for the file
-        # (sensitive_paths.PROTECTED): the question shows it.
+        # (sensitive.PROTECTED): the question shows it.
         why = why.rstrip(".")
         return Decision("protected", f"{tool} changes a protected file: {why}. This always "
                         "needs the user's approval.", rule, cwd=cwd)
 
+    def _restricted(self, rule: int | None, cwd: str | None) -> Decision:
+        return Decision("protected", restricted_reason(self.restricted), rule, cwd=cwd)
+
     @staticmethod
-    def _secret_read(tool: str, rel: str, rule: int | None) -> Decision:
-        return Decision("protected", f"{tool} reads {rel}, which may hold secrets (keys, "
-                        "tokens, passwords); this needs the user's approval each time.", rule)
+    def _secret_read(tool: str, target: Target, rule: int | None) -> Decision:
+        kind = secret_reason(target.rel, target.resolved) or "a secret file"
+        return Decision("protected", f"{tool} reads {target.rel}, which may hold secrets "
+                        f"({kind.rstrip('.')}); this needs the user's approval each time.", rule)
 
     def _matches(self, index: int, rule: ApprovalRule, tool: str, kind: str,
                  targets: list[Target], command: str | None) -> bool:

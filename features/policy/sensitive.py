@@ -1,21 +1,30 @@
-"""The one list of workspace paths that need the user's eye whatever the
-rules say (docs/security.md has the same table for users), and the one check
-every path of a file's text to the model goes through.
+"""The one table of paths that need the user's eye whatever the rules say
+(`SENSITIVE`; docs/security.md has the same table for users), and the one
+check every path of a file's text to the model goes through. Each row is a
+pattern with the reason a write there always asks and/or the reason a read
+asks:
 
 * **Protected** paths make a program run commands or change what the agent
-  may do: agentls's and other agents' settings and hooks, the editor's
-  tasks, version control configs and hooks, CI workflows, the shell
-  environment, package managers' install hooks and registries. A write there
-  always asks, even under an allow rule or after "Allow for session"; a deny
-  rule still denies. Each entry carries the reason the question shows.
-* **Secret** paths hold credentials: reading one asks first, and listing or
-  searching skips them unless the user names the file.
+  may do: agentls's and other agents' settings and hooks (and, as rules,
+  any MCP list and any tool folder's settings file), the editor's tasks,
+  version control configs and hooks, the shell, login, ssh, desktop and
+  systemd start-up files, CI workflows, package managers' install hooks
+  and registries. A write there always asks, even under an allow rule or
+  after "Allow for session"; a deny rule still denies.
+* **Secret** paths hold credentials (keys, the common CLIs' and clouds'
+  token files, database passwords, Terraform state, shell histories):
+  reading one asks first, and listing or searching skips them unless the
+  user names the file.
+
+A path matches by its workspace-relative form or by its real absolute path
+(a workspace that is ~/.ssh still holds authorized_keys).
 * **Text for the model** (`model_file_check`, `read_for_model`): every way a
   file's text reaches the model without read_file (instruction files,
   `@file:` mentions, templates, MCP resources, next-edit context) applies the
   secret rule to the file the path really leads to, and keeps to the
   workspace folders; a withheld file is named with the reason, never
-  skipped silently.
+  skipped silently. A file with more than one hard link is kept back too:
+  its other name may be a secret file outside the workspace.
 
 Names match at any depth (`sub/.git/hooks/x` is as protected as
 `.git/hooks/x`) and ignoring letter case, so a case-insensitive file system
@@ -50,91 +59,161 @@ from agentls.core.editor.file_access import ModelFile, ReadableFile, Withheld
 __all__ = [
     "PROTECTED",
     "PROTECTED_PATTERNS",
+    "SECRETS",
     "SECRET_PATTERNS",
+    "SENSITIVE",
     "ModelFileAccess",
-    "Protected",
+    "Sensitive",
     "buffer_withheld",
     "model_file_check",
     "protected_match",
     "protected_reason",
     "read_for_model",
     "secret_match",
+    "secret_reason",
 ]
 
 
 @dataclass(frozen=True)
-class Protected:
-    """One protected pattern and why a write there always asks."""
+class Sensitive:
+    """One row of the table: a pattern, why a write there always asks
+    (`protect`, None: writes follow the rules) and why a read asks
+    (`secret`, None: not a secret)."""
 
     pattern: str
-    reason: str
+    protect: str | None = None
+    secret: str | None = None
+
+    @property
+    def reason(self) -> str:
+        return self.protect or self.secret or ""
 
 
-def _entries(reason: str, *patterns: str) -> tuple[Protected, ...]:
-    return tuple(Protected(pattern, reason) for pattern in patterns)
+def _protect(reason: str, *patterns: str) -> tuple[Sensitive, ...]:
+    return tuple(Sensitive(pattern, protect=reason) for pattern in patterns)
 
 
-# (patterns, reason): the reason is what the approval question shows.
-PROTECTED: tuple[Protected, ...] = (
+def _secret(reason: str, *patterns: str) -> tuple[Sensitive, ...]:
+    return tuple(Sensitive(pattern, secret=reason) for pattern in patterns)
+
+
+def _table(*rows: Sensitive) -> tuple[Sensitive, ...]:
+    """The rows in order, a pattern listed in both kinds merged into one row."""
+    merged: dict[str, Sensitive] = {}
+    for row in rows:
+        old = merged.get(row.pattern)
+        if old is None:
+            merged[row.pattern] = row
+        else:
+            merged[row.pattern] = Sensitive(row.pattern, old.protect or row.protect,
+                                            old.secret or row.secret)
+    return tuple(merged.values())
+
+
+_MCP = "an MCP server list: every server in it is a program that starts"
+
+# The one table (docs/security.md shows it to users). `_protect` rows: a
+# write always asks, with the reason in the question; `_secret` rows: a
+# read asks, nothing is listed, searched or attached unasked.
+SENSITIVE: tuple[Sensitive, ...] = _table(
     # -- agentls itself
-    *_entries("agentls settings: linters, MCP servers and approval rules run commands or "
+    *_protect("agentls settings: linters, MCP servers and approval rules run commands or "
               "change what needs your approval",
               "**/.agentls.toml", "**/.agentls/**"),
-    *_entries("an MCP server list: every server in it is a program that starts",
-              "**/.mcp.json"),
+    *_protect(_MCP, "**/.mcp.json"),
     # -- other agents: settings, hooks, MCP lists, custom commands
-    *_entries("Claude Code settings: hooks, permissions and MCP servers run commands",
-              "**/.claude/**"),
-    *_entries("Cursor settings: MCP servers and environment scripts run commands",
+    *_protect("Claude Code settings: hooks, permissions and MCP servers run commands",
+              "**/.claude/**", "**/.claude.json"),
+    *_protect("Cursor settings: MCP servers and environment scripts run commands",
               "**/.cursor/**"),
-    *_entries("Gemini CLI settings: MCP servers, tool discovery and custom commands run "
+    *_protect("Gemini CLI settings: MCP servers, tool discovery and custom commands run "
               "commands", "**/.gemini/**"),
-    *_entries("Continue settings: MCP servers and context providers run commands",
+    *_protect("Continue settings: MCP servers and context providers run commands",
               "**/.continue/**", "**/.continuerc.json"),
-    *_entries("Windsurf settings: workflows, hooks and MCP servers run commands",
+    *_protect("Windsurf settings: workflows, hooks and MCP servers run commands",
               "**/.windsurf/**", "**/.codeium/**"),
-    *_entries("Cline / Roo Code settings: hooks, MCP servers and modes run commands",
-              "**/.clinerules", "**/.clinerules/**", "**/.roo/**", "**/.roomodes"),
-    *_entries("Aider settings: lint and test commands run after each change",
+    *_protect("Cline / Roo Code / Kilo Code settings: hooks, MCP servers and modes run "
+              "commands",
+              "**/.clinerules", "**/.clinerules/**", "**/.roo/**", "**/.roomodes",
+              "**/.kilocode/**", "**/.kilocodemodes"),
+    *_protect("Aider settings: lint and test commands run after each change",
               "**/.aider.conf.yml", "**/.aider.conf.yaml"),
-    *_entries("Codex settings: MCP servers and shell permissions",
+    *_protect("Codex settings: MCP servers and shell permissions",
               "**/.codex/**"),
-    *_entries("GitHub Copilot hooks and agent settings run commands",
+    *_protect("GitHub Copilot hooks and agent settings run commands",
               "**/.github/hooks/**", "**/.github/copilot/**", "**/.copilot/**"),
-    *_entries("OpenCode / Kiro / Amp settings: plugins, hooks and MCP servers run commands",
+    *_protect("OpenCode / Kiro / Amp settings: plugins, hooks and MCP servers run commands",
               "**/opencode.json", "**/opencode.jsonc", "**/.opencode/**", "**/.kiro/**",
               "**/.amp/**"),
+    *_protect("Qwen Code / Crush / Amazon Q / Junie / Trae / Augment / Goose / OpenHands / "
+              "Factory settings: MCP servers, hooks and allowed commands run commands",
+              "**/.qwen/**", "**/crush.json", "**/.crush.json", "**/.crush/**",
+              "**/.amazonq/**", "**/.junie/**", "**/.trae/**", "**/.augment/**",
+              "**/.goose/**", "**/.openhands/**", "**/.factory/**"),
     # -- editors: settings, tasks and launch configurations run commands
-    *_entries("editor settings, tasks and launch configurations run commands",
+    *_protect("editor settings, tasks and launch configurations run commands",
               "**/.vscode", "**/.vscode/**", "**/*.code-workspace", "**/.idea/**",
               "**/.zed/**", "**/.fleet/**", "**/.helix/**", "**/.theia/**",
               "**/*.sublime-project"),
-    *_entries("Vim / Neovim / Emacs run this file's code when the folder is opened",
+    *_protect("Vim / Neovim / Emacs run this file's code when the folder is opened",
               "**/.nvim.lua", "**/.nvimrc", "**/.exrc", "**/.lazy.lua",
               "**/.dir-locals.el", "**/.dir-locals-2.el"),
+    *_protect("Vim / Neovim / Emacs run this file's code every time they start",
+              "**/.vimrc", "**/.gvimrc", "**/.vim/**", "**/.emacs", "**/.emacs.el",
+              "**/.emacs.d/**"),
     # -- version control: config, hooks, filters
-    *_entries("git's own folder: config (core.fsmonitor, aliases, filters) and hooks run "
+    *_protect("git's own folder: config (core.fsmonitor, aliases, filters) and hooks run "
               "commands", "**/.git", "**/.git/**"),
-    *_entries("git submodule and attribute files select URLs and filters git runs",
+    *_protect("your git config: aliases, core.fsmonitor, core.sshCommand, filters and "
+              "hooksPath run commands in every repository",
+              "**/.gitconfig", "**/.config/git/**"),
+    *_protect("git submodule and attribute files select URLs and filters git runs",
               "**/.gitmodules", "**/.gitattributes", "**/.lfsconfig"),
-    *_entries("Mercurial, Sapling, Jujutsu, Subversion and Bazaar repository configs: hooks "
+    *_protect("Mercurial, Sapling, Jujutsu, Subversion and Bazaar repository configs: hooks "
               "and aliases run commands",
               "**/.hg", "**/.hg/**", "**/.sl/**", "**/.jj/**", "**/.svn", "**/.svn/**",
-              "**/.bzr/**"),
-    *_entries("git hook managers: these commands run at every commit or push",
+              "**/.bzr/**", "**/.hgrc"),
+    *_protect("git hook managers: these commands run at every commit or push",
               "**/.pre-commit-config.yaml", "**/.husky/**", "**/.githooks/**",
               "**/lefthook.yml", "**/lefthook.yaml", "**/.lefthook.yml", "**/.lefthook.yaml",
               "**/lefthook-local.yml", "**/.lefthook/**", "**/.overcommit.yml",
               "**/.simple-git-hooks.json", "**/.simple-git-hooks.js"),
+    # -- shell, login, desktop and systemd start-up files (a home folder's):
+    # protected wherever they are, not only in a home folder
+    *_protect("a shell runs this file's commands every time it starts (or you log in)",
+              "**/.bashrc", "**/.bash_profile", "**/.bash_login", "**/.bash_logout",
+              "**/.bash_aliases", "**/.profile", "**/.zshrc", "**/.zshenv", "**/.zprofile",
+              "**/.zlogin", "**/.zlogout", "**/.oh-my-zsh/**", "**/.kshrc", "**/.mkshrc",
+              "**/.cshrc", "**/.tcshrc", "**/.login", "**/.logout", "**/.inputrc",
+              "**/.config/fish/**", "**/.config/nushell/**", "**/.config/powershell/**",
+              "**/.tmux.conf", "**/.screenrc"),
+    *_protect("your login session runs or loads this at every login (X session, PAM, "
+              "systemd environment)",
+              "**/.xprofile", "**/.xinitrc", "**/.xsession", "**/.xsessionrc",
+              "**/.pam_environment", "**/.config/environment.d/**"),
+    *_protect("ssh: authorized_keys lets whoever holds the key log in, config's "
+              "ProxyCommand / LocalCommand and rc run commands",
+              "**/.ssh", "**/.ssh/**"),
+    *_protect("the desktop starts these programs at login or when opened (autostart, "
+              "application entries, macOS launch agents)",
+              "**/.config/autostart/**", "**/.local/share/applications/**",
+              "**/Library/LaunchAgents/**"),
+    *_protect("systemd user units and timers run commands at login or on schedule",
+              "**/.config/systemd/**", "**/.local/share/systemd/**"),
+    *_protect("programs here are found on your PATH before the system's: writing `ls` "
+              "there runs it the next time you type ls",
+              "**/.local/bin/**"),
+    *_protect("interpreters run this file at start (Python, R, Ruby)",
+              "**/.pythonrc", "**/.pythonrc.py", "**/.Rprofile", "**/.irbrc", "**/.pryrc"),
     # -- shell environment: runs when a shell enters the folder
-    *_entries("direnv / mise run this when a shell enters the folder",
+    *_protect("direnv / mise run this when a shell enters the folder",
               "**/.envrc", "**/mise.toml", "**/.mise.toml", "**/mise.*.toml",
               "**/.mise/**", "**/.config/mise/**"),
-    *_entries("environment files are loaded into programs' environment (direnv, pipenv, "
+    *_protect("environment files are loaded into programs' environment (direnv, pipenv, "
               "docker compose): LD_PRELOAD or NODE_OPTIONS there run code",
               "**/.env"),
     # -- CI: runs with the repository's secrets
-    *_entries("CI definitions run commands with the repository's secrets",
+    *_protect("CI definitions run commands with the repository's secrets",
               "**/.github/workflows/**", "**/.github/actions/**", "**/.gitea/workflows/**",
               "**/.forgejo/workflows/**", "**/.gitlab-ci.yml", "**/.gitlab/**",
               "**/.circleci/**", "**/azure-pipelines.yml", "**/.azure-pipelines/**",
@@ -142,58 +221,81 @@ PROTECTED: tuple[Protected, ...] = (
               "**/.buildkite/**", "**/.drone.yml", "**/.woodpecker.yml", "**/.woodpecker/**",
               "**/appveyor.yml", "**/.appveyor.yml", "**/.semaphore/**", "**/buildspec.yml"),
     # -- package managers: registries, tokens, and code they run on every command
-    *_entries("package manager settings: registries, tokens, and code run at install",
+    *_protect("package manager settings: registries, tokens, and code run at install",
               "**/.npmrc", "**/.yarnrc", "**/.yarnrc.yml", "**/.yarn/plugins/**",
               "**/.yarn/releases/**", "**/.pnpmfile.cjs", "**/.pnpmfile.mjs",
               "**/bunfig.toml", "**/.bunfig.toml", "**/pip.conf", "**/pip.ini",
               "**/.pypirc", "**/uv.toml", "**/.condarc"),
-    *_entries("Cargo / rustup settings: build wrappers, runners and the toolchain run "
+    *_protect("Cargo / rustup settings: build wrappers, runners and the toolchain run "
               "whenever cargo does",
               "**/.cargo/config", "**/.cargo/config.toml", "**/rust-toolchain",
               "**/rust-toolchain.toml"),
+    *_protect("cloud and cluster CLI configs name helper programs they run for "
+              "credentials (credential_process, exec plugins, credsStore)",
+              "**/.aws/config", "**/.kube/config", "**/.docker/config.json"),
     # -- dev environments: run images and commands when the folder is opened
-    *_entries("dev container / cloud workspace definitions run commands when opened",
+    *_protect("dev container / cloud workspace definitions run commands when opened",
               "**/.devcontainer/**", "**/.devcontainer.json", "**/.gitpod.yml",
               "**/.replit"),
+    # Rules for the agents this list does not know yet: any MCP list, any
+    # tool folder's settings file.
+    *_protect(_MCP, "**/*mcp*.json", "**/*mcp*.jsonc", "**/*mcp*.toml", "**/*mcp*.yaml",
+              "**/*mcp*.yml"),
+    *_protect("a tool's own settings folder: agents, CLIs and editors keep hooks, MCP "
+              "servers and helper commands in these files",
+              "**/.*/settings.json", "**/.*/settings.local.json", "**/.*/settings.jsonc",
+              "**/.*/config.json", "**/.*/config.toml", "**/.*/config.yaml",
+              "**/.*/config.yml"),
+    *_protect("your user configuration folder: programs read their settings (and the "
+              "commands in them) from here when they start",
+              "**/.config/**"),
+    # -- secrets: keys, tokens and passwords
+    *_secret("environment files usually hold API keys and passwords",
+             "**/.env", "**/.env.*"),
+    *_secret("a private key or certificate store",
+             "**/*.pem", "**/*.key", "**/*.p12", "**/*.pfx", "**/*.jks", "**/*.keystore",
+             "**/id_rsa*", "**/id_dsa*", "**/id_ecdsa*", "**/id_ed25519*"),
+    *_secret("git remotes and credential stores carry tokens",
+             "**/.git/config", "**/.git-credentials", "**/.config/git/credentials"),
+    *_secret("netrc: logins and passwords for hosts (curl, git, ftp)",
+             "**/.netrc", "**/_netrc"),
+    *_secret("package registry tokens (npm, yarn, PyPI, Cargo, RubyGems, Poetry)",
+             "**/.npmrc", "**/.yarnrc.yml", "**/.pypirc", "**/.cargo/credentials",
+             "**/.cargo/credentials.toml", "**/.gem/credentials",
+             "**/.config/pypoetry/auth.toml"),
+    *_secret("a credentials file",
+             "**/credentials", "**/credentials.json", "**/*credentials*.json"),
+    *_secret("cloud CLI credentials (AWS, Google Cloud, Azure) and service-account keys",
+             "**/.aws", "**/.aws/**", "**/.config/gcloud/**", "**/.azure/**",
+             "**/application_default_credentials.json", "**/*service-account*.json",
+             "**/*service_account*.json"),
+    *_secret("ssh and gpg keys", "**/.ssh", "**/.ssh/**", "**/.gnupg", "**/.gnupg/**",
+             "**/.password-store/**"),
+    *_secret("GitHub / GitLab CLI tokens",
+             "**/.config/gh/hosts.yml", "**/.config/glab-cli/config.yml", "**/.config/hub"),
+    *_secret("container registry and cluster credentials (docker, kubectl)",
+             "**/.docker/config.json", "**/.dockercfg", "**/.kube/config", "**/kubeconfig",
+             "**/*.kubeconfig"),
+    *_secret("Terraform state holds every resource's secrets in plain text; its CLI "
+             "config holds the registry token",
+             "**/*.tfstate", "**/*.tfstate.backup", "**/.terraform.d/credentials.tfrc.json",
+             "**/.terraformrc", "**/terraform.rc"),
+    *_secret("database client passwords (PostgreSQL, MySQL)",
+             "**/.pgpass", "**/.pg_service.conf", "**/.my.cnf", "**/.mylogin.cnf"),
+    *_secret("storage and secret-manager tokens (rclone, s3cmd, boto, Vault)",
+             "**/rclone.conf", "**/.s3cfg", "**/.boto", "**/.vault-token"),
+    *_secret("shell and REPL histories hold every command typed, passwords and tokens "
+             "pasted on a command line included",
+             "**/.*_history", "**/.history", "**/.zhistory", "**/fish_history",
+             "**/.lesshst"),
+    *_secret("a secrets file", "**/secrets.yml", "**/secrets.yaml", "**/*.secret",
+             "**/*.secrets"),
 )
 
-PROTECTED_PATTERNS: tuple[str, ...] = tuple(entry.pattern for entry in PROTECTED)
-
-SECRET_PATTERNS: tuple[str, ...] = (
-    "**/.env",
-    "**/.env.*",
-    "**/*.pem",
-    "**/*.key",
-    "**/*.p12",
-    "**/*.pfx",
-    "**/*.jks",
-    "**/*.keystore",
-    "**/id_rsa*",
-    "**/id_dsa*",
-    "**/id_ecdsa*",
-    "**/id_ed25519*",
-    "**/.git/config",
-    "**/.git-credentials",
-    "**/.netrc",
-    "**/_netrc",
-    "**/.npmrc",
-    "**/.pypirc",
-    "**/credentials",
-    "**/credentials.json",
-    "**/*credentials*.json",
-    "**/.aws",
-    "**/.aws/**",
-    "**/.ssh",
-    "**/.ssh/**",
-    "**/.gnupg",
-    "**/.gnupg/**",
-    "**/.docker/config.json",
-    "**/.kube/config",
-    "**/secrets.yml",
-    "**/secrets.yaml",
-    "**/*.secret",
-    "**/*.secrets",
-)
+PROTECTED: tuple[Sensitive, ...] = tuple(row for row in SENSITIVE if row.protect)
+PROTECTED_PATTERNS: tuple[str, ...] = tuple(row.pattern for row in PROTECTED)
+SECRETS: tuple[Sensitive, ...] = tuple(row for row in SENSITIVE if row.secret)
+SECRET_PATTERNS: tuple[str, ...] = tuple(row.pattern for row in SECRETS)
 
 # Shareable templates of secret files carry no secret by convention.
 _SECRET_EXCEPTIONS: tuple[str, ...] = (
@@ -306,29 +408,58 @@ def _first_match(rel: str, patterns: tuple[str, ...]) -> str | None:
     return None if cleaned is None else _matcher(patterns).first(cleaned)
 
 
-def _protected_entry(rel: str) -> Protected | None:
-    pattern = _first_match(rel, PROTECTED_PATTERNS)
-    return None if pattern is None else next(e for e in PROTECTED if e.pattern == pattern)
+@functools.cache
+def _rows() -> dict[str, Sensitive]:
+    return {row.pattern: row for row in SENSITIVE}
 
 
-def protected_match(rel: str) -> str | None:
-    """The protected pattern `rel` (workspace-relative) matches, or None."""
-    entry = _protected_entry(rel)
+def _subjects(rel: str, real: str | os.PathLike[str] | None) -> tuple[str, ...]:
+    # The real path too: a workspace that is ~/.ssh or ~/.config still holds
+    # authorized_keys and git/config ("wherever they are").
+    if real is None:
+        return (rel,)
+    return (rel, _posix(os.fspath(real)))
+
+
+def _protected_entry(rel: str, real: str | os.PathLike[str] | None = None
+                     ) -> Sensitive | None:
+    for subject in _subjects(rel, real):
+        pattern = _first_match(subject, PROTECTED_PATTERNS)
+        if pattern is not None:
+            return _rows()[pattern]
+    return None
+
+
+def protected_match(rel: str, real: str | os.PathLike[str] | None = None) -> str | None:
+    """The protected pattern `rel` (workspace-relative) or its real absolute
+    path `real` matches, or None."""
+    entry = _protected_entry(rel, real)
     return entry.pattern if entry is not None else None
 
 
-def protected_reason(rel: str) -> str | None:
-    """Why a write to `rel` always asks (for the approval question), or None
-    when `rel` is not protected."""
-    entry = _protected_entry(rel)
-    return entry.reason if entry is not None else None
+def protected_reason(rel: str, real: str | os.PathLike[str] | None = None) -> str | None:
+    """Why a write to `rel` (real path `real`) always asks (for the approval
+    question), or None when it is not protected."""
+    entry = _protected_entry(rel, real)
+    return entry.protect if entry is not None else None
 
 
-def secret_match(rel: str) -> str | None:
-    """The secret pattern `rel` (workspace-relative) matches, or None."""
-    if _first_match(rel, _SECRET_EXCEPTIONS):
-        return None
-    return _first_match(rel, SECRET_PATTERNS)
+def secret_match(rel: str, real: str | os.PathLike[str] | None = None) -> str | None:
+    """The secret pattern `rel` (workspace-relative) or its real absolute
+    path `real` matches, or None."""
+    for subject in _subjects(rel, real):
+        if _first_match(subject, _SECRET_EXCEPTIONS):
+            continue
+        pattern = _first_match(subject, SECRET_PATTERNS)
+        if pattern is not None:
+            return pattern
+    return None
+
+
+def secret_reason(rel: str, real: str | os.PathLike[str] | None = None) -> str | None:
+    """What kind of secret `rel` may hold (the table's reason), or None."""
+    pattern = secret_match(rel, real)
+    return None if pattern is None else _rows()[pattern].secret
 
 
 # --------------------------------------------------------------------------- text for the model
@@ -398,13 +529,16 @@ class ModelFileAccess:
         # .env); so does the name it was given (a `.env` linking elsewhere is
         # still what the user thinks of as secret).
         lexical_rel = named[1] if named is not None else lexical.as_posix()
-        hit = secret_match(rel) or secret_match(lexical_rel)
+        hit = secret_match(rel, real) or secret_match(lexical_rel)
         if hit is not None:
             if rel.casefold() != shown.casefold():
                 what = f"{shown} leads to {rel}, which"
             else:
                 what = shown
             return Withheld(shown, f"{what} {_SECRET_SENTENCE} (it matches {hit}).")
+        links = _hard_links(real) if confine else 0  # buffers and MCP: the user chose them
+        if links:
+            return Withheld(shown, _hard_link_sentence(shown, links))
         return ReadableFile(real, rel)
 
     def read_for_model(self, path: str | os.PathLike[str], *, max_bytes: int
@@ -427,6 +561,8 @@ class ModelFileAccess:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 return None
+            if info.st_nlink > 1:  # linked since the check
+                return Withheld(checked.rel, _hard_link_sentence(checked.rel, info.st_nlink))
             chunks: list[bytes] = []
             left = max_bytes + 1
             while left > 0:
@@ -443,6 +579,22 @@ class ModelFileAccess:
         truncated = len(data) > max_bytes or info.st_size > max_bytes
         text = data[:max_bytes].decode("utf-8", errors="replace")
         return ModelFile(checked.path, checked.rel, text, info.st_size, truncated)
+
+
+def _hard_links(path: Path) -> int:
+    """The link count of a regular file with other hard links, else 0."""
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return 0
+    return info.st_nlink if stat.S_ISREG(info.st_mode) and info.st_nlink > 1 else 0
+
+
+def _hard_link_sentence(shown: str, links: int) -> str:
+    # Writes refuse such a file too (rules.py): the other name may be a
+    # secret file outside the workspace, which no name check here can see.
+    return (f"{shown} has {links} hard links; another one may be a secret file outside the "
+            "workspace, so its text is not sent to the model.")
 
 
 def _opened_path(fd: int) -> Path | None:

@@ -278,6 +278,7 @@ class SearchTextTool(_ReadOnlyTool):
             raise ToolRefused(f"{workspace.relative(base)} does not exist.", "not_found")
         matches: list[dict[str, Any]] = []
         large: list[dict[str, Any]] = []
+        linked: list[str] = []
         truncated = False
         deadline = time.monotonic() + SEARCH_TOTAL_SECONDS
         for scanned, path in enumerate(candidates):
@@ -285,7 +286,7 @@ class SearchTextTool(_ReadOnlyTool):
             if scanned >= SEARCH_MAX_FILES or time.monotonic() > deadline:
                 truncated = True
                 break
-            text = self._text(workspace, path, large, stats)
+            text = self._text(workspace, path, large, stats, linked)
             if text is None:
                 continue
             try:
@@ -307,7 +308,8 @@ class SearchTextTool(_ReadOnlyTool):
             if truncated:
                 break
         return {"pattern": raw, "literal": literal, "matches": matches, "truncated": truncated,
-                "skipped_large": large, **_skipped(stats)}
+                "skipped_large": large, "skipped_linked": linked[:LIST_MAX_FILES],
+                **_skipped(stats)}
 
     @staticmethod
     def _search(compiled: Any, text: str, deadline: float) -> bool:
@@ -317,13 +319,19 @@ class SearchTextTool(_ReadOnlyTool):
 
     @staticmethod
     def _text(workspace: Workspace, path: Path, large: list[dict[str, Any]],
-              stats: WalkStats) -> str | None:
+              stats: WalkStats, linked: list[str]) -> str | None:
         buffered = workspace.buffer_text(path)
         if buffered is not None:
             return buffered
         try:
             with open_regular(path, workspace.relative(path)) as handle:
-                size = os.fstat(handle.fileno()).st_size
+                info = os.fstat(handle.fileno())
+                if info.st_nlink > 1:
+                    # As read_file refuses it: another name may be a secret
+                    # file outside the workspace (docs/security.md).
+                    linked.append(workspace.relative(path))
+                    return None
+                size = info.st_size
                 if size > SEARCH_MAX_FILE_BYTES:
                     large.append({"path": workspace.relative(path), "bytes": size})
                     return None
@@ -379,6 +387,12 @@ def _render_skipped(tool: str, output: dict[str, Any]) -> str:
                                                      else "")
         text += (f"\n\n[{tool}: skipped {len(secret)} path(s) that may hold secrets: {shown}. "
                  "read_file asks the user before reading one.]")
+    linked = output.get("skipped_linked") or []
+    if linked:
+        shown = ", ".join(linked[:_SHOWN_SKIPPED]) + (" ..." if len(linked) > _SHOWN_SKIPPED
+                                                     else "")
+        text += (f"\n\n[{tool}: skipped {len(linked)} file(s) with more than one hard link "
+                 f"(another name may be a secret file outside the workspace): {shown}]")
     special = output.get("skipped_special") or []
     if special:
         shown = ", ".join(special[:_SHOWN_SKIPPED]) + (" ..." if len(special) > _SHOWN_SKIPPED

@@ -246,6 +246,9 @@ class AgentlsAcpAgent:
         async def later() -> None:
             if answered is not None:
                 await answered
+            restricted = workspace.host.restricted_notice()
+            if restricted is not None:
+                await self.link.update(sid, updates.notice(restricted, "warning"))
             await self._send_commands(sid, workspace)
             workspace.start()
             await self._send_models(sid, workspace)

@@ -6,8 +6,10 @@
 - `AcpApprovalChannel`: every question the one ApprovalGate asks becomes
   `session/request_permission`: an option that allows and is remembered
   is `allow_always` ("Allow for session"), one that allows `allow_once`,
-  one that refuses `reject_once`. A protected question (a protected or
-  secret path, a workspace trust question) never offers `allow_always`. A
+  one that refuses `reject_once` (the gate's Deny has the id `reject_once`
+  on the wire, as shared/PROTOCOL.md binds it). A protected question (a
+  protected or secret path, restricted mode, a workspace trust question)
+  never offers `allow_always`. A
   `cancelled` outcome is a dismissal and an option id not offered comes
   back as one no option has: both are a Deny at the gate. A question that
   belongs to no tool call (workspace trust) is shown as its own tool call.
@@ -93,7 +95,10 @@ class AcpApprovalChannel:
             call_id = f"agentls-question-{uuid.uuid4().hex[:12]}"
             await link.update(sid, updates.question_call(call_id, request))
         options = updates.permission_options(request)
-        offered = {o.option_id for o in options}
+        # wire id -> the gate's id ("reject_once" is the gate's "deny")
+        wire_ids = {o.option_id for o in options}
+        offered = {updates.option_wire_id(o.id): o.id for o in request.options
+                   if updates.option_wire_id(o.id) in wire_ids}
         allowed: bool | None = None
         try:
             response = await link.conn.request_permission(
@@ -105,11 +110,12 @@ class AcpApprovalChannel:
             outcome = response.outcome
             if not isinstance(outcome, AllowedOutcome):
                 return None  # cancelled: the gate denies
-            if outcome.option_id not in offered:
-                return UNOFFERED
-            chosen = request.option(outcome.option_id)
+            chosen_id = offered.get(outcome.option_id)
+            if chosen_id is None:
+                return UNOFFERED  # "deny" included: any id not offered denies
+            chosen = request.option(chosen_id)
             allowed = chosen is not None and chosen.allows
-            return outcome.option_id
+            return chosen_id
         finally:
             if own_call:
                 await link.update(sid, updates.question_done(call_id, allowed))

@@ -28,6 +28,8 @@ from acp.schema import (
     ToolCallStart,
 )
 
+from agentls.core.approval.documents import shown_question
+
 if TYPE_CHECKING:
     from agentls.core.approval.gate import ApprovalRequest, MessageLevel
     from agentls.core.tools.contract import ToolNeed
@@ -121,13 +123,16 @@ def message_calls(message: Message, root: str | None) -> list[ToolCallStart | To
 def need_update(call_id: str, tool_name: str, need: ToolNeed, root: str | None
                 ) -> ToolCallProgress:
     """What a tool call will do, once the tool declared it."""
+    # Shown to the user before the question: escaped as a question's text
+    # is (a path may hold control characters or bidi overrides).
     title = need.title.removeprefix("agentls: ") if need.title else ""
     content: list[Any] = []
     if need.kind == "run" and need.command:
         title = title or need.command
-        content.append(text_content(f"$ {need.command}\n(in {need.cwd})"))
+        content.append(text_content(shown_question(f"$ {need.command}\n(in {need.cwd})")))
     elif need.kind == "edit" and need.preview:
-        content.append(text_content(need.preview))
+        content.append(text_content(shown_question(need.preview)))
+    title = shown_question(title).replace("\n", " ")
     return update_tool_call(call_id, kind=tool_kind(tool_name, need.kind), title=title or None,
                             status="pending", content=content or None,
                             locations=_locations(need.paths, root) or None)
@@ -145,6 +150,14 @@ def output_update(call_id: str, text: str) -> ToolCallProgress:
     return update_tool_call(call_id, status="in_progress", content=[text_content(text)])
 
 
+# The gate's option ids as PROTOCOL.md names them on the wire.
+_WIRE_IDS = {"deny": "reject_once"}
+
+
+def option_wire_id(option_id: str) -> str:
+    return _WIRE_IDS.get(option_id, option_id)
+
+
 def permission_options(request: ApprovalRequest) -> list[PermissionOption]:
     options = []
     for option in request.options:
@@ -156,14 +169,15 @@ def permission_options(request: ApprovalRequest) -> list[PermissionOption]:
             kind = "allow_once"
         else:
             kind = "reject_once"
-        options.append(PermissionOption(option_id=option.id, name=option.label, kind=kind))
+        options.append(PermissionOption(option_id=option_wire_id(option.id), name=option.label,
+                                        kind=kind))
     return options
 
 
 def question_title(request: ApprovalRequest) -> str:
     if request.tool_name:
-        return f"Allow {request.tool_name}?"
-    return request.reason or "agentls asks"
+        return shown_question(f"Allow {request.tool_name}?")
+    return shown_question(request.reason or "agentls asks")
 
 
 def question_call(call_id: str, request: ApprovalRequest) -> ToolCallStart:
@@ -212,9 +226,11 @@ def _text(content: Any) -> str:
 
 def _call_title(name: str, arguments: Mapping[str, Any]) -> str:
     if name == "run_command" and isinstance(arguments.get("argv"), list):
-        return " ".join(str(a) for a in arguments["argv"])[:200]
-    paths = _argument_paths(arguments)
-    return f"{name} {', '.join(paths)}"[:200] if paths else name
+        title = " ".join(str(a) for a in arguments["argv"])
+    else:
+        paths = _argument_paths(arguments)
+        title = f"{name} {', '.join(paths)}" if paths else name
+    return shown_question(title).replace("\n", " ")[:200]
 
 
 def _argument_paths(arguments: Mapping[str, Any]) -> list[str]:

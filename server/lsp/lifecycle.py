@@ -18,7 +18,12 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 
 from agentls.lsp.copilot import dialect
-from agentls.lsp.reload import close_retired_providers, prepare_models, report_problems
+from agentls.lsp.reload import (
+    close_retired_providers,
+    prepare_models,
+    report_problems,
+    report_restricted,
+)
 from agentls.lsp.suggestions import inline_registration
 from agentls.lsp.trust import schedule_trust_question
 from agentls.lsp.wire.convert import to_plain
@@ -53,6 +58,7 @@ def register(server: AgentlsLanguageServer) -> None:
             await refresh_configuration(ls)
         finally:
             ls.settings_ready.set()
+        report_restricted(ls)
         schedule_trust_question(ls)
         await inline_registration.sync(ls)
         dialect.announce(ls)
@@ -75,6 +81,7 @@ def register(server: AgentlsLanguageServer) -> None:
             report_problems(ls, problems)
         await refresh_configuration(ls)
         await close_retired_providers(ls)
+        report_restricted(ls)
         schedule_trust_question(ls)
         await inline_registration.sync(ls)
         await start_features(ls)

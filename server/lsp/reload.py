@@ -33,6 +33,17 @@ def report_problems(ls: AgentlsLanguageServer, problems: list[Any]) -> None:
             log.warning("%s", message)
 
 
+def report_restricted(ls: AgentlsLanguageServer) -> None:
+    """Tell the user once when a workspace folder runs in restricted mode
+    (a home, root or system folder), and again if that changes."""
+    notice = ls.state.host.restricted_notice()
+    if notice is not None and notice != ls.state.reported_restricted:
+        ls.window_show_message(
+            types.ShowMessageParams(type=types.MessageType.Warning, message=notice))
+        log.warning("%s", notice)
+    ls.state.reported_restricted = notice
+
+
 async def close_retired_providers(ls: AgentlsLanguageServer) -> None:
     retired = ls.state.host.take_retired_providers()
     successor: Any = None

@@ -72,6 +72,8 @@ class ServerState:
         self._told: set[str] = set()
         # Settings problems shown at the last report (lifecycle.report_problems).
         self.reported_problems: set[str] = set()
+        # The restricted-mode notice last shown (reload.report_restricted).
+        self.reported_restricted: str | None = None
         # Set once the first inline completion was answered (lsp.inline).
         self.inline_warm: Any = None
 

@@ -60,6 +60,8 @@ def register(server: AgentlsLanguageServer) -> None:
             # The workspace file's trust state and the keys it waits on.
             "workspaceTrust": (state.host.loaded.workspace_trust.to_wire()
                                if state.host.loaded.workspace_trust else None),
+            # Workspace folders that are a home, root or system folder.
+            "restrictedMode": [f.to_wire() for f in state.host.restricted_folders()],
         }
 
     @server.feature("agentls/models")

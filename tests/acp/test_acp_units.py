@@ -14,16 +14,18 @@ def kinds(request: ApprovalRequest) -> list[tuple[str, str]]:
 
 
 def test_the_gates_options_map_to_acp_kinds() -> None:
+    # ids as shared/PROTOCOL.md binds them: allow_once, allow_session, reject_once
     assert kinds(ApprovalRequest("edit?", options=EDIT_OPTIONS)) == [
-        ("allow_once", "allow_once"), ("allow_session", "allow_always"), ("deny", "reject_once")]
+        ("allow_once", "allow_once"), ("allow_session", "allow_always"),
+        ("reject_once", "reject_once")]
     assert kinds(ApprovalRequest("run?", options=ONCE_OPTIONS)) == [
-        ("allow_once", "allow_once"), ("deny", "reject_once")]
+        ("allow_once", "allow_once"), ("reject_once", "reject_once")]
 
 
 def test_a_protected_question_never_offers_always() -> None:
     # even if a caller put a remembering option on a protected question
     assert kinds(ApprovalRequest("edit .git/config?", options=EDIT_OPTIONS, protected=True)) == [
-        ("allow_once", "allow_once"), ("deny", "reject_once")]
+        ("allow_once", "allow_once"), ("reject_once", "reject_once")]
     trust = (ApprovalOption("trust", "Trust", allows=True),
              ApprovalOption("refuse", "Don't trust", allows=False))
     assert kinds(ApprovalRequest("trust?", options=trust, protected=True)) == [

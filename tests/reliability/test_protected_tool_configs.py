@@ -35,6 +35,11 @@ TOOL_CONFIGS = [
     ".codex/config.toml", ".jj/repo/config.toml", "lefthook.yml", ".gitlab/ci/build.yml",
     "bitbucket-pipelines.yml", ".yarn/plugins/p.cjs", "bunfig.toml", "rust-toolchain.toml",
     "mise.toml", ".env", "pkg/.kiro/hooks/h.json",
+    # the next round's: agents the list did not name, each starting MCP servers
+    ".qwen/settings.json", ".crush.json", "crush.json", ".kilocode/mcp.json",
+    ".amazonq/mcp.json", ".junie/mcp/mcp.json", ".trae/mcp.json", ".augment/settings.json",
+    # and the rules for agents nobody listed yet: any MCP list, a tool folder's settings
+    "tools/mcp.json", "config/mcp_servers.json", ".newagent/settings.json",
 ]
 NOT_PROTECTED = ["package.json", "Makefile"]
 

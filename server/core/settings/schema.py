@@ -216,6 +216,11 @@ class ApprovalSettings(SettingsStruct, frozen=True, kw_only=True):
             "'ask' or 'deny', tool and path are globs and command is a regular expression"
         ),
     ] = msgspec.field(default_factory=list)
+    # Home, root or system folders the user opens on purpose: no restricted
+    # mode there (features/policy/restricted.py). Never from the workspace file.
+    unrestricted_folders: Annotated[
+        list[str], accepts("a list of absolute folder paths (~ allowed)")
+    ] = msgspec.field(default_factory=list)
 
 
 class SessionSettings(SettingsStruct, frozen=True, kw_only=True):

@@ -322,7 +322,8 @@ def workspace_layer(path: Path | None, store: TrustStore, problems: list[Setting
                      ) -> tuple[Layer, WorkspaceTrust | None]:
     """The workspace file's layer, without the keys that can send data or
     run code unless the user trusted this content (core/trust/workspace.py),
-    and never with approval.default allow or a too-short approval timeout."""
+    and never with approval.default allow, a too-short approval timeout or
+    approval.unrestrictedFolders."""
     if path is None:
         return {}, None
     try:
@@ -343,6 +344,11 @@ def workspace_layer(path: Path | None, store: TrustStore, problems: list[Setting
                 f"approval.default = \"allow\" is never taken from {path}: a workspace file "
                 "cannot make unanswered approvals pass. Set it in your user config file if you "
                 "really want it.")))
+        elif wire == "approval.unrestrictedFolders":
+            del layer[key]
+            problems.append(SettingsProblem(wire, source, (
+                f"approval.unrestrictedFolders is never taken from {path}: a workspace file "
+                "cannot lift restricted mode. Set it in your user config file.")))
         elif (wire == "approval.timeoutSeconds" and isinstance(given.value, int | float)
               and not isinstance(given.value, bool)
               and given.value < MIN_WORKSPACE_TIMEOUT_SECONDS):

@@ -36,6 +36,7 @@ from urllib.parse import unquote
 
 from lsprotocol import types
 
+from agentls.core.approval.documents import shown_question
 from agentls.core.approval.gate import EDIT_OPTIONS, ApprovalGate
 from agentls.core.editor.edit_paths import unsafe_edit_path
 from agentls.core.editor.edits import EditOutcome, EditRequest
@@ -174,7 +175,7 @@ class LspEditApplier:
             result = await send_request(
                 self.ls, types.WORKSPACE_APPLY_EDIT,
                 types.ApplyWorkspaceEditParams(edit=structure(edit, types.WorkspaceEdit),
-                                               label=request.label),
+                                               label=shown_question(request.label)),
                 settings.timeout_seconds)
         except TimeoutError:
             return _outcome("timeout", f"The editor did not answer within "
@@ -258,8 +259,11 @@ class LspEditApplier:
             for text_edit in text_edits:
                 text_edit["annotationId"] = ANNOTATION_ID
         edit["changeAnnotations"] = {
-            ANNOTATION_ID: {"label": request.label, "needsConfirmation": needs_confirmation,
-                            "description": request.preview},
+            # The editor's confirmation is a question too: nothing in a path
+            # or the diff may hide itself (docs/security.md, "Long questions").
+            ANNOTATION_ID: {"label": shown_question(request.label),
+                            "needsConfirmation": needs_confirmation,
+                            "description": shown_question(request.preview)},
         }
         return edit
 
