@@ -8,8 +8,9 @@ front's own counters and notices. Built lazily, so the first
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentls.host import AgentHost, HostStores
@@ -19,16 +20,39 @@ if TYPE_CHECKING:
     from agentls.core.editor.history import EditHistory
 
 
+RECENT_ANSWERS = 50  # inline answers the latency summary is taken over
+
+
 @dataclass
 class CompletionCounters:
     served: int = 0  # non-empty inline completion answers
     shown: int = 0  # textDocument/didShowCompletion received
     accepted: int = 0  # agentls.inlineCompletionAccepted run (or notifyAccepted)
     partially_accepted: int = 0  # items with a didPartiallyAcceptCompletion
+    # The newest answers (not superseded): milliseconds from the request to
+    # the answer, whether it had a suggestion and whether the cache gave it.
+    recent: deque[tuple[float, bool, bool]] = field(
+        default_factory=lambda: deque(maxlen=RECENT_ANSWERS))
 
-    def to_wire(self) -> dict[str, int]:
+    def answered(self, ms: float, *, suggested: bool, cached: bool) -> None:
+        self.recent.append((ms, suggested, cached))
+
+    def latency(self) -> dict[str, Any]:
+        """What the user waited for the last answers: p50/p90 of those with a
+        suggestion, and how many came from the cache or were empty."""
+        times = sorted(ms for ms, suggested, _ in self.recent if suggested)
+
+        def at(share: float) -> float | None:
+            return round(times[min(len(times) - 1, int(share * len(times)))], 1) \
+                if times else None
+
+        return {"answers": len(self.recent), "p50Ms": at(0.5), "p90Ms": at(0.9),
+                "cacheHits": sum(cached for _, _, cached in self.recent),
+                "empty": sum(not suggested for _, suggested, _ in self.recent)}
+
+    def to_wire(self) -> dict[str, Any]:
         return {"served": self.served, "shown": self.shown, "accepted": self.accepted,
-                "partiallyAccepted": self.partially_accepted}
+                "partiallyAccepted": self.partially_accepted, "latency": self.latency()}
 
 
 @dataclass

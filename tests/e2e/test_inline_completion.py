@@ -310,8 +310,13 @@ async def test_shown_and_accepted_counters(tmp_path: Path, fake_backend: FakeBac
         await server.request(types.WORKSPACE_EXECUTE_COMMAND, accept)
         await server.request(types.WORKSPACE_EXECUTE_COMMAND, accept)  # counted once
         status = await server.request("agentls/status", {})
+        latency = status["completions"].pop("latency")
         assert status["completions"] == {"served": 1, "shown": 1, "accepted": 1,
                                          "partiallyAccepted": 1}
+        # One answer, with a suggestion, from the model: what the user waited.
+        assert latency["answers"] == 1 and latency["empty"] == 0
+        assert latency["cacheHits"] == 0 and latency["p50Ms"] is not None
+        assert 0 < latency["p50Ms"] == latency["p90Ms"]
         with pytest.raises(JsonRpcException) as raised:
             await server.request(types.WORKSPACE_EXECUTE_COMMAND,
                                  types.ExecuteCommandParams(command=command["command"],

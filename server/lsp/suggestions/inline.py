@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -94,6 +95,7 @@ async def suggest(ls: AgentlsLanguageServer, uri: str, line: int, character: int
         invoked=invoked,
         neighbours=lambda: _open_documents(ls),
     )
+    started = time.perf_counter()
     try:
         answer = await feature.complete(request, state.host.provider,
                                         state.host.settings.inline_completion)
@@ -114,6 +116,9 @@ async def suggest(ls: AgentlsLanguageServer, uri: str, line: int, character: int
             state.forget_notice(key)
         state.inline_told.clear()
         dialect.tell_status(ls, "Normal")
+    if not answer.superseded:
+        state.counters.answered((time.perf_counter() - started) * 1000,
+                                suggested=bool(answer.items), cached=answer.from_cache)
     if not answer.items:
         return Suggestions((), document.version)
     state.counters.served += 1
