@@ -36,6 +36,11 @@ from agentls.features.tools.workspace import Workspace, WorkspacePathError
 __all__ = ["INSTRUCTIONS", "ReplyEditsFeature", "edit_format"]
 
 MAX_FILE_CHARS = 200_000  # a larger file is not merged
+# Files named in the session that a reply may change without naming them
+# (a Python block merged by definition): the latest ones only. A pasted log
+# naming thousands of files must not make every reply read them all.
+MAX_SEEN_PYTHON_FILES = 100
+MAX_NAMED_WORDS = 500  # words of a reply and its session looked up as files
 # Kept from the model: the small models reached for rename_file to "rename"
 # a function (the file went) and for write_file with the attachment's tags
 # inside the content (bench/HISTORY.md, "edits written in the reply").
@@ -86,7 +91,7 @@ class ReplyEditsFeature:
         files: dict[str, str] = {}
         unseen: list[str] = []
         seen = "\n".join(sources.seen)
-        for word in named_paths("\n".join((seen, reply))):
+        for word in _candidates(reply, sources.seen):
             rel = self._readable(workspace, access, word, folders, files)
             if rel is not None and rel not in files and rel not in unseen:
                 text = self._read(workspace, rel)
@@ -156,3 +161,18 @@ class ReplyEditsFeature:
         except WorkspacePathError:
             return False
         return not resolved.exists() and not isinstance(access.check(path), Withheld)
+
+
+def _candidates(reply: str, seen: tuple[str, ...]) -> list[str]:
+    """The words that may name a file the reply changes: the reply's own,
+    the session's that share a last part with one of them (a path the reply
+    shortened to a name), and the Python files the session named latest (a
+    block merged by its definitions names none)."""
+    words = named_paths(reply)
+    names = {word.rsplit("/", 1)[-1] for word in words}
+    latest_first = list(dict.fromkeys(word for text in reversed(seen)
+                                      for word in named_paths(text)))
+    words.extend(word for word in latest_first if word.rsplit("/", 1)[-1] in names)
+    words.extend([word for word in latest_first
+                  if word.endswith((".py", ".pyi"))][:MAX_SEEN_PYTHON_FILES])
+    return list(dict.fromkeys(words))[:MAX_NAMED_WORDS]

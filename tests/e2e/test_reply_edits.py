@@ -7,6 +7,8 @@ change; a declined change is told to the model, which is called again."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -184,3 +186,34 @@ async def test_a_file_the_model_never_saw_is_not_overwritten_from_its_reply(
     _, second = recorded(record)
     assert "PERIWINKLE" in second["messages"][-1]["content"]  # the real text, read for it
     assert result["messages"][-1]["content"] == "The secret word is PERIWINKLE."
+
+
+async def test_a_huge_reply_and_history_are_read_off_the_event_loop_and_still_applied(
+        tmp_path: Path, workspace: Path) -> None:
+    """A prompt pasting a log that names 12,000 files and a reply of 4,000
+    unclosed `<file path>` tags around a real block: the real block is
+    applied, and the server answers `agentls/status` all along (before,
+    reading the reply held the event loop for seconds)."""
+    log = "\n".join(f"f{i}.py" for i in range(12_000))
+    unclosed = "".join(f'<file path="gen/x{i}.py">x\n' for i in range(4_000))
+    fixed = PRICING.replace("* percent", "- price * percent")
+    reply = f'Fixed:\n<file path="pricing.py">\n{fixed}</file>\n{unclosed}'
+    settings, _ = scripted(tmp_path, "huge", [{"text": reply}],
+                                session={"editFormat": "file-blocks"}, contextWindow=1_000_000)
+    async with editor_session(workspace, tmp_path / "state", settings,
+                              capabilities(annotations=True)) as ed:
+        slowest = 0.0
+        turn = asyncio.ensure_future(chat(ed, prompt=f"Fix pricing.py. The log:\n{log}"))
+        while not turn.done():
+            started = time.monotonic()
+            await ed.client.protocol.send_request_async("agentls/status", {})
+            slowest = max(slowest, time.monotonic() - started)
+            await asyncio.wait([turn], timeout=0.05)
+        result = turn.result()
+        assert result["status"] == "completed", result.get("error")
+        [tool] = tool_messages(result)
+        assert tool["toolResult"]["success"] is True, tool
+    assert "return price - price * percent / 100" in (workspace / "pricing.py").read_text()
+    assert not (workspace / "gen").exists()
+    # Generous against a loaded machine; reading this reply used to take 8 s or more.
+    assert slowest < 3.0, f"agentls/status waited {slowest:.1f} s"
