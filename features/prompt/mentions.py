@@ -170,7 +170,10 @@ class MentionsFeature:
         # The footer ("Attached: ...") names only files whose text went to the
         # model: a withheld `.env` or a missing file is not "attached".
         attached = [a["path"] for a in attachments if "content" in a]
-        metadata = {**draft.metadata, "mentions": attached} if attached else draft.metadata
+        metadata = {**draft.metadata, "mentions": attached} if attached else dict(draft.metadata)
+        refused = [{"path": a["path"], "reason": a["error"]} for a in attachments if "error" in a]
+        if refused:  # the user is told (chat_prompt.py), not only the model
+            metadata["not_attached"] = [*metadata.get("not_attached", ()), *refused]
         return replace(
             draft, text=text,
             attachments=(*draft.attachments, render_attachments(attachments)),

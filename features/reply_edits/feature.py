@@ -31,7 +31,7 @@ from agentls.core.editor.reply_edits import (
 )
 from agentls.features.policy.sensitive import ModelFileAccess
 from agentls.features.prompt.named_files import find_named_file, named_paths
-from agentls.features.tools.workspace import Workspace, WorkspacePathError
+from agentls.features.tools.workspace import OutsideWorkspace, Workspace, WorkspacePathError
 
 __all__ = ["INSTRUCTIONS", "ReplyEditsFeature", "edit_format"]
 
@@ -121,7 +121,9 @@ class ReplyEditsFeature:
                               arguments={"path": block.path, "content": block.text})
                      for block in blocks
                      if block.path is not None and block.path not in files
-                     and block.path not in unseen and self._new(workspace, access, block.path))
+                     and block.path not in unseen
+                     and (self._new(workspace, access, block.path)
+                          or self._malformed(workspace, block.path)))
         # A file it wrote without having seen it is read for it instead: the
         # model gets the real text back and goes on from there.
         written = {block.path for block in blocks}
@@ -149,6 +151,18 @@ class ReplyEditsFeature:
             return None
         text = read.text
         return None if text is None or len(text) > MAX_FILE_CHARS else text
+
+    @staticmethod
+    def _malformed(workspace: Workspace, path: str) -> bool:
+        """A path no file can have (a NUL byte): its write_file is refused
+        with the reason, which the model reads; the other blocks go on."""
+        try:
+            workspace.resolve(path)
+        except OutsideWorkspace:
+            return False  # left alone, as the instructions' example is
+        except WorkspacePathError:
+            return True
+        return False
 
     @staticmethod
     def _new(workspace: Workspace, access: ModelFileAccess, path: str) -> bool:

@@ -8,6 +8,7 @@ change; a declined change is told to the model, which is called again."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
 
@@ -217,3 +218,27 @@ async def test_a_huge_reply_and_history_are_read_off_the_event_loop_and_still_ap
     assert not (workspace / "gen").exists()
     # Generous against a loaded machine; reading this reply used to take 8 s or more.
     assert slowest < 3.0, f"agentls/status waited {slowest:.1f} s"
+
+
+async def test_a_block_with_a_nul_byte_in_its_path_is_refused_alone(
+        tmp_path: Path, workspace: Path) -> None:
+    """The other blocks of the reply are applied; the model is told why the
+    bad one was not written (before, the NUL's ValueError dropped every
+    edit of the reply, silently)."""
+    fixed = PRICING.replace("* percent", "- price * percent")
+    reply = (f'Fixed:\n<file path="pricing.py">\n{fixed}</file>\n'
+             '<file path="bad\x00name.py">\nX = 1\n</file>\n'
+             '<file path="pkg/new.py">\nY = 2\n</file>\n')
+    settings, record = scripted(tmp_path, "nul", [{"text": reply}, {"text": "Done."}],
+                                session={"editFormat": "file-blocks"})
+    async with editor_session(workspace, tmp_path / "state", settings,
+                              capabilities(annotations=True)) as ed:
+        result = await chat(ed, prompt="Fix pricing.py")
+        assert result["status"] == "completed", result.get("error")
+    assert "return price - price * percent / 100" in (workspace / "pricing.py").read_text()
+    assert (workspace / "pkg" / "new.py").read_text() == "Y = 2\n"
+    assert sorted(os.listdir(workspace)) == ["pkg", "pricing.py"]
+    _, second = recorded(record)
+    refusals = [m for m in second["messages"] if m["role"] == "tool"
+                and "NUL" in str(m["content"])]
+    assert len(refusals) == 1, [(m["role"], str(m["content"])[:200]) for m in second["messages"]]
