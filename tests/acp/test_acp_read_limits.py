@@ -84,3 +84,20 @@ async def test_a_huge_file_is_never_asked_of_the_client_and_every_read_has_a_lim
     assert huge.startswith(HEAD) and "truncated" in huge  # the disk's, cut at read_file's limit
     assert small == "x = 1  # unsaved\n"  # the client's buffer, as before
     assert grown == "the disk's text\n"  # the oversized answer refused
+
+
+async def test_a_mention_with_a_nul_byte_is_refused_alone_and_the_user_is_told(
+        tmp_path: Path, workspace: Path) -> None:
+    settings, record = scripted_settings(tmp_path, [{"text": "Done."}])
+    client = RecordingClient(answer=allow_once)
+    async with acp_agent(client, tmp_path, agent_env(tmp_path, settings)) as (conn, _, log):
+        await started(conn, fs=False)
+        new = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        answer = await asyncio.wait_for(conn.prompt(
+            session_id=new.session_id,
+            prompt=text('Compare @file:"b\x00ad.py" with @file:small.py')), TIMEOUT)
+        assert answer.stop_reason == "end_turn", log.read_text()
+    told = client.text(new.session_id)
+    assert "not attached: b\\x00ad.py" in told and "NUL byte" in told
+    sent = str(recorded(record)[0]["messages"])
+    assert "x = 1" in sent and "NUL byte" in sent  # the other mention went through

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from agentls.core.editor.prompt_enrichment import PromptEnricher
     from agentls.core.types.conversation import Message
 
-__all__ = ["SELECTION_MAX_CHARS", "lsp_range", "not_attached_text", "user_message"]
+__all__ = ["SELECTION_MAX_CHARS", "lsp_range", "user_message"]
 
 log = logging.getLogger("agentls.lsp.agent.chat")
 
@@ -50,7 +50,12 @@ async def user_message(
 ) -> Message:
     """The prompt with its context, as the stored user message. Enrichers
     run in plugin order in a worker thread (mentions read files)."""
-    from agentls.core.editor.prompt_enrichment import EditorContext, PromptDraft, PromptSources
+    from agentls.core.editor.prompt_enrichment import (
+        EditorContext,
+        PromptDraft,
+        PromptSources,
+        not_attached_text,
+    )
     from agentls.core.types.conversation import Message
 
     folders = tuple(str(f) for f in workspace_folders)
@@ -80,7 +85,7 @@ async def user_message(
     draft = await asyncio.to_thread(enrich) if enrichers else PromptDraft(prompt)
     if refused := draft.metadata.get("not_attached"):
         ls.window_show_message(types.ShowMessageParams(
-            type=types.MessageType.Warning, message=not_attached_text(refused)))
+            type=types.MessageType.Warning, message=f"agentls: {not_attached_text(refused)}"))
     blocks: list[str] = []
     selection = "" if draft.used_selection else _selection_block(context, editor)
     if selection:
@@ -153,14 +158,3 @@ def lsp_range(value: Any) -> types.Range | None:
     except (KeyError, TypeError, ValueError):
         return None
 
-
-def not_attached_text(refused: Sequence[dict[str, str]]) -> str:
-    """The user's word on the `@file:` mentions that were not attached;
-    control characters in a path are shown escaped."""
-    def shown(path: str) -> str:
-        return "".join(c if c.isprintable() else repr(c)[1:-1] for c in path)
-
-    parts = [f"{shown(item.get('path', '?'))} "
-             f"({shown(item.get('reason', '').removeprefix('not attached: '))})"
-             for item in refused]
-    return "agentls: not attached: " + "; ".join(parts)
