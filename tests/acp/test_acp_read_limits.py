@@ -2,7 +2,8 @@
 larger on disk than a read keeps is read from the disk (as far as the
 reader's limit), never sent whole by the client; each `fs/read_text_file`
 carries a `limit`; an answer larger than the limit is refused for the
-disk's text. Naming a file in the prompt and `read_file` alike."""
+disk's text. Naming a file in the prompt and `read_file` alike. And a
+mention with a NUL byte is refused alone, the user told."""
 
 from __future__ import annotations
 
