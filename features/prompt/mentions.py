@@ -172,7 +172,7 @@ class MentionsFeature:
         attached = [a["path"] for a in attachments if "content" in a]
         metadata = {**draft.metadata, "mentions": attached} if attached else dict(draft.metadata)
         refused = [{"path": a["path"], "reason": a["error"]} for a in attachments if "error" in a]
-        if refused:  # the user is told (chat_prompt.py), not only the model
+        if refused:  # the front tells the user too (prompt_enrichment.not_attached_text)
             metadata["not_attached"] = [*metadata.get("not_attached", ()), *refused]
         return replace(
             draft, text=text,

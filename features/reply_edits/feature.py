@@ -14,7 +14,10 @@ merged by definition. Each changed file becomes one `write_file` call, run
 through the one approval call site (core/agent/tool_calls.py): the user approves
 it like any edit, checkpoints and linters see it. A `<file path>` block for
 a file that does not exist creates it. Secret files (ModelFileAccess) are
-never read or written this way.
+never read or written this way. The files read for a reply are those it
+names and the Python files the session named latest (`_candidates`), in
+a worker thread (core/agent/tool_calls.py): a session naming thousands of
+files costs the next reply nothing (docs/security.md, "big inputs").
 """
 
 from __future__ import annotations
