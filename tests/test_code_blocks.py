@@ -4,7 +4,11 @@ tasks: edits written in the reply")."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import replace
+
+import pytest
 
 from agentls.core.editor.reply_edits import ReplyEdits, gave_up_text, reply_note, written_call
 from agentls.features.reply_edits.blocks import apply_reply, find_code_blocks, prose_of, read_reply
@@ -137,3 +141,42 @@ def test_a_reply_that_did_nothing_again_tells_the_user_no_file_changed() -> None
     assert called is not None and "tool call as text" in called
     assert gave_up_text("<file ...>", replace(echo, words=True)) is None
     assert gave_up_text("The port is 8421.", None) is None
+
+
+def _best_seconds(work: Callable[[], object], runs: int = 5) -> float:
+    best = float("inf")
+    for _ in range(runs):
+        started = time.perf_counter()
+        work()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+@pytest.mark.parametrize("shape", ["unclosed file tags", "a long path-like line before a fence",
+                                   "unclosed fences"])
+def test_reading_a_reply_grows_linearly_with_its_size(shape: str) -> None:
+    """Four times the reply takes about four times as long, not sixteen
+    (the reply is read while the turn runs; a quadratic parse of an 80 KB
+    reply took seconds)."""
+    def reply(n: int) -> str:
+        if shape == "unclosed file tags":
+            return '<file path="scores.py">\nX = 1\n</file>\n' + "".join(
+                f'<file path="gen/x{i}.py">x\n' for i in range(n))
+        if shape == "a long path-like line before a fence":
+            return "a/" * (4 * n) + "\n```python\nX = 1\n```\n"
+        return "```x\n" * n
+
+    def read(n: int) -> Callable[[], object]:
+        text = reply(n)
+        return lambda: (find_code_blocks(text, FILES), prose_of(text))
+
+    small, large = _best_seconds(read(500)), _best_seconds(read(2000))
+    assert large < 8 * small + 0.005, (small, large)
+
+
+def test_a_reply_cut_before_its_closing_tag_still_gives_its_closed_blocks() -> None:
+    reply = ('<file path="scores.py">\nX = 1\n</file>\nand <file path="report.py">\n'
+             'def summary(scores):\n    return ""\n')
+    assert [(b.path, b.text) for b in find_code_blocks(reply, FILES)] == [("scores.py", "X = 1\n")]
+    assert prose_of(reply).startswith('and <file path="report.py">')
+    assert prose_of("a\n````\nx\n```\nb\n```\nc") == "a\n\nb\n```\nc"  # as a regex read it

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from agentls.core.editor.prompt_enrichment import PromptDraft, PromptSources
+from agentls.core.editor.reply_edits import ReplySources
+from agentls.features.prompt import named_files
 from agentls.features.prompt.mentions import MentionsFeature
 from agentls.features.prompt.named_files import (
     NAMED_FILE_MAX_CHARS,
     NamedFilesFeature,
     named_paths,
 )
+from agentls.features.reply_edits import feature as reply_feature
+from agentls.features.tools.workspace import Workspace
 
 
 def enrich(root: Path, text: str, **draft: object) -> PromptDraft:
@@ -84,3 +90,45 @@ def test_a_file_whose_text_is_already_in_the_prompt_is_not_attached(tmp_path: Pa
     (tmp_path / "calc.py").write_text("def add(a, b):\n    return a - b\n")
     out = enrich(tmp_path, "Explain calc.py:\n```\ndef add(a, b):\n    return a - b\n```")
     assert out.attachments == ()
+
+
+def _counting_lookups(monkeypatch: pytest.MonkeyPatch, module: object) -> list[str]:
+    looked: list[str] = []
+    real = named_files.find_named_file
+
+    def counted(workspace: Workspace, word: str, folders: tuple[str, ...]) -> Path | None:
+        looked.append(word)
+        return real(workspace, word, folders)
+
+    monkeypatch.setattr(module, "find_named_file", counted)
+    return looked
+
+
+def test_a_pasted_log_naming_thousands_of_files_is_not_looked_up_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "pricing.py").write_text("def f():\n    return 1\n")
+    looked = _counting_lookups(monkeypatch, named_files)
+    log = "\n".join(f"f{i}.py" for i in range(12_000))
+    out = enrich(tmp_path, f"Fix pricing.py. The log:\n{log}")
+    assert out.metadata["mentions"] == ["pricing.py"]
+    assert len(looked) <= 200  # named_files.MAX_NAMED_WORDS
+
+
+def test_reply_edits_look_up_the_reply_s_files_not_every_file_the_session_named(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session whose history names 12,000 files: the next reply looks up
+    its own file and the session's latest Python files, and still merges."""
+    (tmp_path / "pricing.py").write_text("def f():\n    return 1\n")
+    (tmp_path / "util.py").write_text("def g():\n    return 1\n")
+    looked = _counting_lookups(monkeypatch, reply_feature)
+    log = "\n".join(f"ERROR in logs/f{i}.txt" for i in range(12_000))
+    seen = ("Fix util.py and pricing.py", log, "def f():\n    return 1\n",
+            "def g():\n    return 1\n")
+    reply = ('<file path="pricing.py">\ndef f():\n    return 2\n</file>\n'
+             "```python\ndef g():\n    return 2\n```\n")
+    edits = reply_feature.ReplyEditsFeature().reply_edits(
+        reply, ReplySources((str(tmp_path),), None, seen))
+    written = {c.arguments["path"]: c.arguments["content"] for c in edits.calls}
+    assert written == {"pricing.py": "def f():\n    return 2\n",
+                       "util.py": "def g():\n    return 2\n"}  # found by its definition
+    assert len(looked) <= 101  # its own file and MAX_SEEN_PYTHON_FILES

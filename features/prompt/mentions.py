@@ -93,6 +93,14 @@ def fuzzy_score(query: str, candidate: str) -> float | None:
 class _Listing:
     files: list[str]
     at: float
+    by_name: dict[str, list[str]] | None = None  # built on first use
+
+
+def _by_name(files: list[str]) -> dict[str, list[str]]:
+    index: dict[str, list[str]] = {}
+    for rel in files:
+        index.setdefault(rel.rsplit("/", 1)[-1], []).append(rel)
+    return index
 
 
 class _ListingCache:
@@ -101,11 +109,23 @@ class _ListingCache:
         self._cache: dict[str, _Listing] = {}
 
     def files(self, root: str) -> list[str]:
+        return self._listing(root).files
+
+    def named(self, root: str, name: str) -> list[str]:
+        """The listed files whose last part is `name` (an index: a prompt
+        or a session may name thousands of files)."""
+        listing = self._listing(root)
+        with self._lock:
+            if listing.by_name is None:
+                listing.by_name = _by_name(listing.files)
+            return list(listing.by_name.get(name, ()))
+
+    def _listing(self, root: str) -> _Listing:
         now = time.monotonic()
         with self._lock:
             hit = self._cache.get(root)
             if hit is not None and now - hit.at < LISTING_TTL_SECONDS:
-                return hit.files
+                return hit
         workspace = Workspace.of([root])
         base = workspace.root
         files = []
@@ -115,9 +135,10 @@ class _ListingCache:
                 for path, is_dir in workspace.walk(base, max_entries=MAX_LISTED_FILES * 2)
                 if not is_dir
             ][:MAX_LISTED_FILES]
+        listing = _Listing(files, now)
         with self._lock:
-            self._cache[root] = _Listing(files, now)
-        return files
+            self._cache[root] = listing
+        return listing
 
 
 LISTINGS = _ListingCache()  # also named_files.py
@@ -149,7 +170,10 @@ class MentionsFeature:
         # The footer ("Attached: ...") names only files whose text went to the
         # model: a withheld `.env` or a missing file is not "attached".
         attached = [a["path"] for a in attachments if "content" in a]
-        metadata = {**draft.metadata, "mentions": attached} if attached else draft.metadata
+        metadata = {**draft.metadata, "mentions": attached} if attached else dict(draft.metadata)
+        refused = [{"path": a["path"], "reason": a["error"]} for a in attachments if "error" in a]
+        if refused:  # the front tells the user too (prompt_enrichment.not_attached_text)
+            metadata["not_attached"] = [*metadata.get("not_attached", ()), *refused]
         return replace(
             draft, text=text,
             attachments=(*draft.attachments, render_attachments(attachments)),

@@ -33,6 +33,7 @@ __all__ = ["NAMED_FILE_MAX_CHARS", "NamedFilesFeature", "find_named_file", "name
 NAMED_FILE_MAX_CHARS = 12_000  # a file larger than this is not attached
 NAMED_FILES_MAX_TOTAL_CHARS = 24_000
 MAX_NAMED_FILES = 4
+MAX_NAMED_WORDS = 200  # words looked up as files: a pasted log may name thousands
 
 # A path-like word: letters, digits, `_ . / -`, ending in `.ext`; not part of
 # a URL, an e-mail address, a mention or a longer word.
@@ -41,12 +42,7 @@ _NAMED = re.compile(r"(?<![\w@:/.-])((?:[\w-]+/)*[\w.-]*\w\.[A-Za-z0-9]{1,8})(?!
 
 def named_paths(text: str) -> list[str]:
     """The path-like words of `text`, in order, each once."""
-    found: list[str] = []
-    for match in _NAMED.finditer(text):
-        word = match.group(1)
-        if word not in found:
-            found.append(word)
-    return found
+    return list(dict.fromkeys(match.group(1) for match in _NAMED.finditer(text)))
 
 
 class NamedFilesFeature:
@@ -65,7 +61,7 @@ class NamedFilesFeature:
         already = set(draft.metadata.get("mentions") or ())
         attachments: list[dict[str, object]] = []
         budget = NAMED_FILES_MAX_TOTAL_CHARS
-        for word in words:
+        for word in words[:MAX_NAMED_WORDS]:
             if len(attachments) >= MAX_NAMED_FILES:
                 break
             resolved = find_named_file(workspace, word, sources.workspace_folders)
@@ -106,8 +102,7 @@ def find_named_file(workspace: Workspace, word: str, folders: tuple[str, ...]) -
         return resolved
     if "/" in word:
         return None
-    matches = [rel for rel in LISTINGS.files(str(folders[0]))
-               if rel.rsplit("/", 1)[-1] == word]
+    matches = LISTINGS.named(str(folders[0]), word)
     if len(matches) != 1:
         return None
     try:

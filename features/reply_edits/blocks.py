@@ -17,6 +17,7 @@ when it names it.
 from __future__ import annotations
 
 import ast
+import bisect
 import difflib
 import re
 from collections.abc import Iterable, Mapping
@@ -26,7 +27,11 @@ __all__ = ["AppliedBlock", "CodeBlock", "apply_block", "apply_reply", "defined_n
            "find_code_blocks", "prose_of", "read_reply"]
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$", re.M)
-_PATHLIKE = re.compile(r"((?:[\w.-]+/)*[\w-][\w.-]*\.[A-Za-z0-9]{1,8})")
+# A path is looked for at the start of each word only (word: a run of
+# `_WORD`); searched for anywhere in a long word it is quadratic.
+_WORD = re.compile(r"[\w./-]+")
+_PATHLIKE = re.compile(r"(?:[\w.-]+/)*[\w-][\w.-]*\.[A-Za-z0-9]{1,8}")
+MAX_PATH_CHARS = 4096  # a longer word is not a path (PATH_MAX)
 _PATH_COMMENT = re.compile(
     r"^\s*(?:#|//|--|/\*)\s*(?:file(?:name)?\s*:\s*|path\s*:\s*)?"
     r"(?P<path>(?:[\w.-]+/)*[\w-][\w.-]*\.[A-Za-z0-9]{1,8})\s*(?:\*/)?\s*$", re.I)
@@ -62,12 +67,13 @@ def find_code_blocks(reply: str, known_paths: Iterable[str] = ()) -> list[CodeBl
     with path comments (`# path/to/x.py`) inside is split there. A path
     counts when it is one of `known_paths` (by path or by its last part);
     a `<file path>` names its path whatever it is."""
-    known = list(known_paths)
+    known = _Known(known_paths)
     blocks: list[CodeBlock] = []
-    for tag in _FILE_TAG.finditer(reply):
-        tagged = _known([tag.group("path")], known) or _clean(tag.group("path"))
-        blocks.extend(_split("", tagged, _unfence(tag.group("body")), known))
-    rest = _FILE_TAG.sub("", reply)
+    tags = _file_tags(reply)
+    for _start, _end, tag_path, tag_body in tags:
+        tagged = _known([tag_path], known) or _clean(tag_path)
+        blocks.extend(_split("", tagged, _unfence(tag_body), known))
+    rest = _without(reply, tags)
     pos = 0
     fenced = False
     while True:
@@ -83,10 +89,9 @@ def find_code_blocks(reply: str, known_paths: Iterable[str] = ()) -> list[CodeBl
         body = rest[opening.end() + 1:end.start()] if opening.end() < len(rest) else ""
         info = opening.group("info").strip()
         lang = info.split()[0].split(":")[0].lower() if info else ""
-        path = _known(_PATHLIKE.findall(info), known)
+        path = _known(_pathlike(info), known)
         if path is None:
-            before = rest[:opening.start()].rstrip("\n").rsplit("\n", 1)[-1]
-            path = _known(_PATHLIKE.findall(before), known)
+            path = _known(_pathlike(_line_before(rest, opening.start())), known)
         indent = opening.group("indent")
         if indent:
             body = "\n".join(line[len(indent):] if line.startswith(indent) else line
@@ -100,8 +105,56 @@ def find_code_blocks(reply: str, known_paths: Iterable[str] = ()) -> list[CodeBl
     return blocks
 
 
-_FILE_TAG = re.compile(r"<file\s+path\s*=\s*[\"'](?P<path>[^\"'<>\n]+)[\"']\s*>\n?"
-                       r"(?P<body>.*?)</file>", re.S)
+_FILE_OPEN = re.compile(r"<file\s+path\s*=\s*[\"'](?P<path>[^\"'<>\n]+)[\"']\s*>\n?")
+_FILE_CLOSE = "</file>"
+
+
+def _file_tags(reply: str) -> list[tuple[int, int, str, str]]:
+    """(start, end, path, body) of each `<file path="...">...</file>`, in
+    order; a body ends at the first `</file>` after its opening. One pass:
+    an opening with no `</file>` after it ends the search (a regex with a
+    lazy body retried it from every later opening: quadratic)."""
+    tags: list[tuple[int, int, str, str]] = []
+    pos = 0
+    while (opening := _FILE_OPEN.search(reply, pos)) is not None:
+        close = reply.find(_FILE_CLOSE, opening.end())
+        if close == -1:
+            break
+        end = close + len(_FILE_CLOSE)
+        tags.append((opening.start(), end, opening.group("path"), reply[opening.end():close]))
+        pos = end
+    return tags
+
+
+def _without(text: str, spans: Iterable[tuple[int, int, str, str]]) -> str:
+    parts: list[str] = []
+    pos = 0
+    for start, end, *_ in spans:
+        parts.append(text[pos:start])
+        pos = end
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
+def _line_before(text: str, start: int) -> str:
+    """The last non-empty line of text[:start] (without copying it)."""
+    end = start
+    while end > 0 and text[end - 1] == "\n":
+        end -= 1
+    return text[text.rfind("\n", 0, end) + 1:end]
+
+
+def _pathlike(text: str) -> list[str]:
+    """The path-like words of `text`: each word's longest path prefix
+    (leading `/` dropped: known paths are relative, and matched by name)."""
+    found = []
+    for word in _WORD.findall(text):
+        if len(word) > MAX_PATH_CHARS:
+            continue
+        match = _PATHLIKE.match(word.lstrip("/"))
+        if match:
+            found.append(match.group(0))
+    return found
 
 
 def _unfence(body: str) -> str:
@@ -117,7 +170,7 @@ def _clean(path: str) -> str:
     return path[2:] if path.startswith("./") else path
 
 
-def _split(lang: str, path: str | None, body: str, known: list[str]) -> list[CodeBlock]:
+def _split(lang: str, path: str | None, body: str, known: _Known) -> list[CodeBlock]:
     """`body` as blocks: a path comment naming a known file starts a new one."""
     parts: list[tuple[str | None, list[str]]] = [(path, [])]
     for line in body.split("\n"):
@@ -138,13 +191,25 @@ def _split(lang: str, path: str | None, body: str, known: list[str]) -> list[Cod
     return blocks
 
 
-def _known(words: Iterable[str], known: list[str]) -> str | None:
+class _Known:
+    """The known paths, looked up by path and by last part (a dict each:
+    a reply's every line is looked up)."""
+
+    def __init__(self, paths: Iterable[str]) -> None:
+        self.paths: set[str] = set()
+        self.by_name: dict[str, list[str]] = {}
+        for path in paths:
+            if path not in self.paths:
+                self.paths.add(path)
+                self.by_name.setdefault(path.rsplit("/", 1)[-1], []).append(path)
+
+
+def _known(words: Iterable[str], known: _Known) -> str | None:
     for word in words:
         word = _clean(word.strip("`*'\"()[]:,"))
-        if word in known:
+        if word in known.paths:
             return word
-        name = word.rsplit("/", 1)[-1]
-        by_name = [path for path in known if path.rsplit("/", 1)[-1] == name]
+        by_name = known.by_name.get(word.rsplit("/", 1)[-1], [])
         if len(by_name) == 1:
             return by_name[0]
     return None
@@ -186,9 +251,45 @@ def _same_code(a: str, b: str) -> bool:
 
 def prose_of(reply: str) -> str:
     """`reply` without its file tags and fenced blocks: what it says in words."""
-    text = _FILE_TAG.sub("", reply)
-    return re.sub(r"^[ \t]*(`{3,}|~{3,})[^\n]*\n.*?^[ \t]*\1[ \t]*$", "", text,
-                  flags=re.S | re.M).strip()
+    text = _without(reply, _file_tags(reply))
+    lines = text.split("\n")
+    # Line numbers of each possible closing fence: every opening finds its
+    # closing by a lookup, not by searching the rest of the reply.
+    closings: dict[str, list[int]] = {}
+    for number, line in enumerate(lines):
+        if _FENCE_ONLY.fullmatch(line):
+            closings.setdefault(line.strip(" \t"), []).append(number)
+    kept: list[str] = []
+    number = 0
+    while number < len(lines):
+        closed = _prose_fence_end(lines[number], number, closings) \
+            if number + 1 < len(lines) else None
+        if closed is None:
+            kept.append(lines[number])
+            number += 1
+            continue
+        kept.append("")  # the block goes; the line break after it stays
+        number = closed + 1
+    return "\n".join(kept).strip()
+
+
+_FENCE_ONLY = re.compile(r"[ \t]*(?:`{3,}|~{3,})[ \t]*")
+_FENCE_START = re.compile(r"[ \t]*(`{3,}|~{3,})")
+
+
+def _prose_fence_end(line: str, number: int, closings: Mapping[str, list[int]]) -> int | None:
+    """The line that closes a block opened at `line` (its fence exactly,
+    alone on a line, after it), trying its fence and then shorter ones."""
+    opening = _FENCE_START.match(line)
+    if opening is None:
+        return None
+    fence = opening.group(1)
+    for length in range(len(fence), 2, -1):
+        candidates = closings.get(fence[:length], [])
+        after = bisect.bisect_right(candidates, number)
+        if after < len(candidates):
+            return candidates[after]
+    return None
 
 
 def apply_block(block: CodeBlock, files: Mapping[str, str]) -> AppliedBlock | None:

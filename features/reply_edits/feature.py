@@ -14,7 +14,10 @@ merged by definition. Each changed file becomes one `write_file` call, run
 through the one approval call site (core/agent/tool_calls.py): the user approves
 it like any edit, checkpoints and linters see it. A `<file path>` block for
 a file that does not exist creates it. Secret files (ModelFileAccess) are
-never read or written this way.
+never read or written this way. The files read for a reply are those it
+names and the Python files the session named latest (`_candidates`), in
+a worker thread (core/agent/tool_calls.py): a session naming thousands of
+files costs the next reply nothing (docs/security.md, "big inputs").
 """
 
 from __future__ import annotations
@@ -31,11 +34,16 @@ from agentls.core.editor.reply_edits import (
 )
 from agentls.features.policy.sensitive import ModelFileAccess
 from agentls.features.prompt.named_files import find_named_file, named_paths
-from agentls.features.tools.workspace import Workspace, WorkspacePathError
+from agentls.features.tools.workspace import OutsideWorkspace, Workspace, WorkspacePathError
 
 __all__ = ["INSTRUCTIONS", "ReplyEditsFeature", "edit_format"]
 
 MAX_FILE_CHARS = 200_000  # a larger file is not merged
+# Files named in the session that a reply may change without naming them
+# (a Python block merged by definition): the latest ones only. A pasted log
+# naming thousands of files must not make every reply read them all.
+MAX_SEEN_PYTHON_FILES = 100
+MAX_NAMED_WORDS = 500  # words of a reply and its session looked up as files
 # Kept from the model: the small models reached for rename_file to "rename"
 # a function (the file went) and for write_file with the attachment's tags
 # inside the content (bench/HISTORY.md, "edits written in the reply").
@@ -86,7 +94,7 @@ class ReplyEditsFeature:
         files: dict[str, str] = {}
         unseen: list[str] = []
         seen = "\n".join(sources.seen)
-        for word in named_paths("\n".join((seen, reply))):
+        for word in _candidates(reply, sources.seen):
             rel = self._readable(workspace, access, word, folders, files)
             if rel is not None and rel not in files and rel not in unseen:
                 text = self._read(workspace, rel)
@@ -116,7 +124,9 @@ class ReplyEditsFeature:
                               arguments={"path": block.path, "content": block.text})
                      for block in blocks
                      if block.path is not None and block.path not in files
-                     and block.path not in unseen and self._new(workspace, access, block.path))
+                     and block.path not in unseen
+                     and (self._new(workspace, access, block.path)
+                          or self._malformed(workspace, block.path)))
         # A file it wrote without having seen it is read for it instead: the
         # model gets the real text back and goes on from there.
         written = {block.path for block in blocks}
@@ -146,6 +156,18 @@ class ReplyEditsFeature:
         return None if text is None or len(text) > MAX_FILE_CHARS else text
 
     @staticmethod
+    def _malformed(workspace: Workspace, path: str) -> bool:
+        """A path no file can have (a NUL byte): its write_file is refused
+        with the reason, which the model reads; the other blocks go on."""
+        try:
+            workspace.resolve(path)
+        except OutsideWorkspace:
+            return False  # left alone, as the instructions' example is
+        except WorkspacePathError:
+            return True
+        return False
+
+    @staticmethod
     def _new(workspace: Workspace, access: ModelFileAccess, path: str) -> bool:
         """A path the reply may create: in the workspace, not there yet, not
         secret, not the instructions' example (the 1.5B once wrote to it)."""
@@ -156,3 +178,18 @@ class ReplyEditsFeature:
         except WorkspacePathError:
             return False
         return not resolved.exists() and not isinstance(access.check(path), Withheld)
+
+
+def _candidates(reply: str, seen: tuple[str, ...]) -> list[str]:
+    """The words that may name a file the reply changes: the reply's own,
+    the session's that share a last part with one of them (a path the reply
+    shortened to a name), and the Python files the session named latest (a
+    block merged by its definitions names none)."""
+    words = named_paths(reply)
+    names = {word.rsplit("/", 1)[-1] for word in words}
+    latest_first = list(dict.fromkeys(word for text in reversed(seen)
+                                      for word in named_paths(text)))
+    words.extend(word for word in latest_first if word.rsplit("/", 1)[-1] in names)
+    words.extend([word for word in latest_first
+                  if word.endswith((".py", ".pyi"))][:MAX_SEEN_PYTHON_FILES])
+    return list(dict.fromkeys(words))[:MAX_NAMED_WORDS]

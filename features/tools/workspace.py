@@ -136,6 +136,9 @@ class Workspace:
         text = (path or "").strip()
         if text.startswith("file://"):
             text = unquote(urlsplit(text).path)
+        if "\0" in text:  # the OS refuses it (ValueError): refuse this path, not the batch
+            raise WorkspacePathError(f"{text!r} contains a NUL byte; it is not a usable path. "
+                                     "Give the file's path without it.")
         raw = Path(text) if text else Path(".")
         candidate = raw if raw.is_absolute() else self.folders[0] / raw
         try:

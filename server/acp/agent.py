@@ -52,6 +52,7 @@ from agentls.acp.channels import AcpTurnObserver, ClientLink
 from agentls.acp.prompt import client_servers, prompt_text, user_message
 from agentls.acp.workspace import AcpWorkspace
 from agentls.core.agent.endings import ended_with_explanation
+from agentls.core.editor.prompt_enrichment import not_attached_text
 from agentls.host import HostStores
 
 if TYPE_CHECKING:
@@ -325,6 +326,9 @@ class AgentlsAcpAgent:
                 raise RequestError(-32603, f"agentls: {exc}") from None
             message = await user_message(workspace, orchestrator.agent.enrichers, text,
                                           attachments)
+            if refused := (message.metadata or {}).get("not_attached"):
+                await self.link.update(session_id,
+                                       updates.notice(not_attached_text(refused), "warning"))
             if session_id in self.cancel_early:
                 return PromptResponse(stop_reason="cancelled")
             observer = AcpTurnObserver(self.link, str(workspace.root))

@@ -4,7 +4,10 @@ document lookups, through the client when it advertises it.
 - Reads (`documents`, `snapshots`): `fs/read_text_file` when the client
   advertises fs.readTextFile (it answers with the editor's buffer when the
   file is open), called from the tools' worker threads; the disk otherwise,
-  or when the client does not answer.
+  or when the client does not answer. The size limit comes first: a file
+  larger on disk than a read keeps is not asked for (the disk is read, as
+  far as the reader's own limit), the request carries a `limit` in lines,
+  and a larger answer is refused (the disk again).
 - Changes (`apply`): whether the user is asked was decided before by the
   approval gate; this only applies. Each file's new text comes from the
   request's `after` map (what the file tools and a checkpoint restore say
@@ -21,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +34,7 @@ from agentls.acp import updates
 from agentls.acp.channels import ClientLink
 from agentls.core.editor.edit_paths import unsafe_edit_path
 from agentls.core.editor.edits import (
+    MAX_TEXT_CHARS,
     DocumentSnapshot,
     EditOutcome,
     EditRequest,
@@ -42,6 +47,11 @@ __all__ = ["AcpFiles"]
 log = logging.getLogger("agentls.acp.files")
 
 CLIENT_SECONDS = 30.0
+# The most a read takes through the client: what the largest reader keeps
+# (reply edits merge files up to 200,000 characters, 4 UTF-8 bytes each at
+# most). Edits' snapshots take what an edit may change (MAX_TEXT_CHARS).
+READ_MAX_BYTES = 1024 * 1024
+SNAPSHOT_MAX_BYTES = MAX_TEXT_CHARS * 4
 
 
 def _refused(code: str, reason: str) -> EditOutcome:
@@ -64,6 +74,11 @@ class AcpFiles:
     # -- reads ------------------------------------------------------------------------
     def documents(self, path: Path) -> str | None:
         """The editor's text of `path` when the client can tell; None: read the disk."""
+        return self._client_text(Path(path), READ_MAX_BYTES)
+
+    def _client_text(self, path: Path, max_bytes: int) -> str | None:
+        """`fs/read_text_file` of `path` when it is a regular file of at
+        most `max_bytes` on disk and the answer is no larger; else None."""
         sid = self.session_for()
         if not self.link.fs_read or self.link.conn is None or sid is None:
             return None
@@ -72,19 +87,31 @@ class AcpFiles:
             return None  # on the event loop itself: waiting here would block it
         except RuntimeError:
             pass
-        if not Path(path).is_file():
-            return None
-        future = asyncio.run_coroutine_threadsafe(
-            self.link.conn.read_text_file(session_id=sid, path=str(path)), self.loop)
         try:
-            return str(future.result(CLIENT_SECONDS).content)
+            found = os.stat(path)
+        except (OSError, ValueError):
+            return None
+        if not stat.S_ISREG(found.st_mode) or found.st_size > max_bytes:
+            return None
+        # A file within max_bytes has at most max_bytes + 1 lines: the limit
+        # keeps the client from sending a buffer that grew past it.
+        future = asyncio.run_coroutine_threadsafe(
+            self.link.conn.read_text_file(session_id=sid, path=str(path),
+                                          limit=max_bytes + 1), self.loop)
+        try:
+            text = str(future.result(CLIENT_SECONDS).content)
         except Exception as exc:  # the disk then
             future.cancel()
             log.info("fs/read_text_file %s failed: %s", path, exc)
             return None
+        if len(text.encode("utf-8", "surrogatepass")) > max_bytes:
+            log.info("fs/read_text_file %s: the answer is over %d bytes; the disk is read",
+                     path, max_bytes)
+            return None
+        return text
 
     def snapshots(self, path: str) -> DocumentSnapshot | None:
-        text = self.documents(Path(path))
+        text = self._client_text(Path(path), SNAPSHOT_MAX_BYTES)
         if text is None:
             return disk_snapshot(path)
         target = Path(path)

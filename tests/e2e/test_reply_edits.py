@@ -7,6 +7,9 @@ change; a declined change is told to the model, which is called again."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -184,3 +187,62 @@ async def test_a_file_the_model_never_saw_is_not_overwritten_from_its_reply(
     _, second = recorded(record)
     assert "PERIWINKLE" in second["messages"][-1]["content"]  # the real text, read for it
     assert result["messages"][-1]["content"] == "The secret word is PERIWINKLE."
+
+
+async def test_a_huge_reply_and_history_are_read_off_the_event_loop_and_still_applied(
+        tmp_path: Path, workspace: Path) -> None:
+    """A prompt pasting a log that names 12,000 files and a reply of 4,000
+    unclosed `<file path>` tags around a real block: the real block is
+    applied, and the server answers `agentls/status` all along (before,
+    reading the reply held the event loop for seconds)."""
+    log = "\n".join(f"f{i}.py" for i in range(12_000))
+    unclosed = "".join(f'<file path="gen/x{i}.py">x\n' for i in range(4_000))
+    fixed = PRICING.replace("* percent", "- price * percent")
+    reply = f'Fixed:\n<file path="pricing.py">\n{fixed}</file>\n{unclosed}'
+    # One chunk: what is measured is reading the reply, not streaming it.
+    settings, _ = scripted(tmp_path, "huge", [{"text": "Hello."},
+                                              {"text": reply, "chunks": [reply]}],
+                           session={"editFormat": "file-blocks"}, contextWindow=1_000_000)
+    async with editor_session(workspace, tmp_path / "state", settings,
+                              capabilities(annotations=True)) as ed:
+        warm = await chat(ed, prompt="Hello")  # the first turn's one-time start-up
+        slowest = 0.0
+        turn = asyncio.ensure_future(chat(ed, prompt=f"Fix pricing.py. The log:\n{log}",
+                                          sessionId=warm["sessionId"]))
+        while not turn.done():
+            started = time.monotonic()
+            await ed.client.protocol.send_request_async("agentls/status", {})
+            slowest = max(slowest, time.monotonic() - started)
+            await asyncio.wait([turn], timeout=0.05)
+        result = turn.result()
+        assert result["status"] == "completed", result.get("error")
+        [tool] = tool_messages(result)
+        assert tool["toolResult"]["success"] is True, tool
+    assert "return price - price * percent / 100" in (workspace / "pricing.py").read_text()
+    assert not (workspace / "gen").exists()
+    # About 50 ms here; generous against a loaded machine (it was 15 s).
+    assert slowest < 1.0, f"agentls/status waited {slowest:.2f} s"
+
+
+async def test_a_block_with_a_nul_byte_in_its_path_is_refused_alone(
+        tmp_path: Path, workspace: Path) -> None:
+    """The other blocks of the reply are applied; the model is told why the
+    bad one was not written (before, the NUL's ValueError dropped every
+    edit of the reply, silently)."""
+    fixed = PRICING.replace("* percent", "- price * percent")
+    reply = (f'Fixed:\n<file path="pricing.py">\n{fixed}</file>\n'
+             '<file path="bad\x00name.py">\nX = 1\n</file>\n'
+             '<file path="pkg/new.py">\nY = 2\n</file>\n')
+    settings, record = scripted(tmp_path, "nul", [{"text": reply}, {"text": "Done."}],
+                                session={"editFormat": "file-blocks"})
+    async with editor_session(workspace, tmp_path / "state", settings,
+                              capabilities(annotations=True)) as ed:
+        result = await chat(ed, prompt="Fix pricing.py")
+        assert result["status"] == "completed", result.get("error")
+    assert "return price - price * percent / 100" in (workspace / "pricing.py").read_text()
+    assert (workspace / "pkg" / "new.py").read_text() == "Y = 2\n"
+    assert sorted(os.listdir(workspace)) == ["pkg", "pricing.py"]
+    _, second = recorded(record)
+    refusals = [m for m in second["messages"] if m["role"] == "tool"
+                and "NUL" in str(m["content"])]
+    assert len(refusals) == 1, [(m["role"], str(m["content"])[:200]) for m in second["messages"]]

@@ -205,3 +205,20 @@ def test_mcp_file_resources_of_secret_files_are_not_attached(
     sent = record_text(record)
     assert "Plain notes 7f3a." in sent
     assert "not attached" in sent and WHY in sent
+
+
+def test_a_mention_with_a_nul_byte_is_refused_alone_and_the_user_is_told(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """Before, the NUL's ValueError dropped every mention of the prompt."""
+    settings, record = scripted_settings(tmp_path, "nul", [{"text": "ok"}])
+    with LspProcess.start(state_dir=tmp_path / "state", workspace=workspace,
+                          settings=settings) as lsp:
+        result = chat(lsp, 'Compare @file:"src/b\x00ad.py" with @file:src/app.py')
+        shown = lsp.shown_messages()
+    assert result["messages"][0]["metadata"]["mentions"] == ["src/app.py"]
+    sent = record_text(record)
+    assert "print('hi')" in sent  # the good mention is attached
+    assert "NUL byte" in sent  # the model reads why the other is not
+    [told] = [m for m in shown if "not attached" in m]
+    assert "src/b\\x00ad.py" in told and "NUL byte" in told

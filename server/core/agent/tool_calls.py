@@ -23,6 +23,7 @@ so and the tool gets a ConfirmingEditor.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -213,9 +214,10 @@ class ToolCallRunner:
             session_id=self.sid, trigger_source="core", progress=progress)
 
     # -- edits a final reply writes (core/editor/reply_edits.py) -------------------
-    def read_reply(self, reply: str, seen: Sequence[Message]) -> ReplyEdits | None:
+    async def read_reply(self, reply: str, seen: Sequence[Message]) -> ReplyEdits | None:
         """The edits a final reply writes, their calls with ids (None
-        without a reply editor). `seen`: the session so far."""
+        without a reply editor). `seen`: the session so far. Read in a
+        thread: it reads the files the reply and the session name."""
         editor = self.agent.reply_editor
         if editor is None or not reply.strip():
             return None
@@ -225,7 +227,7 @@ class ToolCallRunner:
             documents=keys.get("documents"),
             seen=tuple(str(m.content) for m in seen if isinstance(m.content, str)))
         try:
-            edits = editor.reply_edits(reply, sources)
+            edits = await asyncio.to_thread(editor.reply_edits, reply, sources)
         except Exception:  # a broken editor loses the edits, never the reply
             log.exception("Reading the edits of a reply failed")
             return None

@@ -213,8 +213,8 @@ class Turn:
                 await self.persist(explanation("empty_reply", text, message.metadata))
                 await self.hooks.notify(text, "warning")
                 return await self.finish("failed", {"code": "empty_reply", "message": text})
-            edits = None if response.tool_calls else self.calls.read_reply(response.content,
-                                                                    self.session.messages)
+            edits = None if response.tool_calls else await self.calls.read_reply(
+                response.content, self.session.messages)
             calls = response.tool_calls or list(edits.calls if edits else ())
             if calls and not response.tool_calls:  # edits the reply wrote (reply_edits.py)
                 message = self.calls.with_reply_edits(message, calls)

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["EditorContext", "PromptDraft", "PromptEnricher", "PromptSources"]
+__all__ = ["EditorContext", "PromptDraft", "PromptEnricher", "PromptSources",
+           "not_attached_text"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +45,9 @@ class PromptDraft:
     text: str  # the prompt as the model will read it
     # Blocks the model reads after the prompt (attached files), in order.
     attachments: tuple[str, ...] = ()
-    # Stored with the user message (e.g. {"mentions": [paths]}).
+    # Stored with the user message (e.g. {"mentions": [paths]}). Files named
+    # but not attached go in "not_attached" ([{path, reason}]): the front
+    # tells the user (not_attached_text), not only the model.
     metadata: Mapping[str, Any] = field(default_factory=dict)
     used_selection: bool = False  # the editor selection went into the text
 
@@ -58,3 +61,15 @@ class PromptEnricher(Protocol):
     name: str
 
     def enrich_prompt(self, draft: PromptDraft, sources: PromptSources) -> PromptDraft: ...
+
+
+def not_attached_text(refused: Sequence[Mapping[str, str]]) -> str:
+    """What the user is told of the files a prompt named that were not
+    attached; control characters in a path are shown escaped."""
+    def shown(text: str) -> str:
+        return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+    parts = [f"{shown(str(item.get('path', '?')))} "
+             f"({shown(str(item.get('reason', '')).removeprefix('not attached: '))})"
+             for item in refused]
+    return "not attached: " + "; ".join(parts)

@@ -50,7 +50,12 @@ async def user_message(
 ) -> Message:
     """The prompt with its context, as the stored user message. Enrichers
     run in plugin order in a worker thread (mentions read files)."""
-    from agentls.core.editor.prompt_enrichment import EditorContext, PromptDraft, PromptSources
+    from agentls.core.editor.prompt_enrichment import (
+        EditorContext,
+        PromptDraft,
+        PromptSources,
+        not_attached_text,
+    )
     from agentls.core.types.conversation import Message
 
     folders = tuple(str(f) for f in workspace_folders)
@@ -78,6 +83,9 @@ async def user_message(
         return draft
 
     draft = await asyncio.to_thread(enrich) if enrichers else PromptDraft(prompt)
+    if refused := draft.metadata.get("not_attached"):
+        ls.window_show_message(types.ShowMessageParams(
+            type=types.MessageType.Warning, message=f"agentls: {not_attached_text(refused)}"))
     blocks: list[str] = []
     selection = "" if draft.used_selection else _selection_block(context, editor)
     if selection:
@@ -149,3 +157,4 @@ def lsp_range(value: Any) -> types.Range | None:
         )
     except (KeyError, TypeError, ValueError):
         return None
+
