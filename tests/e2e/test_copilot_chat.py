@@ -1,0 +1,381 @@
+"""copilot.el's chat (copilot-chat.el) against agentls over real LSP: the
+server is a subprocess, the test sends what copilot-chat.el sends, message
+for message (initialize with its editorInfo / editorPluginInfo and
+capabilities, conversation/create with its params, conversation/
+registerTools with its four tools, conversation/turn, conversation/
+destroy), and answers the server's requests as copilot-chat.el does
+(conversation/invokeClientToolConfirmation -> {result: accept|dismiss},
+conversation/invokeClientTool -> a LanguageModelToolResult, any request it
+has no handler for -> null). The scripted provider plays the model; its
+record shows what the model was sent.
+
+The provider comes from the user's config file (AGENTLS_CONFIG_FILE), as a
+copilot.el user would configure agentls: copilot.el sends no agentls
+settings.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.reliability.harness import LspProcess, wait_until
+
+TIMEOUT = 20.0
+
+# copilot-chat--tool-definitions, as copilot-chat.el registers them.
+COPILOT_EL_TOOLS = [
+    {"name": "run_in_terminal", "description": "Run a shell command in the terminal.",
+     "inputSchema": {"type": "object", "properties": {"command": {"type": "string"},
+                                                      "explanation": {"type": "string"}},
+                     "required": ["command"]}},
+    {"name": "create_file", "description": "Create a new file with the given content.",
+     "inputSchema": {"type": "object", "properties": {"filePath": {"type": "string"},
+                                                      "content": {"type": "string"}},
+                     "required": ["filePath", "content"]}},
+    {"name": "get_errors", "description": "Get diagnostics/errors for the given files.",
+     "inputSchema": {"type": "object", "properties": {
+         "filePaths": {"type": "array", "items": {"type": "string"}}},
+         "required": ["filePaths"]}},
+    {"name": "fetch_web_page", "description": "Fetch the content of web pages.",
+     "inputSchema": {"type": "object", "properties": {
+         "urls": {"type": "array", "items": {"type": "string"}}},
+         "required": ["urls"]}},
+]
+
+
+class CopilotEl:
+    """The editor side: what copilot-chat.el answers, and what it was sent."""
+
+    def __init__(self, lsp: LspProcess, workspace: Path) -> None:
+        self.lsp = lsp
+        self.workspace = workspace
+        self.confirm = "accept"
+        self.requests: list[tuple[str, Any]] = []
+        self.lock = threading.Lock()
+        lsp.responder = self.answer
+
+    def answer(self, method: str, params: Any) -> Any:
+        with self.lock:
+            self.requests.append((method, params))
+        if method == "conversation/invokeClientToolConfirmation":
+            return {"result": self.confirm}
+        if method == "conversation/invokeClientTool" and params["name"] == "create_file":
+            path = Path(params["input"]["filePath"])
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(params["input"]["content"])
+            return {"status": "success",
+                    "content": [{"value": f"File {params['input']['filePath']} created."}]}
+        if method == "workspace/applyEdit":
+            return {"applied": apply_edit(params["edit"])}
+        return None  # copilot.el has no handler: jsonrpc answers null
+
+    def asked(self, method: str) -> list[Any]:
+        with self.lock:
+            return [p for m, p in self.requests if m == method]
+
+    def progress(self, token: str) -> list[dict[str, Any]]:
+        return [p["value"] for p in self.lsp.notifications_of("$/progress")
+                if p.get("token") == token]
+
+    def wait_end(self, token: str) -> list[dict[str, Any]]:
+        wait_until(lambda: any(v["kind"] == "end" for v in self.progress(token)),
+                   f"the progress end of {token}", TIMEOUT)
+        return self.progress(token)
+
+
+def apply_edit(edit: dict[str, Any]) -> bool:
+    """A plain `changes` edit, applied to files on disk (ASCII test texts)."""
+    from pygls.uris import to_fs_path
+
+    for uri, text_edits in (edit.get("changes") or {}).items():
+        path = Path(to_fs_path(uri) or "")
+        lines = path.read_text().splitlines(keepends=True) if path.exists() else []
+        text = "".join(lines)
+
+        def offset(pos: dict[str, int], lines: list[str] = lines) -> int:
+            return sum(len(line) for line in lines[:pos["line"]]) + pos["character"]
+
+        for e in sorted(text_edits, key=lambda e: offset(e["range"]["start"]), reverse=True):
+            text = (text[:offset(e["range"]["start"])] + e["newText"]
+                    + text[offset(e["range"]["end"]):])
+        path.write_text(text)
+    return True
+
+
+def reply_text(values: list[dict[str, Any]]) -> str:
+    return "".join(v.get("reply") or "" for v in values if v["kind"] == "report")
+
+
+def recorded(record: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in record.read_text().splitlines() if line.strip()]
+
+
+def call(tool: str, call_id: str = "c1", **arguments: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"id": call_id, "name": tool, "arguments": arguments}]}
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "a.py").write_text("x = 1\n")
+    return folder
+
+
+def start(tmp_path: Path, workspace: Path, responses: list[dict[str, Any]], *,
+          apply_edit: bool = False) -> tuple[LspProcess, Path]:
+    record = tmp_path / "model.record.jsonl"
+    script = tmp_path / "model.script.json"
+    script.write_text(json.dumps({"responses": responses, "record": str(record)}))
+    config = tmp_path / "agentls.toml"
+    config.write_text(f'provider = "scripted"\n[providerOptions]\nscript = "{script}"\n')
+    lsp = LspProcess.spawn(state_dir=tmp_path / "state",
+                           stderr_file=tmp_path / "stderr.log",
+                           env={"AGENTLS_CONFIG_FILE": str(config)})
+    # copilot--client-capabilities; `applyEdit` is not in it (see the edit test).
+    capabilities: dict[str, Any] = {
+        "workspace": {"workspaceFolders": True},
+        "textDocument": {"inlineCompletion": {"dynamicRegistration": False}},
+        "copilot": {"ipCodeCitation": False, "watchedFiles": False},
+    }
+    if apply_edit:
+        capabilities["workspace"]["applyEdit"] = True
+    root = workspace.as_uri()
+    lsp.result("initialize", {
+        "processId": 4242, "rootUri": root, "capabilities": capabilities,
+        "workspaceFolders": [{"uri": root, "name": workspace.name}],
+        "initializationOptions": {"editorInfo": {"name": "Emacs", "version": "30.1"},
+                                  "editorPluginInfo": {"name": "copilot.el",
+                                                       "version": "0.7.1"}},
+    }, timeout=TIMEOUT)
+    lsp.notify("initialized", {})
+    lsp.notify("workspace/didChangeConfiguration", {"settings": None})
+    return lsp, record
+
+
+def create_params(workspace: Path, token: str, message: str) -> dict[str, Any]:
+    """copilot-chat--create in agent mode (copilot-chat-use-agent-mode)."""
+    return {"workDoneToken": token,
+            "turns": [{"request": message, "response": "", "turnId": ""}],
+            "capabilities": {"skills": ["current-editor"], "allSkills": True},
+            "source": "panel",
+            "workspaceFolders": [{"uri": f"file://{workspace}", "name": workspace.name}],
+            "chatMode": "Agent", "needToolCallConfirmation": True}
+
+
+def test_conversation_with_a_client_tool_then_destroy(tmp_path: Path, workspace: Path) -> None:
+    """create (a reply streams as begin / report / end), registerTools,
+    a turn whose model calls copilot.el's create_file: confirmed through
+    invokeClientToolConfirmation, then invoked; its result reaches the model;
+    destroy; a turn after destroy is refused."""
+    new_file = workspace / "notes" / "todo.txt"
+    lsp, record = start(tmp_path, workspace, [
+        {"text": "Hello from agentls."},
+        call("create_file", filePath=str(new_file), content="write tests\n"),
+        {"text": "Created notes/todo.txt."},
+    ])
+    with lsp:
+        emacs = CopilotEl(lsp, workspace)
+        created = lsp.result("conversation/create",
+                             create_params(workspace, "copilot-chat-1.5", "Say hello"),
+                             timeout=TIMEOUT)
+        assert set(created) == {"conversationId", "turnId"}
+        first = emacs.wait_end("copilot-chat-1.5")
+        assert first[0] == {"kind": "begin", "title": "agentls", **created}
+        assert first[-1] == {"kind": "end", "result": {}, **created}
+        assert reply_text(first) == "Hello from agentls."
+
+        assert lsp.request("conversation/registerTools",
+                           {"tools": COPILOT_EL_TOOLS})["result"] is None
+        turn = lsp.result("conversation/turn", {
+            "workDoneToken": "copilot-chat-2.5", "conversationId": created["conversationId"],
+            "message": "Write a todo file", "source": "panel"}, timeout=TIMEOUT)
+        assert turn["conversationId"] == created["conversationId"]
+        assert turn["turnId"] != created["turnId"]
+        second = emacs.wait_end("copilot-chat-2.5")
+        assert reply_text(second) == "Created notes/todo.txt."
+        assert "error" not in second[-1]["result"]
+
+        [confirmation] = emacs.asked("conversation/invokeClientToolConfirmation")
+        assert confirmation["name"] == "create_file"
+        assert confirmation["input"] == {"filePath": str(new_file), "content": "write tests\n"}
+        assert confirmation["conversationId"] == created["conversationId"]
+        assert confirmation["turnId"] == turn["turnId"]
+        [invoked] = emacs.asked("conversation/invokeClientTool")
+        assert invoked["name"] == "create_file" and invoked["input"] == confirmation["input"]
+        assert new_file.read_text() == "write tests\n"
+
+        calls = recorded(record)
+        assert "create_file" not in calls[0]["tools"]  # registered after the first turn
+        assert {"create_file", "run_in_terminal", "get_errors",
+                "fetch_web_page"} <= set(calls[1]["tools"])
+        tool_results = [m for m in calls[2]["messages"] if m["role"] == "tool"]
+        assert "File " + str(new_file) + " created." in str(tool_results[-1]["content"])
+        # The session is agentls's own: the whole exchange is stored.
+        session = lsp.result("agentls/session", {"sessionId": created["conversationId"]})
+        assert [m["role"] for m in session["messages"]][:2] == ["user", "assistant"]
+
+        assert lsp.result("conversation/destroy",
+                          {"conversationId": created["conversationId"]}) == "OK"
+        after = lsp.request("conversation/turn", {
+            "workDoneToken": "copilot-chat-3.5", "conversationId": created["conversationId"],
+            "message": "Still there?", "source": "panel"})
+        assert after["error"]["code"] == -32602
+        assert "Unknown conversationId" in after["error"]["message"]
+        assert len(recorded(record)) == 3
+
+
+def test_a_dismissed_client_tool_is_not_invoked(tmp_path: Path, workspace: Path) -> None:
+    new_file = workspace / "x.txt"
+    lsp, record = start(tmp_path, workspace, [
+        call("create_file", filePath=str(new_file), content="no\n"),
+        {"text": "Understood."},
+    ])
+    with lsp:
+        emacs = CopilotEl(lsp, workspace)
+        emacs.confirm = "dismiss"
+        lsp.result("conversation/registerTools", {"tools": COPILOT_EL_TOOLS})
+        lsp.result("conversation/create", create_params(workspace, "t-1", "Make x.txt"),
+                   timeout=TIMEOUT)
+        assert reply_text(emacs.wait_end("t-1")) == "Understood."
+        assert emacs.asked("conversation/invokeClientToolConfirmation")
+        assert not emacs.asked("conversation/invokeClientTool")
+        assert not new_file.exists()
+        tool_result = [m for m in recorded(record)[1]["messages"] if m["role"] == "tool"][-1]
+        assert "declined" in str(tool_result["content"]).lower()
+
+
+def test_a_client_tool_outside_the_workspace_is_refused(tmp_path: Path,
+                                                       workspace: Path) -> None:
+    """The gate confines a client tool's path arguments: nobody is asked,
+    nothing is invoked."""
+    outside = tmp_path / "outside.txt"
+    lsp, record = start(tmp_path, workspace, [
+        call("create_file", filePath=str(outside), content="escape\n"),
+        {"text": "Cannot."},
+    ])
+    with lsp:
+        emacs = CopilotEl(lsp, workspace)
+        lsp.result("conversation/registerTools", {"tools": COPILOT_EL_TOOLS})
+        lsp.result("conversation/create", create_params(workspace, "t-1", "Escape"),
+                   timeout=TIMEOUT)
+        emacs.wait_end("t-1")
+        assert not emacs.asked("conversation/invokeClientToolConfirmation")
+        assert not emacs.asked("conversation/invokeClientTool")
+        assert not outside.exists()
+        tool_result = [m for m in recorded(record)[1]["messages"] if m["role"] == "tool"][-1]
+        assert "outside" in str(tool_result["content"]).lower()
+
+
+@pytest.mark.parametrize("answer", ["accept", "dismiss"])
+def test_an_edit_is_asked_then_applied(tmp_path: Path, workspace: Path, answer: str) -> None:
+    """agentls's own write_file in a conversation: asked through the
+    client's tool confirmation, applied with workspace/applyEdit after an
+    accept, not sent after a dismiss. copilot.el itself does not advertise
+    workspace.applyEdit; this client does (see the next test)."""
+    lsp, record = start(tmp_path, workspace, [
+        call("write_file", path="a.py", content="x = 2\n"),
+        {"text": "Done."},
+    ], apply_edit=True)
+    with lsp:
+        emacs = CopilotEl(lsp, workspace)
+        emacs.confirm = answer
+        lsp.result("conversation/create", create_params(workspace, "t-1", "Set x to 2"),
+                   timeout=TIMEOUT)
+        assert reply_text(emacs.wait_end("t-1")) == "Done."
+        [confirmation] = emacs.asked("conversation/invokeClientToolConfirmation")
+        assert confirmation["name"] == "write_file"
+        assert "a.py" in confirmation["message"]
+        assert not emacs.asked("window/showMessageRequest")
+        if answer == "accept":
+            assert len(emacs.asked("workspace/applyEdit")) == 1
+            assert (workspace / "a.py").read_text() == "x = 2\n"
+        else:
+            assert not emacs.asked("workspace/applyEdit")
+            assert (workspace / "a.py").read_text() == "x = 1\n"
+        assert len(recorded(record)) == 2
+
+
+def test_without_apply_edit_nothing_is_written(tmp_path: Path, workspace: Path) -> None:
+    """copilot.el's own capabilities: no workspace/applyEdit, so agentls's
+    file tools tell the model they cannot change files, before anyone is
+    asked; the file is untouched."""
+    lsp, record = start(tmp_path, workspace, [
+        call("write_file", path="a.py", content="x = 2\n"),
+        {"text": "I could not."},
+    ])
+    with lsp:
+        emacs = CopilotEl(lsp, workspace)
+        lsp.result("conversation/create", create_params(workspace, "t-1", "Set x to 2"),
+                   timeout=TIMEOUT)
+        emacs.wait_end("t-1")
+        assert not emacs.asked("conversation/invokeClientToolConfirmation")
+        assert not emacs.asked("workspace/applyEdit")
+        assert (workspace / "a.py").read_text() == "x = 1\n"
+        tool_result = [m for m in recorded(record)[1]["messages"] if m["role"] == "tool"][-1]
+        assert "applyEdit" in str(tool_result["content"])
+
+
+def test_templates_modes_and_restored_turns(tmp_path: Path, workspace: Path) -> None:
+    lsp, record = start(tmp_path, workspace, [{"text": "Yes, 42."}])
+    with lsp:
+        emacs = CopilotEl(lsp, workspace)
+        folders = {"workspaceFolders": [{"uri": workspace.as_uri(), "name": workspace.name}]}
+        templates = lsp.result("conversation/templates", folders)
+        assert templates and all({"id", "description", "scopes"} <= set(t) for t in templates)
+        assert all("agent-panel" in t["scopes"] for t in templates)
+        modes = lsp.result("conversation/modes", folders)
+        assert [m["kind"] for m in modes] == ["Agent"]
+        # copilot-chat-restore: the saved turns are replayed ahead of the new one.
+        params = create_params(workspace, "t-1", "Still 42?")
+        params["turns"] = [{"request": "What is the answer?", "response": "42."},
+                           {"request": "Still 42?", "response": "", "turnId": ""}]
+        lsp.result("conversation/create", params, timeout=TIMEOUT)
+        emacs.wait_end("t-1")
+        sent = [(m["role"], m["content"]) for m in recorded(record)[0]["messages"]
+                if m["role"] in ("user", "assistant")]
+        assert sent[:2] == [("user", "What is the answer?"), ("assistant", "42.")]
+        assert "Still 42?" in str(sent[2][1])
+
+
+BAD_INPUT = [
+    ("conversation/create", None),
+    ("conversation/create", [1, 2]),
+    ("conversation/create", {"turns": []}),
+    ("conversation/create", {"turns": "hello"}),
+    ("conversation/create", {"turns": [{"request": 7}]}),
+    ("conversation/create", {"turns": [{"request": "  "}]}),
+    ("conversation/create", {"turns": [{"request": "hi"}], "workDoneToken": {"x": 1}}),
+    ("conversation/create", {"turns": [{"request": "hi"}], "doc": "file.py"}),
+    ("conversation/turn", {"message": "hi"}),
+    ("conversation/turn", {"conversationId": "nope", "message": "hi"}),
+    ("conversation/turn", {"conversationId": 3, "message": "hi"}),
+    ("conversation/destroy", {}),
+    ("conversation/destroy", {"conversationId": "nope"}),
+    ("conversation/registerTools", {}),
+    ("conversation/registerTools", {"tools": [{"name": "bad name!"}]}),
+    ("conversation/registerTools", {"tools": [{"name": "a"}, {"name": "a"}]}),
+    ("conversation/registerTools", {"tools": [{"name": "a", "inputSchema": "x"}]}),
+    ("conversation/templates", [1]),
+    ("conversation/modes", "x"),
+]
+
+
+def test_bad_input_gets_invalid_params(tmp_path: Path, workspace: Path) -> None:
+    lsp, record = start(tmp_path, workspace, [{"text": "ok"}])
+    with lsp:
+        CopilotEl(lsp, workspace)
+        for method, params in BAD_INPUT:
+            response = lsp.request(method, params, timeout=TIMEOUT)
+            assert response.get("error", {}).get("code") == -32602, (method, params, response)
+            assert response["error"]["message"], (method, params)
+        # A turn on a conversation that is running is refused too; the server lives on.
+        created = lsp.result("conversation/create", create_params(workspace, "t-1", "hi"),
+                             timeout=TIMEOUT)
+        assert created["conversationId"]
+        assert not record.exists() or len(recorded(record)) <= 1
