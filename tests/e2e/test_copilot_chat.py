@@ -343,6 +343,21 @@ def test_templates_modes_and_restored_turns(tmp_path: Path, workspace: Path) -> 
         assert "Still 42?" in str(sent[2][1])
 
 
+def test_a_slash_template_is_expanded(tmp_path: Path, workspace: Path) -> None:
+    """copilot-chat-slash-command sends `/id args` as the message."""
+    lsp, record = start(tmp_path, workspace, [{"text": "It sets x."}])
+    with lsp:
+        emacs = CopilotEl(lsp, workspace)
+        [explain] = [t for t in lsp.result("conversation/templates", None)
+                     if t["id"] == "explain"]
+        lsp.result("conversation/create",
+                   create_params(workspace, "t-1", f"/{explain['id']} a.py"), timeout=TIMEOUT)
+        emacs.wait_end("t-1")
+        [user] = [m for m in recorded(record)[0]["messages"] if m["role"] == "user"]
+        assert str(user["content"]).startswith("Explain what this code does")
+        assert "\na.py" in user["content"]  # the words after the command follow it
+
+
 BAD_INPUT = [
     ("conversation/create", None),
     ("conversation/create", [1, 2]),
@@ -367,15 +382,37 @@ BAD_INPUT = [
 
 
 def test_bad_input_gets_invalid_params(tmp_path: Path, workspace: Path) -> None:
-    lsp, record = start(tmp_path, workspace, [{"text": "ok"}])
+    lsp, record = start(tmp_path, workspace, [{"text": "still here"}])
     with lsp:
-        CopilotEl(lsp, workspace)
+        emacs = CopilotEl(lsp, workspace)
         for method, params in BAD_INPUT:
             response = lsp.request(method, params, timeout=TIMEOUT)
             assert response.get("error", {}).get("code") == -32602, (method, params, response)
             assert response["error"]["message"], (method, params)
-        # A turn on a conversation that is running is refused too; the server lives on.
-        created = lsp.result("conversation/create", create_params(workspace, "t-1", "hi"),
-                             timeout=TIMEOUT)
-        assert created["conversationId"]
-        assert not record.exists() or len(recorded(record)) <= 1
+        assert not record.exists()  # no turn ran, no model call was made
+        lsp.result("conversation/create", create_params(workspace, "t-1", "hi"),
+                   timeout=TIMEOUT)
+        assert reply_text(emacs.wait_end("t-1")) == "still here"
+
+
+def test_one_turn_at_a_time_and_destroy_cancels(tmp_path: Path, workspace: Path) -> None:
+    """A turn sent while one runs is refused (the running one goes on);
+    destroy cancels the running turn, whose progress ends with an error."""
+    lsp, record = start(tmp_path, workspace, [{"text": "never finished", "stall": True}])
+    with lsp:
+        emacs = CopilotEl(lsp, workspace)
+        created = lsp.result("conversation/create",
+                             create_params(workspace, "t-1", "Think hard"), timeout=TIMEOUT)
+        wait_until(lambda: record.exists(), "the model call")
+        busy = lsp.request("conversation/turn", {
+            "workDoneToken": "t-2", "conversationId": created["conversationId"],
+            "message": "And now?", "source": "panel"}, timeout=TIMEOUT)
+        assert busy["error"]["code"] == -32602
+        assert "already has a turn running" in busy["error"]["message"]
+        assert not any(v["kind"] == "end" for v in emacs.progress("t-1"))
+        assert lsp.result("conversation/destroy",
+                          {"conversationId": created["conversationId"]},
+                          timeout=TIMEOUT) == "OK"
+        end = emacs.wait_end("t-1")[-1]
+        assert end["result"]["error"]["message"] == "Cancelled"
+        assert not emacs.progress("t-2")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +58,7 @@ log = logging.getLogger("agentls.lsp.copilot.conversation")
 
 SHUTDOWN_WAIT_SECONDS = 8.0
 TITLE_CHARS = 80
+_SLASH = re.compile(r"^\s*/(?P<name>[\w.-]+)(?:\s+(?P<rest>.*))?\Z", re.DOTALL)
 MODES = [{"id": "agent", "name": "Agent", "kind": "Agent", "isBuiltIn": True,
           "description": "agentls's agent: tools and file changes, each asked as agentls asks"}]
 TEMPLATE_SCOPES = ["chat-panel", "agent-panel", "editor", "inline"]
@@ -266,8 +268,8 @@ class ConversationService:
         host = self.ls.state.host
         doc = params.get("doc") or {}
         context = {"uri": doc["uri"]} if isinstance(doc.get("uri"), str) else {}
-        message = await user_message(self.ls, prompt, context, orchestrator.agent.enrichers,
-                                     host.workspace_folders,
+        message = await user_message(self.ls, expanded(self.ls, prompt), context,
+                                     orchestrator.agent.enrichers, host.workspace_folders,
                                      host.channels.documents if host.channels else None)
         sid = conversation.conversation_id
         conversation.turn_id = uuid.uuid4().hex
@@ -318,6 +320,22 @@ class ConversationService:
             self._cancel(sid)
         if pending:
             await asyncio.wait(pending, timeout=SHUTDOWN_WAIT_SECONDS)
+
+
+def expanded(ls: Any, prompt: str) -> str:
+    """`/name rest` (a Copilot plugin's slash command) -> the template's text
+    and then `rest`; any other prompt as it is. The placeholders are filled
+    from the editor context like agentls/chat's (chat_prompt.py)."""
+    from agentls.lsp.agent.code_actions import template_prompt
+
+    found = _SLASH.match(prompt)
+    if found is None:
+        return prompt
+    text = template_prompt(ls, found["name"])
+    if not text:
+        return prompt
+    rest = (found["rest"] or "").strip()
+    return f"{text}\n\n{rest}" if rest else text
 
 
 class ReplyProgress(TurnObserver):
