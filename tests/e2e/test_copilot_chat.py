@@ -301,6 +301,30 @@ def test_an_edit_is_asked_then_applied(tmp_path: Path, workspace: Path, answer: 
         assert len(recorded(record)) == 2
 
 
+def test_a_protected_write_is_asked_with_show_message_request(tmp_path: Path,
+                                                              workspace: Path) -> None:
+    """A question that must reach the user every time (a protected file)
+    is not put as the plugin's tool confirmation, which its "always" memory
+    may answer: it stays window/showMessageRequest (null here: denied)."""
+    (workspace / ".mcp.json").write_text("{}\n")
+    lsp, record = start(tmp_path, workspace, [
+        call("write_file", path=".mcp.json", content='{"mcpServers": {}}\n'),
+        {"text": "Not written."},
+    ], apply_edit=True)
+    with lsp:
+        emacs = CopilotEl(lsp, workspace)
+        lsp.result("conversation/create", create_params(workspace, "t-1", "Add MCP"),
+                   timeout=TIMEOUT)
+        emacs.wait_end("t-1")
+        [asked] = emacs.asked("window/showMessageRequest")
+        assert ".mcp.json" in asked["message"]
+        assert not emacs.asked("conversation/invokeClientToolConfirmation")
+        assert not emacs.asked("workspace/applyEdit")
+        assert (workspace / ".mcp.json").read_text() == "{}\n"
+        tool_result = [m for m in recorded(record)[1]["messages"] if m["role"] == "tool"][-1]
+        assert "dismissed" in str(tool_result["content"])
+
+
 def test_without_apply_edit_nothing_is_written(tmp_path: Path, workspace: Path) -> None:
     """copilot.el's own capabilities: no workspace/applyEdit, so agentls's
     file tools tell the model they cannot change files, before anyone is
