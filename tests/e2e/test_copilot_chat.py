@@ -17,6 +17,7 @@ settings.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,7 @@ class CopilotEl:
         self.lsp = lsp
         self.workspace = workspace
         self.confirm = "accept"
+        self.choose: str | None = None  # window/showMessageRequest: the title picked
         self.requests: list[tuple[str, Any]] = []
         self.lock = threading.Lock()
         lsp.responder = self.answer
@@ -70,6 +72,8 @@ class CopilotEl:
             path.write_text(params["input"]["content"])
             return {"status": "success",
                     "content": [{"value": f"File {params['input']['filePath']} created."}]}
+        if method == "window/showMessageRequest" and self.choose is not None:
+            return {"title": self.choose}  # copilot.el's completing-read over the titles
         if method == "workspace/applyEdit":
             return {"applied": apply_edit(params["edit"])}
         return None  # copilot.el has no handler: jsonrpc answers null
@@ -323,6 +327,28 @@ def test_a_protected_write_is_asked_with_show_message_request(tmp_path: Path,
         assert (workspace / ".mcp.json").read_text() == "{}\n"
         tool_result = [m for m in recorded(record)[1]["messages"] if m["role"] == "tool"][-1]
         assert "dismissed" in str(tool_result["content"])
+
+
+def test_a_command_is_asked_with_show_message_request(tmp_path: Path,
+                                                      workspace: Path) -> None:
+    """agentls asks about every command line (no "Allow for session"), so
+    the plugin's confirmation, whose "always" would remember run_command
+    for the conversation, is not used; the answer here allows it once."""
+    lsp, record = start(tmp_path, workspace, [
+        call("run_command", argv=[sys.executable, "-c", "print('ran it')"]),
+        {"text": "Ran."},
+    ])
+    with lsp:
+        emacs = CopilotEl(lsp, workspace)
+        emacs.choose = "Allow once"
+        lsp.result("conversation/create", create_params(workspace, "t-1", "Run it"),
+                   timeout=TIMEOUT)
+        emacs.wait_end("t-1")
+        [asked] = emacs.asked("window/showMessageRequest")
+        assert "print" in asked["message"]
+        assert not emacs.asked("conversation/invokeClientToolConfirmation")
+        tool_result = [m for m in recorded(record)[1]["messages"] if m["role"] == "tool"][-1]
+        assert "ran it" in str(tool_result["content"])
 
 
 def test_without_apply_edit_nothing_is_written(tmp_path: Path, workspace: Path) -> None:

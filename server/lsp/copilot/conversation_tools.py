@@ -13,9 +13,10 @@
 - `ConversationApproval`: the gate's channel while a conversation's turn
   runs: the question goes as `conversation/invokeClientToolConfirmation`
   (the plugin's own confirmation prompt), "accept" allows once, anything
-  else denies. Protected questions (ask every time) and questions outside
-  a conversation keep the standard channel, so a plugin's "always allow"
-  memory never answers what agentls must ask the user about.
+  else denies. Questions agentls asks every time (a protected file, a
+  command line: no "Allow for session" offered) and questions outside a
+  conversation keep the standard channel, so a plugin's "always" memory
+  never answers what agentls would not remember itself.
 """
 
 from __future__ import annotations
@@ -231,7 +232,10 @@ class ConversationApproval:
 
     async def request_approval(self, request: ApprovalRequest) -> str | None:
         conversation = self.conversations.running(request.session_id)
-        if conversation is None or request.protected:
+        # The plugin's "always" remembers a tool for the conversation: only
+        # for questions agentls itself lets the user answer for the session.
+        for_session = any(option.remember for option in request.options)
+        if conversation is None or request.protected or not for_session:
             return await self.standard.request_approval(request) if self.standard else None
         params = {"conversationId": conversation.conversation_id,
                   "turnId": conversation.turn_id, "roundId": conversation.round_id,
