@@ -132,12 +132,13 @@ def workspace(tmp_path: Path) -> Path:
 
 
 def start(tmp_path: Path, workspace: Path, responses: list[dict[str, Any]], *,
-          apply_edit: bool = False) -> tuple[LspProcess, Path]:
+          apply_edit: bool = False, config_text: str = "") -> tuple[LspProcess, Path]:
     record = tmp_path / "model.record.jsonl"
     script = tmp_path / "model.script.json"
     script.write_text(json.dumps({"responses": responses, "record": str(record)}))
     config = tmp_path / "agentls.toml"
-    config.write_text(f'provider = "scripted"\n[providerOptions]\nscript = "{script}"\n')
+    config.write_text(f'provider = "scripted"\n{config_text}'
+                      f'[providerOptions]\nscript = "{script}"\n')
     lsp = LspProcess.spawn(state_dir=tmp_path / "state",
                            stderr_file=tmp_path / "stderr.log",
                            env={"AGENTLS_CONFIG_FILE": str(config)})
@@ -303,6 +304,19 @@ def test_an_edit_is_asked_then_applied(tmp_path: Path, workspace: Path, answer: 
             assert not emacs.asked("workspace/applyEdit")
             assert (workspace / "a.py").read_text() == "x = 1\n"
         assert len(recorded(record)) == 2
+
+
+def test_client_tools_can_be_turned_off(tmp_path: Path, workspace: Path) -> None:
+    lsp, record = start(tmp_path, workspace, [{"text": "No tools."}],
+                        config_text='[features]\ndisabled = ["copilot-client-tools"]\n')
+    with lsp:
+        emacs = CopilotEl(lsp, workspace)
+        lsp.result("conversation/registerTools", {"tools": COPILOT_EL_TOOLS})
+        lsp.result("conversation/create", create_params(workspace, "t-1", "Hi"),
+                   timeout=TIMEOUT)
+        emacs.wait_end("t-1")
+        offered = set(recorded(record)[0]["tools"])
+        assert "read_file" in offered and "create_file" not in offered
 
 
 def test_a_protected_write_is_asked_with_show_message_request(tmp_path: Path,
