@@ -163,6 +163,14 @@ def start(tmp_path: Path, workspace: Path, responses: list[dict[str, Any]], *,
     return lsp, record
 
 
+def copilot_doc(path: Path) -> dict[str, Any]:
+    """copilot-chat--generate-context-doc for the buffer visiting `path`."""
+    return {"version": 0, "tabSize": 4, "indentSize": 4, "insertSpaces": True,
+            "path": str(path), "uri": path.as_uri(), "relativePath": path.name,
+            "languageId": "python", "position": {"line": 0, "character": 0},
+            "source": path.read_text()}
+
+
 def create_params(workspace: Path, token: str, message: str) -> dict[str, Any]:
     """copilot-chat--create in agent mode (copilot-chat-use-agent-mode)."""
     return {"workDoneToken": token,
@@ -199,7 +207,8 @@ def test_conversation_with_a_client_tool_then_destroy(tmp_path: Path, workspace:
                            {"tools": COPILOT_EL_TOOLS})["result"] is None
         turn = lsp.result("conversation/turn", {
             "workDoneToken": "copilot-chat-2.5", "conversationId": created["conversationId"],
-            "message": "Write a todo file", "source": "panel"}, timeout=TIMEOUT)
+            "message": "Write a todo file", "source": "panel",
+            "doc": copilot_doc(workspace / "a.py")}, timeout=TIMEOUT)
         assert turn["conversationId"] == created["conversationId"]
         assert turn["turnId"] != created["turnId"]
         second = emacs.wait_end("copilot-chat-2.5")
@@ -216,6 +225,8 @@ def test_conversation_with_a_client_tool_then_destroy(tmp_path: Path, workspace:
         assert new_file.read_text() == "write tests\n"
 
         calls = recorded(record)
+        asked = [m for m in calls[1]["messages"] if m["role"] == "user"][-1]["content"]
+        assert '<editor file="a.py"' in asked  # the turn's `doc` is the editor context
         assert "create_file" not in calls[0]["tools"]  # registered after the first turn
         assert {"create_file", "run_in_terminal", "get_errors",
                 "fetch_web_page"} <= set(calls[1]["tools"])
