@@ -470,6 +470,30 @@ def test_bad_input_gets_invalid_params(tmp_path: Path, workspace: Path) -> None:
         assert reply_text(emacs.wait_end("t-1")) == "still here"
 
 
+def test_stop_cancels_the_turn_and_the_conversation_goes_on(tmp_path: Path,
+                                                            workspace: Path) -> None:
+    """copilot-chat-stop: $/cancelRequest with the id of the create request,
+    which was answered when the turn started. The turn stops (its progress
+    ends with an error); the next turn of the conversation runs."""
+    lsp, record = start(tmp_path, workspace, [{"text": "never finished", "stall": True},
+                                              {"text": "Back again."}])
+    with lsp:
+        emacs = CopilotEl(lsp, workspace)
+        created = lsp.wait(lsp.request_async("conversation/create",
+                                             create_params(workspace, "t-1", "Think hard"),
+                                             msg_id=7), TIMEOUT, "conversation/create")
+        created = created["result"]
+        wait_until(lambda: record.exists(), "the model call")
+        lsp.notify("$/cancelRequest", {"id": 7})
+        assert emacs.wait_end("t-1")[-1]["result"]["error"]["message"] == "Cancelled"
+        lsp.result("conversation/turn", {
+            "workDoneToken": "t-2", "conversationId": created["conversationId"],
+            "message": "And now?", "source": "panel"}, timeout=TIMEOUT)
+        assert reply_text(emacs.wait_end("t-2")) == "Back again."
+        lsp.notify("$/cancelRequest", {"id": 7})  # late, again: nothing to stop
+        assert lsp.result("conversation/modes", None)
+
+
 def test_one_turn_at_a_time_and_destroy_cancels(tmp_path: Path, workspace: Path) -> None:
     """A turn sent while one runs is refused (the running one goes on);
     destroy cancels the running turn, whose progress ends with an error."""

@@ -9,6 +9,8 @@
   plugin gives up on a request after a few seconds); the reply streams as
   `$/progress` on the request's `workDoneToken`: `begin`, `report`s with
   `reply` text, `end` with `result` (`error` when the turn failed).
+- `$/cancelRequest` of the create / turn request (copilot-chat-stop), after
+  its answer: cancels the turn it started (wire/protocol.py).
 - `conversation/destroy`: cancels a running turn, forgets the session's
   "Allow for session" answers and ends it (session:end).
 - `conversation/registerTools`: the client's tools, offered to the model
@@ -47,6 +49,7 @@ from agentls.lsp.copilot.conversation_tools import (
 from agentls.lsp.server import AgentlsLanguageServer
 from agentls.lsp.status import notify_status
 from agentls.lsp.wire.convert import params_object
+from agentls.lsp.wire.protocol import REQUEST_ID, AgentlsProtocol
 
 if TYPE_CHECKING:
     from agentls.core.agent.orchestrator import Orchestrator
@@ -276,13 +279,19 @@ class ConversationService:
         conversation.round_id = 0
         progress = ReplyProgress(self.ls, token, sid, conversation.turn_id)
         progress.begin()
+        # copilot-chat-stop cancels the request this answers right away.
+        request_id = REQUEST_ID.get()
+        protocol = self.ls.protocol
+        if request_id is not None and isinstance(protocol, AgentlsProtocol):
+            protocol.cancel_after_answer(request_id, lambda: self._cancel(sid))
         self.tasks[sid] = asyncio.create_task(
-            self._run(conversation, orchestrator, session, message, progress))
+            self._run(conversation, orchestrator, session, message, progress, request_id))
         notify_status(self.ls, running=len(self.tasks))
         return {"conversationId": sid, "turnId": conversation.turn_id}
 
     async def _run(self, conversation: Conversation, orchestrator: Orchestrator,
-                   session: Session, message: Message, progress: ReplyProgress) -> None:
+                   session: Session, message: Message, progress: ReplyProgress,
+                   request_id: Any) -> None:
         sid = conversation.conversation_id
         error: str | None = None
         try:
@@ -297,6 +306,9 @@ class ConversationService:
             log.exception("The turn of conversation %s failed", sid)
             error = f"agentls: {type(exc).__name__}: {exc}"
         finally:
+            protocol = self.ls.protocol
+            if request_id is not None and isinstance(protocol, AgentlsProtocol):
+                protocol.cancel_after_answer(request_id, None)
             conversation.turn_id = ""
             self.tasks.pop(sid, None)
             progress.end(error)
