@@ -494,6 +494,18 @@ def test_stop_cancels_the_turn_and_the_conversation_goes_on(tmp_path: Path,
         assert lsp.result("conversation/modes", None)
 
 
+def test_shutdown_ends_a_running_turn(tmp_path: Path, workspace: Path) -> None:
+    lsp, record = start(tmp_path, workspace, [{"text": "never finished", "stall": True}])
+    emacs = CopilotEl(lsp, workspace)
+    created = lsp.result("conversation/create", create_params(workspace, "t-1", "Think"),
+                         timeout=TIMEOUT)
+    wait_until(lambda: record.exists(), "the model call")
+    lsp.request("shutdown", None, timeout=TIMEOUT)  # answered after the turn ended
+    end = emacs.progress("t-1")[-1]
+    assert end == {"kind": "end", "result": {"error": {"message": "Cancelled"}}, **created}
+    assert lsp.close() == 0
+
+
 def test_one_turn_at_a_time_and_destroy_cancels(tmp_path: Path, workspace: Path) -> None:
     """A turn sent while one runs is refused (the running one goes on);
     destroy cancels the running turn, whose progress ends with an error."""

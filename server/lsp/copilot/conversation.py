@@ -81,7 +81,8 @@ def register(server: AgentlsLanguageServer) -> None:
             editor=channels.editor, snapshots=channels.snapshots,
             publish_diagnostics=channels.publish_diagnostics,
         )
-    server.shutdown_steps.append(service.shutdown)
+    # Before chat's step, which ends every session this process ran.
+    server.shutdown_steps.insert(0, service.shutdown)
 
     @server.feature("conversation/create")
     async def create(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
