@@ -20,8 +20,9 @@
   asks).
 
 The turn is the one agentls/chat runs (Orchestrator.run_turn: the same
-provider, tools, hooks, gate and session store); the approval questions of
-a conversation's turn go as the client's tool confirmation.
+provider, tools, hooks, gate and session store); the questions of a
+conversation's turn that agentls lets the user answer for the session go
+as the client's tool confirmation (conversation_tools.py).
 """
 
 from __future__ import annotations
