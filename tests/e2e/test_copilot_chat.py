@@ -418,6 +418,21 @@ def test_templates_modes_and_restored_turns(tmp_path: Path, workspace: Path) -> 
         assert "Still 42?" in str(sent[2][1])
 
 
+def test_file_references_are_attached(tmp_path: Path, workspace: Path) -> None:
+    """copilot-chat-add-file-reference: the turn's `references`."""
+    (workspace / "b.py").write_text("def answer():\n    return 42\n")
+    lsp, record = start(tmp_path, workspace, [{"text": "It returns 42."}])
+    with lsp:
+        emacs = CopilotEl(lsp, workspace)
+        params = create_params(workspace, "t-1", "What does it return?")
+        params["references"] = [{"type": "file", "uri": (workspace / "b.py").as_uri()}]
+        lsp.result("conversation/create", params, timeout=TIMEOUT)
+        emacs.wait_end("t-1")
+        [user] = [m for m in recorded(record)[0]["messages"] if m["role"] == "user"]
+        assert user["content"].startswith("What does it return?")
+        assert "return 42" in user["content"]
+
+
 def test_a_slash_template_is_expanded(tmp_path: Path, workspace: Path) -> None:
     """copilot-chat-slash-command sends `/id args` as the message."""
     lsp, record = start(tmp_path, workspace, [{"text": "It sets x."}])
@@ -442,6 +457,8 @@ BAD_INPUT = [
     ("conversation/create", {"turns": [{"request": "  "}]}),
     ("conversation/create", {"turns": [{"request": "hi"}], "workDoneToken": {"x": 1}}),
     ("conversation/create", {"turns": [{"request": "hi"}], "doc": "file.py"}),
+    ("conversation/create", {"turns": [{"request": "hi"}], "references": "a.py"}),
+    ("conversation/create", {"turns": [{"request": "hi"}], "references": [{"uri": 1}]}),
     ("conversation/turn", {"message": "hi"}),
     ("conversation/turn", {"conversationId": "nope", "message": "hi"}),
     ("conversation/turn", {"conversationId": 3, "message": "hi"}),

@@ -225,6 +225,10 @@ class ConversationService:
         doc = params.get("doc")
         if doc is not None and not isinstance(doc, dict):
             raise JsonRpcInvalidParams("`doc` must be an object {uri, ...}.")
+        references = params.get("references")
+        if references is not None and (not isinstance(references, list) or not all(
+                isinstance(r, dict) and isinstance(r.get("uri", ""), str) for r in references)):
+            raise JsonRpcInvalidParams("`references` must be an array of {type, uri}.")
         if self.closing:
             raise JsonRpcInvalidRequest("The server is shutting down; no new turns start.")
         return token
@@ -273,7 +277,8 @@ class ConversationService:
         host = self.ls.state.host
         doc = params.get("doc") or {}
         context = {"uri": doc["uri"]} if isinstance(doc.get("uri"), str) else {}
-        message = await user_message(self.ls, expanded(self.ls, prompt), context,
+        prompt = with_references(expanded(self.ls, prompt), params.get("references") or [])
+        message = await user_message(self.ls, prompt, context,
                                      orchestrator.agent.enrichers, host.workspace_folders,
                                      host.channels.documents if host.channels else None)
         sid = conversation.conversation_id
@@ -350,6 +355,21 @@ def expanded(ls: Any, prompt: str) -> str:
         return prompt
     rest = (found["rest"] or "").strip()
     return f"{text}\n\n{rest}" if rest else text
+
+
+def with_references(prompt: str, references: list[dict[str, Any]]) -> str:
+    """The file references a plugin attaches (copilot-chat-add-file-reference:
+    `{type: "file", uri}`) as `@file:` mentions, which the prompt enrichers
+    read as for agentls/chat (the secret-file rule, the size caps)."""
+    from pygls.uris import to_fs_path
+
+    mentions = []
+    for reference in references:
+        uri = reference.get("uri")
+        path = to_fs_path(uri) if reference.get("type") == "file" and uri else None
+        if path and '"' not in path and "\n" not in path:
+            mentions.append(f'@file:"{path}"')
+    return f"{prompt}\n\n{' '.join(mentions)}" if mentions else prompt
 
 
 class ReplyProgress(TurnObserver):
