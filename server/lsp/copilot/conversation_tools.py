@@ -240,7 +240,7 @@ class ConversationApproval:
         params = {"conversationId": conversation.conversation_id,
                   "turnId": conversation.turn_id, "roundId": conversation.round_id,
                   "name": request.tool_name or "", "input": request.tool_input,
-                  "title": request.summary or request.prompt.splitlines()[0],
+                  "title": request.summary or (request.prompt.splitlines() or [""])[0],
                   "message": request.prompt}
         answer = await send_request(self.ls, CONFIRM_TOOL, params)
         return _chosen(request, answer)
