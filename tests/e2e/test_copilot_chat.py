@@ -448,6 +448,45 @@ def test_a_slash_template_is_expanded(tmp_path: Path, workspace: Path) -> None:
         assert "\na.py" in user["content"]  # the words after the command follow it
 
 
+def test_lsp_copilot_chat(tmp_path: Path, workspace: Path) -> None:
+    """LSP-copilot's chat panel (Sublime Text): preconditions, then create
+    with its params; its turn's references carry selections and may name
+    unsaved buffers (`buffer:<id>`), which are not files."""
+    lsp, record = start(tmp_path, workspace, [{"text": "Hi."}, {"text": "Again."}])
+    with lsp:
+        emacs = CopilotEl(lsp, workspace)
+        assert lsp.result("conversation/preconditions", {}) is not None
+        assert lsp.result("conversation/agents", {"options": {}}) == []
+        assert lsp.result("conversation/templates", {"options": {}})
+        token = "copilot_chat://2"
+        created = lsp.result("conversation/create", {
+            "turns": [{"request": "Hello"}],
+            "capabilities": {"allSkills": True, "skills": []},
+            "workDoneToken": token, "computeSuggestions": True, "source": "panel"},
+            timeout=TIMEOUT)
+        assert reply_text(emacs.wait_end(token)) == "Hi."
+        a_py = workspace / "a.py"
+        selection = {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 5}}
+        lsp.result("conversation/turn", {
+            "conversationId": created["conversationId"], "message": "And this?",
+            "workDoneToken": token, "doc": copilot_doc(a_py), "computeSuggestions": True,
+            "references": [
+                {"type": "file", "status": "included", "uri": a_py.as_uri(),
+                 "position": selection["start"], "range": selection,
+                 "visibleRange": selection, "selection": selection,
+                 "openedAt": None, "activeAt": None},
+                {"type": "file", "status": "included", "uri": "buffer:12",
+                 "position": selection["start"], "range": selection,
+                 "visibleRange": selection, "selection": selection,
+                 "openedAt": None, "activeAt": None}],
+            "source": "panel"}, timeout=TIMEOUT)
+        wait_until(lambda: len([v for v in emacs.progress(token) if v["kind"] == "end"]) == 2,
+                   "the second turn's end")
+        assert "Again." in reply_text(emacs.progress(token))
+        user = [m for m in recorded(record)[1]["messages"] if m["role"] == "user"][-1]
+        assert "x = 1" in user["content"] and "buffer:12" not in user["content"]
+
+
 BAD_INPUT = [
     ("conversation/create", None),
     ("conversation/create", [1, 2]),
@@ -470,6 +509,8 @@ BAD_INPUT = [
     ("conversation/registerTools", {"tools": [{"name": "a", "inputSchema": "x"}]}),
     ("conversation/templates", [1]),
     ("conversation/modes", "x"),
+    ("conversation/preconditions", 5),
+    ("conversation/agents", [None]),
 ]
 
 

@@ -17,7 +17,8 @@
   behind the approval gate (conversation_tools.py).
 - `conversation/templates`, `conversation/modes`: agentls's `/` templates
   and its one mode (Agent: every turn may use tools, each asked as agentls
-  asks).
+  asks); `conversation/preconditions` (met) and `conversation/agents`
+  (none), which LSP-copilot asks first.
 
 The turn is the one agentls/chat runs (Orchestrator.run_turn: the same
 provider, tools, hooks, gate and session store); the questions of a
@@ -113,6 +114,17 @@ def register(server: AgentlsLanguageServer) -> None:
     def modes(ls: AgentlsLanguageServer, params: Any = None) -> list[dict[str, Any]]:
         params_object(params)
         return [dict(mode) for mode in MODES]
+
+    # LSP-copilot asks both before its first conversation/create.
+    @server.feature("conversation/preconditions")
+    def preconditions(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
+        params_object(params)
+        return {"status": "ok", "results": []}
+
+    @server.feature("conversation/agents")
+    def agents(ls: AgentlsLanguageServer, params: Any = None) -> list[dict[str, Any]]:
+        params_object(params)
+        return []  # no `@agent`s: agentls's one agent answers every message
 
 
 class ConversationService:
@@ -366,7 +378,9 @@ def with_references(prompt: str, references: list[dict[str, Any]]) -> str:
     mentions = []
     for reference in references:
         uri = reference.get("uri")
-        path = to_fs_path(uri) if reference.get("type") == "file" and uri else None
+        if reference.get("type") != "file" or not isinstance(uri, str):
+            continue
+        path = to_fs_path(uri) if uri.startswith("file:") else None  # not `buffer:12`
         if path and '"' not in path and "\n" not in path:
             mentions.append(f'@file:"{path}"')
     return f"{prompt}\n\n{' '.join(mentions)}" if mentions else prompt
