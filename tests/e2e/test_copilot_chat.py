@@ -552,6 +552,19 @@ def test_stop_cancels_the_turn_and_the_conversation_goes_on(tmp_path: Path,
         assert lsp.result("conversation/modes", None)
 
 
+def test_a_failed_turn_ends_with_its_error(tmp_path: Path, workspace: Path) -> None:
+    """copilot.el shows `result.error` of the end: the provider's error, said."""
+    lsp, _ = start(tmp_path, workspace, [
+        {"text": "Par", "error": {"code": "auth", "message": "the key was refused"}}])
+    with lsp:
+        emacs = CopilotEl(lsp, workspace)
+        lsp.result("conversation/create", create_params(workspace, "t-1", "Hi"),
+                   timeout=TIMEOUT)
+        values = emacs.wait_end("t-1")
+        assert reply_text(values) == "Par"  # what streamed before the error stays shown
+        assert "the key was refused" in values[-1]["result"]["error"]["message"]
+
+
 def test_shutdown_ends_a_running_turn(tmp_path: Path, workspace: Path) -> None:
     lsp, record = start(tmp_path, workspace, [{"text": "never finished", "stall": True}])
     emacs = CopilotEl(lsp, workspace)
