@@ -598,3 +598,34 @@ def test_one_turn_at_a_time_and_destroy_cancels(tmp_path: Path, workspace: Path)
         end = emacs.wait_end("t-1")[-1]
         assert end["result"]["error"]["message"] == "Cancelled"
         assert not emacs.progress("t-2")
+
+
+def test_an_editor_leaving_cancels_its_conversations_turn(tmp_path: Path,
+                                                          workspace: Path) -> None:
+    """Over a socket: the create request was answered, but its turn is the
+    client's work still; the client going away (no exit) cancels it, as it
+    cancels the requests it had running."""
+    from tests.e2e.test_edits import scripted
+    from tests.reliability.test_transport import Client, _connect_and_initialize, tcp_server
+
+    settings, record = scripted(tmp_path, "stall", [{"text": "never", "stall": True}])
+    with tcp_server(tmp_path) as (srv, port):
+        editor = Client.tcp(port)
+        editor.initialize(workspace, settings=settings)
+        answer = editor.response(editor.request(
+            "conversation/create", create_params(workspace, "t-1", "Think")))
+        sid = answer["result"]["conversationId"]
+        wait_until(lambda: record.exists(), "the model call")
+        editor.close()
+
+        def ended(client: Client) -> Any:
+            found = client.response(client.request("agentls/sessions", {}))
+            [session] = [s for s in found["result"]["sessions"] if s["sessionId"] == sid]
+            status = session["status"]["status"]
+            return status != "running" and status
+
+        nxt = wait_until(lambda: _connect_and_initialize(port), "the next editor", TIMEOUT)
+        assert wait_until(lambda: ended(nxt), "the left editor's turn to end",
+                          TIMEOUT) == "cancelled"
+        assert srv.alive()
+        nxt.close()

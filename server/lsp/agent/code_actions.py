@@ -84,7 +84,7 @@ def build_actions(
         lines_range, code = _whole_lines(document, [selection, *(d.range for d in fixes)])
         diagnostics = [to_plain(d) for d in fixes]
         prompt = template_prompt(ls, "fix", selection=code, language=language, path=path,
-                         diagnostics=diagnostics)
+                                 diagnostics=diagnostics)
         if prompt:
             actions.append(types.CodeAction(
                 title="Fix with agent",
@@ -98,8 +98,8 @@ def build_actions(
                                       ("Write tests", TESTS_KIND, "tests")):
             if not wanted(kind):
                 continue
-            prompt = template_prompt(ls, template, selection=code, language=language, path=path,
-                             diagnostics=[])
+            prompt = template_prompt(ls, template, selection=code, language=language,
+                                     path=path, diagnostics=[])
             if prompt:
                 actions.append(types.CodeAction(
                     title=title, kind=kind,

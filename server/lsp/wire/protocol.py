@@ -190,6 +190,10 @@ class AgentlsProtocol(LanguageServerProtocol):
             if not future.done():
                 log.info("Cancelling request %s of the client that left", msg_id)
                 future.cancel()
+        # Its answered requests' work too; the next client's ids are its own.
+        stops, self._after_answer = list(self._after_answer.values()), {}
+        for stop in stops:
+            stop()
 
     # -- answers without tracebacks -------------------------------------------------
     def _handle_cancel_notification(self, msg_id: Any) -> None:
