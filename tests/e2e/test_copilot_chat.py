@@ -577,6 +577,25 @@ def test_shutdown_ends_a_running_turn(tmp_path: Path, workspace: Path) -> None:
     assert lsp.close() == 0
 
 
+def test_two_turns_sent_at_once_start_one(tmp_path: Path, workspace: Path) -> None:
+    lsp, record = start(tmp_path, workspace, [{"text": "First."}, {"text": "Second."},
+                                              {"text": "Third."}])
+    with lsp:
+        emacs = CopilotEl(lsp, workspace)
+        created = lsp.result("conversation/create", create_params(workspace, "t-1", "One"),
+                             timeout=TIMEOUT)
+        emacs.wait_end("t-1")
+        turn = {"conversationId": created["conversationId"], "message": "Two",
+                "source": "panel"}
+        both = [lsp.request_async("conversation/turn", {**turn, "workDoneToken": token})
+                for token in ("t-2", "t-3")]
+        answers = [lsp.wait(f, TIMEOUT, "conversation/turn") for f in both]
+        assert sorted("error" in a for a in answers) == [False, True]
+        started = "t-2" if "result" in answers[0] else "t-3"
+        assert reply_text(emacs.wait_end(started)) == "Second."
+        assert len(recorded(record)) == 2
+
+
 def test_one_turn_at_a_time_and_destroy_cancels(tmp_path: Path, workspace: Path) -> None:
     """A turn sent while one runs is refused (the running one goes on);
     destroy cancels the running turn, whose progress ends with an error."""

@@ -172,8 +172,8 @@ class ConversationService:
             session = await asyncio.to_thread(store.load, sid)
         except SessionStoreError as exc:
             raise JsonRpcInternalError(str(exc)) from exc
-        conversation = self.live.by_id[sid] = Conversation(sid)
-        return await self._start(conversation, orchestrator, session, prompt, params, token)
+        conversation = self.live.by_id[sid] = Conversation(sid, turn_id=uuid.uuid4().hex)
+        return await self._started(conversation, orchestrator, session, prompt, params, token)
 
     async def turn(self, params: dict[str, Any]) -> dict[str, Any]:
         from agentls.core.sessions.errors import SessionNotFound, SessionStoreError
@@ -181,23 +181,30 @@ class ConversationService:
         conversation = self._known(params, "conversation/turn")
         prompt = params.get("message")
         token = self._checked(params, prompt)
-        if conversation.turn_id or conversation.conversation_id in self.tasks:
+        sid = conversation.conversation_id
+        if conversation.turn_id:
             raise JsonRpcInvalidParams(
-                f"Conversation {conversation.conversation_id} already has a turn running; wait "
-                "for its progress `end` (or destroy the conversation) before the next message.")
-        await self.ls.wait_settings()
-        orchestrator = self._orchestrator()
-        self._fits(str(prompt))
-        store = self._store()
+                f"Conversation {sid} already has a turn running; wait for its progress `end` "
+                "(or destroy the conversation) before the next message.")
+        conversation.turn_id = uuid.uuid4().hex  # reserved: a second turn now is refused
         try:
-            session = await asyncio.to_thread(store.load, conversation.conversation_id)
-        except SessionNotFound:
-            self.live.by_id.pop(conversation.conversation_id, None)
-            raise JsonRpcInvalidParams(f"Conversation {conversation.conversation_id}'s session "
-                                       "is no longer stored; create a new conversation.") from None
-        except SessionStoreError as exc:
-            raise JsonRpcInternalError(str(exc)) from exc
-        return await self._start(conversation, orchestrator, session, str(prompt), params, token)
+            await self.ls.wait_settings()
+            orchestrator = self._orchestrator()
+            self._fits(str(prompt))
+            store = self._store()
+            try:
+                session = await asyncio.to_thread(store.load, sid)
+            except SessionNotFound:
+                self.live.by_id.pop(sid, None)
+                raise JsonRpcInvalidParams(f"Conversation {sid}'s session is no longer stored; "
+                                           "create a new conversation.") from None
+            except SessionStoreError as exc:
+                raise JsonRpcInternalError(str(exc)) from exc
+        except BaseException:
+            conversation.turn_id = ""
+            raise
+        return await self._started(conversation, orchestrator, session, str(prompt), params,
+                                   token)
 
     async def destroy(self, params: dict[str, Any]) -> str:
         conversation = self._known(params, "conversation/destroy")
@@ -281,6 +288,17 @@ class ConversationService:
             raise JsonRpcInternalError(str(exc)) from exc
 
     # -- the turn ------------------------------------------------------------------------
+    async def _started(self, conversation: Conversation, orchestrator: Orchestrator,
+                       session: Session, prompt: str, params: dict[str, Any],
+                       token: str | int | None) -> dict[str, Any]:
+        """The reserved turn (conversation.turn_id) started; the reservation
+        is dropped when it cannot start."""
+        try:
+            return await self._start(conversation, orchestrator, session, prompt, params, token)
+        finally:
+            if conversation.conversation_id not in self.tasks:
+                conversation.turn_id = ""
+
     async def _start(self, conversation: Conversation, orchestrator: Orchestrator,
                      session: Session, prompt: str, params: dict[str, Any],
                      token: str | int | None) -> dict[str, Any]:
@@ -294,7 +312,9 @@ class ConversationService:
                                      orchestrator.agent.enrichers, host.workspace_folders,
                                      host.channels.documents if host.channels else None)
         sid = conversation.conversation_id
-        conversation.turn_id = uuid.uuid4().hex
+        if self.live.by_id.get(sid) is not conversation:
+            raise JsonRpcInvalidParams(f"Conversation {sid} was destroyed while its turn was "
+                                       "starting; create a new conversation.")
         conversation.round_id = 0
         progress = ReplyProgress(self.ls, token, sid, conversation.turn_id)
         progress.begin()
