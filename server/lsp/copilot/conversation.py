@@ -315,7 +315,6 @@ class ConversationService:
         if self.live.by_id.get(sid) is not conversation:
             raise JsonRpcInvalidParams(f"Conversation {sid} was destroyed while its turn was "
                                        "starting; create a new conversation.")
-        conversation.round_id = 0
         progress = ReplyProgress(self.ls, token, sid, conversation.turn_id)
         progress.begin()
         # copilot-chat-stop cancels the request this answers right away.

@@ -72,7 +72,6 @@ class Conversation:
 
     conversation_id: str
     turn_id: str = ""  # the running turn; "" between turns
-    round_id: int = 0  # tool calls the running turn sent to the client
 
 
 class LiveConversations:
@@ -165,9 +164,8 @@ class ClientTools:
         if conversation is None:
             raise ToolRefused(f"The tool {tool_name!r} belongs to the editor's Copilot chat and "
                               "runs only in its conversations.", "unavailable")
-        conversation.round_id += 1
         params = {"conversationId": conversation.conversation_id,
-                  "turnId": conversation.turn_id, "roundId": conversation.round_id,
+                  "turnId": conversation.turn_id,
                   "name": tool_name, "input": arguments}
         try:
             answer = await send_request(self.ls, INVOKE_TOOL, params, INVOKE_SECONDS)
@@ -238,7 +236,7 @@ class ConversationApproval:
         if conversation is None or request.protected or not for_session:
             return await self.standard.request_approval(request) if self.standard else None
         params = {"conversationId": conversation.conversation_id,
-                  "turnId": conversation.turn_id, "roundId": conversation.round_id,
+                  "turnId": conversation.turn_id,
                   "name": request.tool_name or "", "input": request.tool_input,
                   "title": request.summary or (request.prompt.splitlines() or [""])[0],
                   "message": request.prompt}
