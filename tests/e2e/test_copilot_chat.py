@@ -433,6 +433,30 @@ def test_file_references_are_attached(tmp_path: Path, workspace: Path) -> None:
         assert "return 42" in user["content"]
 
 
+def test_compress_compacts_the_session(tmp_path: Path, workspace: Path) -> None:
+    """copilot-chat-compact: conversation/compress, then the next turn is
+    built from the summary."""
+    lsp, record = start(tmp_path, workspace, [
+        {"text": "The answer is 42."}, {"text": "Summary: the user asked; it is 42."},
+        {"text": "Still 42."}])
+    with lsp:
+        emacs = CopilotEl(lsp, workspace)
+        created = lsp.result("conversation/create",
+                             create_params(workspace, "t-1", "What is the answer?"),
+                             timeout=TIMEOUT)
+        emacs.wait_end("t-1")
+        cid = {"conversationId": created["conversationId"]}
+        assert lsp.result("conversation/compress", cid, timeout=TIMEOUT) == {
+            "success": True, "turnCount": 1}
+        again = lsp.result("conversation/compress", cid, timeout=TIMEOUT)
+        assert again["success"] is False and again["error"]["message"]
+        lsp.result("conversation/turn", {**cid, "workDoneToken": "t-2", "message": "Sure?",
+                                         "source": "panel"}, timeout=TIMEOUT)
+        emacs.wait_end("t-2")
+        sent = json.dumps(recorded(record)[2]["messages"])
+        assert "Summary: the user asked" in sent and "What is the answer?" not in sent
+
+
 def test_a_slash_template_is_expanded(tmp_path: Path, workspace: Path) -> None:
     """copilot-chat-slash-command sends `/id args` as the message."""
     lsp, record = start(tmp_path, workspace, [{"text": "It sets x."}])
@@ -503,6 +527,8 @@ BAD_INPUT = [
     ("conversation/turn", {"conversationId": 3, "message": "hi"}),
     ("conversation/destroy", {}),
     ("conversation/destroy", {"conversationId": "nope"}),
+    ("conversation/compress", {"conversationId": "nope"}),
+    ("conversation/compress", None),
     ("conversation/registerTools", {}),
     ("conversation/registerTools", {"tools": [{"name": "bad name!"}]}),
     ("conversation/registerTools", {"tools": [{"name": "a"}, {"name": "a"}]}),

@@ -13,6 +13,7 @@
   its answer: cancels the turn it started (wire/protocol.py).
 - `conversation/destroy`: cancels a running turn, forgets the session's
   "Allow for session" answers and ends it (session:end).
+- `conversation/compress`: agentls's compaction of the session (agentls/compact).
 - `conversation/registerTools`: the client's tools, offered to the model
   behind the approval gate (conversation_tools.py).
 - `conversation/templates`, `conversation/modes`: agentls's `/` templates
@@ -97,6 +98,10 @@ def register(server: AgentlsLanguageServer) -> None:
     @server.feature("conversation/destroy")
     async def destroy(ls: AgentlsLanguageServer, params: Any = None) -> str:
         return await service.destroy(params_object(params))
+
+    @server.feature("conversation/compress")
+    async def compress(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
+        return await service.compress(params_object(params))
 
     @server.feature("conversation/registerTools")
     def register_tools(ls: AgentlsLanguageServer, params: Any = None) -> None:
@@ -219,6 +224,25 @@ class ConversationService:
         if orchestrator is not None:
             await orchestrator.end_sessions("deleted", [sid])
         return "OK"
+
+    async def compress(self, params: dict[str, Any]) -> dict[str, Any]:
+        """copilot-chat-compact: agentls's compaction (agentls/compact) of the
+        conversation's session, answered as `{success, turnCount}` or
+        `{success: false, error: {message}}`."""
+        from agentls.lsp.agent.compact import compact_session
+
+        conversation = self._known(params, "conversation/compress")
+        if conversation.turn_id:
+            raise JsonRpcInvalidParams(f"Conversation {conversation.conversation_id} has a "
+                                       "turn running; compact it after the turn's end.")
+        answer = await compact_session(self.ls, {"sessionId": conversation.conversation_id})
+        if not answer.get("compacted"):
+            why = answer.get("reason") or (answer.get("error") or {}).get("message")
+            return {"success": False, "error": {"message": str(why or "not compacted")}}
+        through = answer.get("compactedThrough")
+        session = await asyncio.to_thread(self._store().load, conversation.conversation_id)
+        replaced = session.messages[:through] if isinstance(through, int) else []
+        return {"success": True, "turnCount": sum(m.role == "user" for m in replaced)}
 
     def templates(self) -> list[dict[str, Any]]:
         from agentls.lsp.suggestions.completion import list_templates
