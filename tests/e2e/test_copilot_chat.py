@@ -222,6 +222,8 @@ def test_conversation_with_a_client_tool_then_destroy(tmp_path: Path, workspace:
         assert confirmation["turnId"] == turn["turnId"]
         [invoked] = emacs.asked("conversation/invokeClientTool")
         assert invoked["name"] == "create_file" and invoked["input"] == confirmation["input"]
+        # copilot.el ties an input edited at confirmation to its invocation by this id.
+        assert confirmation["toolCallId"] == invoked["toolCallId"] == "c1"
         assert new_file.read_text() == "write tests\n"
 
         calls = recorded(record)

@@ -56,6 +56,7 @@ from agentls.lsp.wire.protocol import REQUEST_ID, AgentlsProtocol
 
 if TYPE_CHECKING:
     from agentls.core.agent.orchestrator import Orchestrator
+    from agentls.core.tools.contract import ToolNeed
     from agentls.core.types.conversation import Message, Session
 
 __all__ = ["ConversationService", "register"]
@@ -339,7 +340,8 @@ class ConversationService:
         if self.live.by_id.get(sid) is not conversation:
             raise JsonRpcInvalidParams(f"Conversation {sid} was destroyed while its turn was "
                                        "starting; create a new conversation.")
-        progress = ReplyProgress(self.ls, token, sid, conversation.turn_id)
+        conversation.call_id = ""
+        progress = ReplyProgress(self.ls, token, conversation)
         progress.begin()
         # copilot-chat-stop cancels the request this answers right away.
         request_id = REQUEST_ID.get()
@@ -433,11 +435,12 @@ class ReplyProgress(TurnObserver):
     """A turn's reply as the `$/progress` reports Copilot plugins read
     (module docstring); nothing without a work-done token."""
 
-    def __init__(self, ls: Any, token: str | int | None, conversation_id: str,
-                 turn_id: str) -> None:
+    def __init__(self, ls: Any, token: str | int | None, conversation: Conversation) -> None:
         self.ls = ls
         self.token = token
-        self.ids = {"conversationId": conversation_id, "turnId": turn_id}
+        self.conversation = conversation
+        self.ids = {"conversationId": conversation.conversation_id,
+                    "turnId": conversation.turn_id}
         self.streamed: set[int] = set()  # messages whose text came as deltas
         self.sent_text = False
 
@@ -462,6 +465,10 @@ class ReplyProgress(TurnObserver):
 
     def end(self, error: str | None) -> None:
         self._send({"kind": "end", "result": {"error": {"message": error}} if error else {}})
+
+    async def on_tool_need(self, session_id: str, call_id: str, tool_name: str,
+                           need: ToolNeed) -> None:
+        self.conversation.call_id = call_id  # before the gate asks, and runs it
 
     async def on_delta(self, session_id: str, index: int, delta: str, kind: str) -> None:
         if kind == "text":

@@ -72,6 +72,13 @@ class Conversation:
 
     conversation_id: str
     turn_id: str = ""  # the running turn; "" between turns
+    # The tool call being cleared or run (the turn's observer sets it): the
+    # plugin ties a confirmation to its invocation by it.
+    call_id: str = ""
+
+    def ids(self) -> dict[str, str]:
+        found = {"conversationId": self.conversation_id, "turnId": self.turn_id}
+        return {**found, "toolCallId": self.call_id} if self.call_id else found
 
 
 class LiveConversations:
@@ -164,9 +171,7 @@ class ClientTools:
         if conversation is None:
             raise ToolRefused(f"The tool {tool_name!r} belongs to the editor's Copilot chat and "
                               "runs only in its conversations.", "unavailable")
-        params = {"conversationId": conversation.conversation_id,
-                  "turnId": conversation.turn_id,
-                  "name": tool_name, "input": arguments}
+        params = {**conversation.ids(), "name": tool_name, "input": arguments}
         try:
             answer = await send_request(self.ls, INVOKE_TOOL, params, INVOKE_SECONDS)
         except TimeoutError:
@@ -235,8 +240,7 @@ class ConversationApproval:
         for_session = any(option.remember for option in request.options)
         if conversation is None or request.protected or not for_session:
             return await self.standard.request_approval(request) if self.standard else None
-        params = {"conversationId": conversation.conversation_id,
-                  "turnId": conversation.turn_id,
+        params = {**conversation.ids(),
                   "name": request.tool_name or "", "input": request.tool_input,
                   "title": request.summary or (request.prompt.splitlines() or [""])[0],
                   "message": request.prompt}
