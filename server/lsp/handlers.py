@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from agentls.lsp import lifecycle, progress, status
 from agentls.lsp.agent import chat, checkpoints, code_actions, compact
-from agentls.lsp.copilot import completions, dialect
+from agentls.lsp.copilot import completions, conversation, dialect
 from agentls.lsp.server import AgentlsLanguageServer
 from agentls.lsp.state import ServerState
 from agentls.lsp.suggestions import completion, inline, next_edit
 
 __all__ = ["create_server"]
 
-AREAS = (lifecycle, progress, status, completion, code_actions, chat, compact, inline,
-         next_edit, checkpoints, dialect, completions)
+# conversation after chat: it wraps the approval channel chat connected.
+AREAS = (lifecycle, progress, status, completion, code_actions, chat, conversation, compact,
+         inline, next_edit, checkpoints, dialect, completions)
 
 
 def create_server(state: ServerState | None = None) -> AgentlsLanguageServer:

@@ -390,7 +390,8 @@ def test_a_standard_client_gets_no_dialect(tmp_path: Path, fake_backend: FakeBac
                           settings=settings) as lsp:
         lsp.open(uri, TEXT)
         for method in ("checkStatus", "signInInitiate", "getVersion", "copilot/models",
-                       "getCompletions", "getPanelCompletions", "notifyAccepted"):
+                       "getCompletions", "getPanelCompletions", "notifyAccepted",
+                       "conversation/create", "conversation/templates"):
             response = lsp.request(method, doc_params(uri, 1, 1, 11))
             assert response.get("error", {}).get("code") == -32601, (method, response)
         answer = lsp.result("textDocument/inlineCompletion", {

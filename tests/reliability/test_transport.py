@@ -167,8 +167,12 @@ class Client:
         return wait_until(found, f"the answer to request {msg_id}", timeout)
 
     def initialize(self, workspace: Path | None = None, token: str | None = TOKEN,
-                   settings: dict[str, Any] | None = None) -> dict[str, Any]:
+                   settings: dict[str, Any] | None = None,
+                   plugin: dict[str, Any] | None = None) -> dict[str, Any]:
+        """`plugin`: the client's editorPluginInfo (a Copilot plugin's)."""
         options: dict[str, Any] = {"agentls": settings or {}}
+        if plugin is not None:
+            options["editorPluginInfo"] = plugin
         if token is not None:
             options["agentlsToken"] = token
         params: dict[str, Any] = {"processId": None, "capabilities": {},

@@ -83,8 +83,8 @@ def build_actions(
     if fixes:
         lines_range, code = _whole_lines(document, [selection, *(d.range for d in fixes)])
         diagnostics = [to_plain(d) for d in fixes]
-        prompt = _prompt(ls, "fix", selection=code, language=language, path=path,
-                         diagnostics=diagnostics)
+        prompt = template_prompt(ls, "fix", selection=code, language=language, path=path,
+                                 diagnostics=diagnostics)
         if prompt:
             actions.append(types.CodeAction(
                 title="Fix with agent",
@@ -98,8 +98,8 @@ def build_actions(
                                       ("Write tests", TESTS_KIND, "tests")):
             if not wanted(kind):
                 continue
-            prompt = _prompt(ls, template, selection=code, language=language, path=path,
-                             diagnostics=[])
+            prompt = template_prompt(ls, template, selection=code, language=language,
+                                     path=path, diagnostics=[])
             if prompt:
                 actions.append(types.CodeAction(
                     title=title, kind=kind,
@@ -108,7 +108,7 @@ def build_actions(
     return actions
 
 
-def _prompt(ls: AgentlsLanguageServer, name: str, **context: Any) -> str:
+def template_prompt(ls: AgentlsLanguageServer, name: str, **context: Any) -> str:
     """The template `name` rendered by the first enabled feature that lists
     it (TemplateSource)."""
     from agentls.core.plugins.capabilities import TemplateSource

@@ -32,6 +32,11 @@ becomes "no answer", a Deny) and cancels the requests it had running, and
 `connected` makes later questions fail at once instead of waiting for a
 client that is not there.
 
+A request answered before its work is done (a Copilot chat turn streams
+after `conversation/create` answered) can still be stopped by the client's
+`$/cancelRequest` for it: the handler reads its id from `REQUEST_ID` and
+registers what stops the work (`cancel_after_answer`).
+
 Only the outermost object of a message is the message: pygls' object_hook
 also sees every nested object, so a params value that merely looks like a
 message (`{"jsonrpc": "2.0", "id": 5, ...}`) used to be structured, and
@@ -51,7 +56,9 @@ import asyncio
 import json
 import logging
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Future
+from contextvars import ContextVar
 from typing import Any, BinaryIO
 
 from lsprotocol.types import ResponseError
@@ -81,6 +88,8 @@ _OVERSIZED = "agentls-oversized:"
 # Number.MAX_SAFE_INTEGER); agentls/* params never need more.
 MAX_SAFE_INTEGER = (1 << 53) - 1
 CUSTOM_PREFIX = "agentls/"
+# The id of the client request a handler runs for (each handler's task has its copy).
+REQUEST_ID: ContextVar[Any] = ContextVar("agentls_request_id", default=None)
 
 
 class ClientGone(JsonRpcException):
@@ -98,6 +107,8 @@ class AgentlsProtocol(LanguageServerProtocol):
         super().__init__(*args, **kwargs)
         self._outgoing: set[Any] = set()  # ids of our requests waiting for the client
         self._generation = 0  # +1 each time a client leaves (client_gone)
+        # id of an answered request -> what its $/cancelRequest stops (cancel_after_answer)
+        self._after_answer: dict[Any, Callable[[], None]] = {}
 
     def structure_message(self, data: dict[str, Any]) -> Any:
         # Called by json.loads for every object, innermost first; only
@@ -138,7 +149,19 @@ class AgentlsProtocol(LanguageServerProtocol):
                 if self._request_futures.get(msg_id) is future:
                     del self._request_futures[msg_id]
 
-        super()._execute_handler(msg_id, handler, done, args, kwargs)
+        token = REQUEST_ID.set(msg_id)
+        try:
+            super()._execute_handler(msg_id, handler, done, args, kwargs)
+        finally:
+            REQUEST_ID.reset(token)
+
+    def cancel_after_answer(self, msg_id: Any, stop: Callable[[], None] | None) -> None:
+        """`stop` runs when the client cancels request `msg_id` after it was
+        answered (None: forget it; the work it would stop is over)."""
+        if stop is None:
+            self._after_answer.pop(msg_id, None)
+        else:
+            self._after_answer[msg_id] = stop
 
     # -- requests to the client ---------------------------------------------------
     def send_request(self, method: str, params: Any | None = None,
@@ -167,6 +190,10 @@ class AgentlsProtocol(LanguageServerProtocol):
             if not future.done():
                 log.info("Cancelling request %s of the client that left", msg_id)
                 future.cancel()
+        # Its answered requests' work too; the next client's ids are its own.
+        stops, self._after_answer = list(self._after_answer.values()), {}
+        for stop in stops:
+            stop()
 
     # -- answers without tracebacks -------------------------------------------------
     def _handle_cancel_notification(self, msg_id: Any) -> None:
@@ -175,6 +202,10 @@ class AgentlsProtocol(LanguageServerProtocol):
         httpcore's close of its stream, so the model server would never see
         the client go and would go on generating."""
         future = self._request_futures.get(msg_id)
+        stop = self._after_answer.pop(msg_id, None) if future is None else None
+        if stop is not None:
+            stop()
+            return
         if isinstance(future, asyncio.Task) and future.cancelling():
             self._request_futures.pop(msg_id, None)
             return
