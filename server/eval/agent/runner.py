@@ -113,23 +113,28 @@ async def _turn(editor: AgentEditor, prompt: str, time_limit: float
 
 
 async def engine_calls(editor: LspProcess) -> list[dict[str, Any]]:
-    """The local engine's own records of this server's chat calls
-    (providers/local/engine_work.py), oldest first; [] for other backends."""
+    """The local engine's own records of this server's chat model calls
+    (providers/local/engine_work.py; the provider renders the chat template
+    and sends /v1/completions), oldest first; [] for other backends."""
     try:
         status = await editor.request("agentls/status", {}, timeout=30)
     except (TimeoutError, EOFError, RuntimeError):
         return []
-    urls = [m["engineCounters"] for m in (status or {}).get("localModels") or ()
-            if isinstance(m, dict) and m.get("engineCounters")]
+    # The chat model's child: the completion model's serves inline requests.
+    chat_model = (status or {}).get("model")
+    running = [m for m in (status or {}).get("localModels") or ()
+               if isinstance(m, dict) and m.get("engineCounters")]
+    urls = [m["engineCounters"] for m in running if m.get("model") == chat_model] or [
+        m["engineCounters"] for m in running]
     calls: list[dict[str, Any]] = []
-    async with httpx.AsyncClient(timeout=10) as client:
+    # trust_env off: a proxy from the environment must not carry loopback calls
+    async with httpx.AsyncClient(timeout=10, trust_env=False) as client:
         for url in urls:
             try:
                 ledger = (await client.get(url)).json()
             except (httpx.HTTPError, ValueError):
                 continue
-            calls += [r for r in ledger.get("requests") or ()
-                      if r.get("path") == "/v1/chat/completions"]
+            calls += list(ledger.get("requests") or ())
     return sorted(calls, key=lambda r: r.get("received", 0))
 
 
