@@ -15,6 +15,9 @@
 
 /** Settings that configure the extension itself and are never sent. */
 export const EXTENSION_ONLY_PREFIXES = ["server.", "trace."] as const;
+// Server keys the extension never sends: a repository's .vscode/settings.json
+// could set them, and each lifts a protection (docs/security.md, restricted mode).
+export const USER_FILE_ONLY_KEYS = ["approval.unrestrictedFolders"] as const;
 
 /** Every server key the extension contributes (wire paths, without `agentls.`). */
 export const SERVER_KEYS = [

@@ -3,7 +3,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import * as path from "node:path";
 import { describe, it } from "node:test";
-import { EXTENSION_ONLY_PREFIXES, SERVER_KEYS, explicitValue, leafPaths, needsRestart, toWireSettings } from "../src/settings";
+import { EXTENSION_ONLY_PREFIXES, SERVER_KEYS, USER_FILE_ONLY_KEYS, explicitValue, leafPaths, needsRestart, toWireSettings } from "../src/settings";
 
 const root = path.resolve(__dirname, "../..");
 const pkg = JSON.parse(readFileSync(path.join(root, "package.json"), "utf8"));
@@ -86,7 +86,9 @@ describe("package.json contributions", () => {
       "import json; from agentls.core.settings.schema import default_settings; print(json.dumps(default_settings().to_wire()))";
     const wire = JSON.parse(execFileSync(python!, ["-c", script], { encoding: "utf8" }));
     const serverLeaves = leafPaths(wire, "", new Set(["providerOptions", "mcpServers"]));
-    assert.deepEqual([...serverLeaves].sort(), [...SERVER_KEYS].sort());
+    const forwarded = [...serverLeaves].filter((k) => !(USER_FILE_ONLY_KEYS as readonly string[]).includes(k));
+    assert.deepEqual(forwarded.sort(), [...SERVER_KEYS].sort());
+    for (const key of USER_FILE_ONLY_KEYS) assert.ok(serverLeaves.includes(key), key);
     // The documented defaults are the server's defaults.
     for (const key of SERVER_KEYS) {
       const declared = contributed[`agentls.${key}`].default;
