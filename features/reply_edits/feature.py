@@ -49,22 +49,18 @@ MAX_NAMED_WORDS = 500  # words of a reply and its session looked up as files
 # inside the content (bench/HISTORY.md, "edits written in the reply").
 HIDDEN_TOOLS = frozenset({"write_file", "edit_file", "rename_file", "delete_file"})
 EXAMPLE_PATH = "relative/path"
-# Aider's lessons for small models: whole files, a worked example, names
-# kept; and a question is answered in words (the 1.5B wrote the attached
-# files back unchanged instead: bench/README.md, "Agent tasks").
+# Aider's lessons for small models: whole files, names kept; and a question
+# is answered in words (the 1.5B wrote the attached files back unchanged
+# instead). No worked example: the 1.5B copied its code into the user's file
+# (bench/README.md, "Agent tasks").
 INSTRUCTIONS = (
     "To change files: first say in one sentence what you change, then write the complete "
     f'new content of each file you change as <file path="{EXAMPLE_PATH}">...</file>, with '
     "the change made (a new path creates the file). Never write a file you do not change. "
     "Keep the names of existing functions and classes unless the user asks to rename them. "
-    "agentls shows each change to the user for approval and applies it. To answer a "
-    "question, answer in words and write no file. Use tools only to read files, search and "
-    "run commands.\n"
-    "Example. The user: Add a function double(x) to util.py. "
-    '<file path="util.py">\ndef add(a, b):\n    return a + b\n</file>\n'
-    "You: I add double() after add().\n"
-    '<file path="util.py">\ndef add(a, b):\n    return a + b\n\n\ndef double(x):\n'
-    "    return 2 * x\n</file>"
+    "agentls shows each change to the user for approval and applies it. When the user asks "
+    "a question, answer it in words and write no file. Use tools only to read files, search "
+    "and run commands."
 )
 
 
