@@ -187,6 +187,10 @@ class InlineCompletionSettings(SettingsStruct, frozen=True, kw_only=True):
     max_prefix_chars: _Count = 6000
     max_suffix_chars: _Count = 2000
     max_tokens: Annotated[int, Meta(ge=1, le=4096)] = 128
+    # Ask for the completion after a suggestion as soon as it is answered
+    # (features/inline_completion/ahead.py); null: where the provider says it
+    # costs nothing but local CPU (the embedded models), not on a paid API.
+    speculative: bool | None = None
 
 
 class NextEditSettings(SettingsStruct, frozen=True, kw_only=True):
