@@ -100,6 +100,6 @@ def test_a_paid_api_is_not_asked_ahead_unless_the_user_says_so(
         insert(lsp, uri, 2, 1, 11, "r")
         assert ask(lsp, uri, 1, 12) == ["adius"]
         # The backend's second request is the user's, not one asked ahead.
-        first, second = fake_backend.wait_for_requests(2, timeout=30)
+        _, second = fake_backend.wait_for_requests(2, timeout=30)
         assert len(fake_backend.requests) == 2
         assert "return r" in sent(second) and "3.14" not in sent(second)
