@@ -9,8 +9,11 @@ again. Any other request for the document cancels it: the engine then works
 on what the user typed (the local child stops a cancelled request within a
 prompt batch, providers/local/engine_work.py).
 
-At most one per document; bench/README.md ("Typing replay") has what it
-bought.
+At most one per document; `inlineCompletion.speculative`, off by default:
+on the embedded engine (one llama.cpp context) the work ahead replaces the
+prompt the next keystroke would have reused (bench/README.md, "Typing
+replay", has both rows); a server with several slots (llama-server) keeps
+both.
 """
 
 from __future__ import annotations

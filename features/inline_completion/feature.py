@@ -141,7 +141,7 @@ class InlineCompletionFeature:
                 self.fim.refused(chosen, settings.model)
                 fim = False
                 completion = await self._ask(chosen, request, settings, fim, sent)
-            if completion and _speculative(chosen, settings):
+            if completion and settings.speculative:
                 self._ask_ahead(chosen, request, settings, fim, completion)
             return InlineAnswer((completion,) if completion else (), model_answered=True,
                                 prompt_chars=sent[0], input_tokens=sent[1])
@@ -255,13 +255,6 @@ class InlineCompletionFeature:
                 request.uri, request.text, request.offset, ctx.prefix, ctx.suffix, completion
             )
         return completion
-
-
-def _speculative(provider: Provider, settings: InlineCompletionSettings) -> bool:
-    """inlineCompletion.speculative, or (null) the provider's preference."""
-    if settings.speculative is not None:
-        return settings.speculative
-    return getattr(provider, "speculative_completions", False) is True
 
 
 def _token_limit(provider: Provider, max_tokens: int) -> tuple[TokenCounter | None, int | None]:

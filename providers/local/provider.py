@@ -108,9 +108,6 @@ class LocalProvider(BaseProvider):
         # on CPU the prompt's length is most of the latency, and the eval of
         # the embedded model (bench/README.md, "Completion quality") scored
         # no worse with 2,000 characters before the cursor than with 6,000.
-        # Asking ahead for the completion after a suggestion costs only local
-        # CPU, and a superseded one stops within a batch (engine_work.py).
-        self.speculative_completions = True
         self.preferred_prefix_chars = (_int_option(config.options, "completion_prefix_chars")
                                        or DEFAULT_COMPLETION_PREFIX_CHARS)
         self._progress: ProgressSink = NullProgress()

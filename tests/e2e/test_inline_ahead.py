@@ -2,7 +2,7 @@
 ahead.py): the real server over LSP against a loopback OpenAI-style FIM
 backend. Accepting the suggestion is answered from the work ahead, with no
 new model call; typing something else hangs up on it at once; off (the
-default for a paid API) it never asks."""
+default) it never asks."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def test_typing_something_else_hangs_up_on_the_work_ahead(
         assert "return r" in sent(third) and "3.14" not in sent(third)
 
 
-def test_a_paid_api_is_not_asked_ahead_unless_the_user_says_so(
+def test_nothing_is_asked_ahead_unless_the_user_says_so(
     tmp_path: Path, fake_backend: FakeBackend
 ) -> None:
     fake_backend.script("POST", COMPLETIONS, fill(FIRST), fill("adius"))

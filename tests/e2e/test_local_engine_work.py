@@ -53,8 +53,7 @@ def ask(lsp: LspProcess, uri: str, line: int, character: int) -> Any:
 def test_a_superseded_completion_stops_the_engine_and_the_next_reuses_its_prompt(
     tmp_path: Path,
 ) -> None:
-    # Nothing asked ahead (ahead.py): every record is then one of the keystrokes'.
-    settings = {"provider": "local", "inlineCompletion": {"debounceMs": 0, "speculative": False}}
+    settings = {"provider": "local", "inlineCompletion": {"debounceMs": 0}}
     with LspProcess.start(state_dir=tmp_path / "state", workspace=tmp_path,
                           settings=settings) as lsp:
         # Load the model once, on another document.
