@@ -461,8 +461,11 @@ async def test_hook_injects_publishes_and_clears(ws: Path) -> None:
     assert bad.action == "inject_context" and bad.context_injection_role == "system"
     assert not bad.ephemeral
     injected = bad.context_injection or ""
-    assert "src/foo.py:1:8: F401 `os` imported but unused" in injected
+    # The agent hears of the error only (the default ruff's ERROR_CODES); the
+    # editor is shown both.
+    assert "F401" not in injected
     assert "src/foo.py:3:7: F821 Undefined name `undefined_name`" in injected
+    assert injected.startswith("ruff found 1 problem in src/foo.py after your write_file")
     assert bad.user_message == "ruff found 2 problems in src/foo.py after the agent's edit"
     assert bad.user_message_level == "warning"
     (published_uri, diagnostics, version) = harness.published[-1]
@@ -487,6 +490,21 @@ async def test_hook_injects_publishes_and_clears(ws: Path) -> None:
     count = len(harness.published)
     again = await harness.post(path, GOOD + "x = 1\n", GOOD, [[1, 1]], tool="edit_file")
     assert again.action == "continue" and len(harness.published) == count  # nothing to clear
+
+
+async def test_style_findings_are_shown_to_the_user_not_pushed_to_the_agent(ws: Path) -> None:
+    harness = Harness(ws)
+    path = ws / "style.py"
+    text = "import os\n\n\ndef even(n):\n    return n % 2 == 0\n"
+    style = await harness.post(path, text, None, [[0, 4]])
+    assert style.action == "continue" and style.context_injection is None
+    assert style.user_message == "ruff found 1 problem in style.py after the agent's edit"
+    assert [d["code"] for d in harness.published[-1][1]] == ["F401"]
+    # A linter the user configured sends the agent everything it reports.
+    mine = Harness(ws, settings(linters=[{"languages": ["python"],
+                                          "command": [*ruff().command]}]))
+    told = await mine.post(path, text, None, [[0, 4]])
+    assert told.action == "inject_context" and "F401" in (told.context_injection or "")
 
 
 async def test_preexisting_findings_outside_the_edit_are_not_reported(ws: Path) -> None:

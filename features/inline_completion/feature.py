@@ -19,6 +19,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 from agentls import __version__
@@ -34,6 +35,7 @@ from agentls.core.provider.contract import (
 )
 from agentls.core.settings.schema import InlineCompletionSettings
 from agentls.core.types.errors import AgentlsError, ModelError, ProviderRequestCancelled
+from agentls.features.inline_completion.ahead import Ahead, accepted
 from agentls.features.inline_completion.cache import CompletionCache
 from agentls.features.inline_completion.document import cursor_context
 from agentls.features.inline_completion.neighbours import NeighbourIndex, display_path
@@ -79,6 +81,7 @@ class InlineCompletionFeature:
     def __init__(self) -> None:
         self.cache = CompletionCache()
         self.scheduler = LatestPerDocument()
+        self.ahead = Ahead()
         self.neighbours = NeighbourIndex()
         self.withheld = WithheldBuffers()
         self.provider_calls = 0
@@ -111,6 +114,12 @@ class InlineCompletionFeature:
             cached = self.cache.lookup(request.uri, request.text, request.offset)
             if cached is not None:
                 return InlineAnswer((cached,), from_cache=True)
+            running = self.ahead.matching(request.uri, request.text, request.offset)
+            if running is not None:  # asked ahead, after the last suggestion: wait for it
+                ahead = await self.ahead.wait(running)
+                if ahead:
+                    return InlineAnswer((ahead,), from_cache=True, model_answered=True)
+            self.ahead.cancel(request.uri)  # the user went elsewhere: the engine is theirs
             # A secret file's text never goes to the model (read_file asks
             # for it); checked while the request debounces.
             pending = self.withheld.start(request.uri)
@@ -132,6 +141,8 @@ class InlineCompletionFeature:
                 self.fim.refused(chosen, settings.model)
                 fim = False
                 completion = await self._ask(chosen, request, settings, fim, sent)
+            if completion and settings.speculative:
+                self._ask_ahead(chosen, request, settings, fim, completion)
             return InlineAnswer((completion,) if completion else (), model_answered=True,
                                 prompt_chars=sent[0], input_tokens=sent[1])
         except asyncio.CancelledError:
@@ -146,6 +157,14 @@ class InlineCompletionFeature:
             return InlineAnswer(notice=notice)
         finally:
             self.scheduler.finish(ticket)
+
+    def _ask_ahead(self, provider: Provider, request: InlineRequest,
+                   settings: InlineCompletionSettings, fim: bool, completion: str) -> None:
+        """The completion after `completion`, in the background (ahead.py)."""
+        text, offset = accepted(request.text, request.offset, completion)
+        after = replace(request, text=text, offset=offset, invoked=False)
+        self.ahead.start(request.uri, text, offset,
+                         lambda: self._ask(provider, after, settings, fim, [0, 0]))
 
     async def _ask(
         self,

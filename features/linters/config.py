@@ -49,6 +49,9 @@ class Linter:
     command: tuple[str, ...]
     timeout: float = 10.0
     output: Literal["auto", "ruff-json"] = "auto"
+    # Finding codes (prefixes) sent back to the agent; None: all of them.
+    # The editor is shown every finding either way.
+    inject_codes: tuple[str, ...] | None = None
 
     @property
     def uses_stdin(self) -> bool:
@@ -100,6 +103,14 @@ def _ruff_command() -> tuple[str, ...] | None:
     return None
 
 
+# What the default ruff sends back to the agent: errors that break the code
+# (syntax, invalid comparisons and statements, undefined names), the set
+# Aider's auto-lint and flake8's "fatal" selection use. A style finding
+# pushed as "fix them now" made a small model break code that passed its
+# tests (bench/README.md, "Agent tasks").
+ERROR_CODES = ("E9", "F63", "F7", "F82")
+
+
 def default_linters() -> list[Linter]:
     """ruff for Python when ruff is installed, else nothing."""
     ruff = _ruff_command()
@@ -113,6 +124,7 @@ def default_linters() -> list[Linter]:
                      "--force-exclude", "--stdin-filename", "{path}", "-"),
             timeout=10.0,
             output="ruff-json",
+            inject_codes=ERROR_CODES,
         )
     ]
 

@@ -136,6 +136,7 @@ class LintersHook:
 
         problems: list[str] = []
         kept: list[Finding] = []
+        told: list[Finding] = []  # what the agent is sent (Linter.inject_codes)
         omitted = 0
         outstanding = self._outstanding.get(edit.uri, Counter())
         for new_run, old_run in runs:
@@ -151,11 +152,12 @@ class LintersHook:
                 baseline = None  # unknown: keep touched lines only
             else:
                 baseline = old_run.findings
-            kept.extend(
-                filter_findings(
-                    new_run.findings, changed=changed, baseline=baseline, outstanding=outstanding
-                )
+            found = filter_findings(
+                new_run.findings, changed=changed, baseline=baseline, outstanding=outstanding
             )
+            kept.extend(found)
+            codes = new_run.linter.inject_codes
+            told.extend(f for f in found if codes is None or (f.code or "").startswith(codes))
             omitted += new_run.omitted
         kept.sort(key=lambda f: (f.line, f.column))
 
@@ -165,13 +167,14 @@ class LintersHook:
         if kept:
             messages.insert(0, f"{_summary(kept)} in {shown_path} after the agent's edit")
         user_message = "\n".join(messages) or None
-        if not kept:
+        if not told:
             if user_message:
                 return HookResult(user_message=user_message, user_message_level="warning")
             return HookResult()
+        told.sort(key=lambda f: (f.line, f.column))
         max_bytes, max_chars = _injection_limits(context.settings)
         injection = format_injection(
-            kept, shown_path=shown_path, tool_name=edit.tool_name,
+            told, shown_path=shown_path, tool_name=edit.tool_name,
             max_bytes=max_bytes, max_chars=max_chars, omitted=omitted,
         )
         if injection is None:

@@ -34,6 +34,7 @@ export const SERVER_KEYS = [
   "inlineCompletion.maxPrefixChars",
   "inlineCompletion.maxSuffixChars",
   "inlineCompletion.maxTokens",
+  "inlineCompletion.speculative",
   "nextEdit.enabled",
   "nextEdit.model",
   "nextEdit.debounceMs",
