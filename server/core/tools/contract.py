@@ -21,7 +21,7 @@ context=dict)`) get `ToolContext.as_seed_context()`: the one adapter.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -41,6 +41,7 @@ __all__ = [
     "TypedTool",
     "default_need",
     "failure_result",
+    "path_arguments",
 ]
 
 # "none": nothing to approve (paths are still confined); "read": reads files
@@ -159,8 +160,15 @@ def default_need(arguments: Mapping[str, Any]) -> ToolNeed:
     """The need of a tool that declares none: a call to ask about, with
     every path-like argument confined. ToolRefused for a path argument that
     is not a string."""
+    return ToolNeed("call", path_arguments(arguments))
+
+
+def path_arguments(arguments: Mapping[str, Any], keys: Sequence[str] = PATH_KEYS,
+                   list_keys: Sequence[str] = PATH_LIST_KEYS) -> tuple[str, ...]:
+    """The paths among `arguments` (`keys` hold one, `list_keys` a list), to
+    confine. ToolRefused for one that is not a string."""
     paths: list[str] = []
-    for key in PATH_KEYS:
+    for key in keys:
         value = arguments.get(key)
         if value is None:
             continue
@@ -168,14 +176,14 @@ def default_need(arguments: Mapping[str, Any]) -> ToolNeed:
             raise ToolRefused(f"The argument {key!r} must be a string path, not "
                               f"{type(value).__name__}.")
         paths.append(value)
-    for key in PATH_LIST_KEYS:
+    for key in list_keys:
         values = arguments.get(key)
         if values is None:
             continue
         if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
             raise ToolRefused(f"The argument {key!r} must be a list of string paths.")
         paths.extend(values)
-    return ToolNeed("call", tuple(paths))
+    return tuple(paths)
 
 
 # -- what a tool plugin implements ---------------------------------------------

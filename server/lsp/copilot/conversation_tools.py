@@ -36,6 +36,7 @@ from agentls.core.tools.contract import (
     ToolNeed,
     ToolRefused,
     failure_result,
+    path_arguments,
 )
 from agentls.lsp.agent.channels import send_request
 from agentls.lsp.wire.convert import to_plain
@@ -184,22 +185,7 @@ class ClientTools:
 
 
 def _paths(arguments: Mapping[str, Any]) -> tuple[str, ...]:
-    paths: list[str] = []
-    for key in _CLIENT_PATH_KEYS:
-        value = arguments.get(key)
-        if value is None:
-            continue
-        if not isinstance(value, str):
-            raise ToolRefused(f"The argument {key!r} must be a string path.")
-        paths.append(value)
-    for key in _CLIENT_PATH_LIST_KEYS:
-        values = arguments.get(key)
-        if values is None:
-            continue
-        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-            raise ToolRefused(f"The argument {key!r} must be a list of string paths.")
-        paths.extend(values)
-    return tuple(paths)
+    return path_arguments(arguments, _CLIENT_PATH_KEYS, _CLIENT_PATH_LIST_KEYS)
 
 
 def _tool_result(tool_name: str, answer: Any) -> dict[str, Any]:
