@@ -12,7 +12,7 @@ signed in: no plugin asks anyone to sign in, and nothing is sent to GitHub.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pygls.exceptions import JsonRpcInvalidParams, JsonRpcMethodNotFound
@@ -131,42 +131,25 @@ def announce(ls: AgentlsLanguageServer) -> None:
     tell_status(ls, "Normal", f"agentls: ready ({local_user(ls)})")
 
 
+_SIGN_IN = {"checkStatus": "OK", "signInInitiate": "AlreadySignedIn", "signInConfirm": "OK",
+            "signIn": "AlreadySignedIn", "signOut": "OK"}
+
+
+def _signed_in(method: str, status: str) -> Callable[..., Awaitable[dict[str, Any]]]:
+    async def answer(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
+        require(ls, method)
+        _options(params, method)
+        await ls.wait_settings()
+        return {"status": status, "user": local_user(ls)}
+
+    return answer
+
+
 def register(server: AgentlsLanguageServer) -> None:
-    @server.feature("checkStatus")
-    async def check_status(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
-        require(ls, "checkStatus")
-        _options(params, "checkStatus")
-        await ls.wait_settings()
-        return {"status": "OK", "user": local_user(ls)}
-
-    @server.feature("signInInitiate")
-    async def sign_in_initiate(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
-        require(ls, "signInInitiate")
-        _options(params, "signInInitiate")
-        await ls.wait_settings()
-        return {"status": "AlreadySignedIn", "user": local_user(ls)}
-
-    @server.feature("signInConfirm")
-    async def sign_in_confirm(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
-        require(ls, "signInConfirm")
-        _options(params, "signInConfirm")
-        await ls.wait_settings()
-        return {"status": "OK", "user": local_user(ls)}
-
-    @server.feature("signIn")
-    async def sign_in(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
-        require(ls, "signIn")
-        _options(params, "signIn")
-        await ls.wait_settings()
-        return {"status": "AlreadySignedIn", "user": local_user(ls)}
-
-    @server.feature("signOut")
-    async def sign_out(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
-        require(ls, "signOut")
-        _options(params, "signOut")
-        await ls.wait_settings()
-        # Nothing to sign out of: the local user stays (no account, no token).
-        return {"status": "OK", "user": local_user(ls)}
+    # Sign-in as a local user who is signed in: nothing to sign in to or out
+    # of (no account, no token), so every plugin goes straight to work.
+    for method, status in _SIGN_IN.items():
+        server.feature(method)(_signed_in(method, status))
 
     @server.feature("getVersion")
     def get_version(ls: AgentlsLanguageServer, params: Any = None) -> dict[str, Any]:
