@@ -380,23 +380,17 @@ def _skipped(stats: WalkStats) -> dict[str, Any]:
 
 
 def _render_skipped(tool: str, output: dict[str, Any]) -> str:
+    def listed(paths: list[str]) -> str:
+        return ", ".join(paths[:_SHOWN_SKIPPED]) + (" ..." if len(paths) > _SHOWN_SKIPPED else "")
+
     text = ""
-    secret = output.get("skipped_secret") or []
-    if secret:
-        shown = ", ".join(secret[:_SHOWN_SKIPPED]) + (" ..." if len(secret) > _SHOWN_SKIPPED
-                                                     else "")
-        text += (f"\n\n[{tool}: skipped {len(secret)} path(s) that may hold secrets: {shown}. "
-                 "read_file asks the user before reading one.]")
-    linked = output.get("skipped_linked") or []
-    if linked:
-        shown = ", ".join(linked[:_SHOWN_SKIPPED]) + (" ..." if len(linked) > _SHOWN_SKIPPED
-                                                     else "")
+    if secret := output.get("skipped_secret") or []:
+        text += (f"\n\n[{tool}: skipped {len(secret)} path(s) that may hold secrets: "
+                 f"{listed(secret)}. read_file asks the user before reading one.]")
+    if linked := output.get("skipped_linked") or []:
         text += (f"\n\n[{tool}: skipped {len(linked)} file(s) with more than one hard link "
-                 f"(another name may be a secret file outside the workspace): {shown}]")
-    special = output.get("skipped_special") or []
-    if special:
-        shown = ", ".join(special[:_SHOWN_SKIPPED]) + (" ..." if len(special) > _SHOWN_SKIPPED
-                                                      else "")
+                 f"(another name may be a secret file outside the workspace): {listed(linked)}]")
+    if special := output.get("skipped_special") or []:
         text += (f"\n\n[{tool}: skipped {len(special)} file(s) that are not regular files "
-                 f"(FIFOs, sockets, devices): {shown}]")
+                 f"(FIFOs, sockets, devices): {listed(special)}]")
     return text
