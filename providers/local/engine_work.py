@@ -10,8 +10,9 @@ a request whose client disconnected stops before its next batch or token
 (`Superseded`), or never starts.
 
 The counters are the engine's own: the tokens handed to llama.cpp's decode
-(after its prompt cache kept what it could), per request, served as JSON
-at GET /agentls/engine for `agentls/status` and the benches.
+(after its prompt cache kept what it could, and after prompt_reuse.py moved
+what the prompt holds again past a change), per request, served as JSON at
+GET /agentls/engine for `agentls/status` and the benches.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentls.providers.local.prompt_reuse import PromptReuse
 from agentls.providers.local.tool_calls.schema_grammar import (
     App,
     Message,
@@ -52,6 +54,7 @@ class Work:
     received: float  # time.time() when it arrived
     prompt_evaluated: int = 0  # prompt tokens decoded (after the prompt cache)
     prompt_kept: int = 0  # prompt tokens the cache already held (not decoded again)
+    prompt_moved: int = 0  # of those, held after a change and moved there (prompt_reuse.py)
     generated: int = 0  # tokens decoded one at a time after the prompt
     eval_ms: float = 0.0  # time in decode
     outcome: str = "running"  # done, stopped (client gone mid-way), skipped (gone before)
@@ -61,7 +64,7 @@ class Work:
     def record(self) -> dict[str, Any]:
         return {"id": self.id, "path": self.path, "received": self.received,
                 "prompt_evaluated": self.prompt_evaluated, "prompt_kept": self.prompt_kept,
-                "generated": self.generated,
+                "prompt_moved": self.prompt_moved, "generated": self.generated,
                 "eval_ms": round(self.eval_ms, 1), "outcome": self.outcome}
 
 
@@ -102,11 +105,32 @@ LEDGER = Ledger()
 _CURRENT: ContextVar[Work | None] = ContextVar("agentls_engine_work", default=None)
 
 
-def install(llama_class: Any) -> None:
-    """Evaluate through `_eval`: batch by batch, stopping for a gone client."""
+def install(llama_class: Any, lib: Any = None) -> None:
+    """Evaluate through `eval`: batch by batch, stopping for a gone client;
+    with llama.cpp's bindings (`lib`), fill-in-the-middle prompts also keep
+    what they hold again after a change (prompt_reuse.py)."""
     original = llama_class.eval
     if getattr(original, "_agentls", False):
         return
+
+    def batches(work: Work, tokens: Sequence[int], step: int,
+                decode: Callable[[Sequence[int], int], None], prompt: bool) -> None:
+        # Batches of at most 128 tokens: a gone client stops the engine within one.
+        for start in range(0, len(tokens), step):
+            if work.gone.is_set():
+                work.outcome = "stopped" if work.prompt_evaluated or work.generated else "skipped"
+                raise Superseded(f"request {work.id}: the client is gone")
+            batch = tokens[start:start + step]
+            began = time.perf_counter()
+            decode(batch, start)
+            work.eval_ms += (time.perf_counter() - began) * 1000
+            if prompt:
+                work.prompt_evaluated += len(batch)
+            else:
+                work.generated += len(batch)
+
+    def step_of(llama: Any) -> int:
+        return max(1, min(int(getattr(llama, "n_batch", 256)), _CHECK_EVERY))
 
     def eval(self: Any, tokens: Sequence[int]) -> None:
         work = _CURRENT.get()
@@ -115,25 +139,32 @@ def install(llama_class: Any) -> None:
             return
         first = work._evals == 0
         work._evals += 1
-        if first:  # what llama.cpp kept of its last prompt: the common prefix
-            work.prompt_kept = int(getattr(self, "n_tokens", 0))
-        # Batches of at most 128 tokens: a gone client stops the engine within one.
-        step = max(1, min(int(getattr(self, "n_batch", 256)), _CHECK_EVERY))
-        for start in range(0, len(tokens), step):
-            if work.gone.is_set():
-                work.outcome = "stopped" if work.prompt_evaluated or work.generated else "skipped"
-                raise Superseded(f"request {work.id}: the client is gone")
-            batch = tokens[start:start + step]
-            began = time.perf_counter()
-            original(self, batch)
-            work.eval_ms += (time.perf_counter() - began) * 1000
-            if first:
-                work.prompt_evaluated += len(batch)
-            else:
-                work.generated += len(batch)
+        if first:  # what the cache kept of its last prompt (tokens moved there included)
+            work.prompt_kept = int(getattr(self, "n_tokens", 0)) - work.prompt_evaluated
+        batches(work, tokens, step_of(self), lambda batch, _start: original(self, batch), first)
 
     eval._agentls = True  # type: ignore[attr-defined]
     llama_class.eval = eval
+    if lib is None:
+        return
+    generate = llama_class.generate
+
+    def generate_reusing(self: Any, tokens: Sequence[int], *args: Any, **kwargs: Any) -> Any:
+        reuse = getattr(self, "_agentls_reuse", None)
+        if reuse is None:
+            reuse = self._agentls_reuse = PromptReuse(self, lib)
+        work = _CURRENT.get()
+        if work is not None and kwargs.get("reset", True) and reuse.fim_prompt(tokens):
+
+            def decode_at(inserted: Sequence[int], position: int) -> None:
+                batches(work, inserted, step_of(self),
+                        lambda batch, start: reuse.decode(batch, position + start), True)
+
+            moves = reuse.before_generate(tokens, decode_at)
+            work.prompt_moved = sum(move.length for move in moves)
+        yield from generate(self, tokens, *args, **kwargs)
+
+    llama_class.generate = generate_reusing
 
 
 class EngineWork:

@@ -21,8 +21,9 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from typing import Any
 
-from agentls.providers.local import engine_work
+from agentls.providers.local import engine_work, prompt_reuse
 from agentls.providers.local.choice import _default_threads
 from agentls.providers.local.tool_calls.schema_grammar import SchemaGrammar
 
@@ -55,6 +56,11 @@ def _serve(args: argparse.Namespace) -> int:
     os.dup2(2, 1)
     if args.parent_pid:
         _watch_parent(args.parent_pid)
+    lib: Any = importlib.import_module("llama_cpp.llama_cpp")
+    # Two sequences sharing one cache, so a changed prompt keeps what it holds
+    # again after the change (prompt_reuse.py); set before the model loads.
+    lib.llama_context_default_params = prompt_reuse.reuse_params(
+        lib.llama_context_default_params)
     settings = importlib.import_module("llama_cpp.server.settings")
     app_module = importlib.import_module("llama_cpp.server.app")
     uvicorn = importlib.import_module("uvicorn")
@@ -76,7 +82,7 @@ def _serve(args: argparse.Namespace) -> int:
     grammar = importlib.import_module("llama_cpp.llama_grammar")
     app = SchemaGrammar(app, grammar.json_schema_to_gbnf)
     # A superseded request stops the engine; what it evaluated is counted.
-    engine_work.install(importlib.import_module("llama_cpp").Llama)
+    engine_work.install(importlib.import_module("llama_cpp").Llama, lib)
     app = engine_work.EngineWork(app)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))

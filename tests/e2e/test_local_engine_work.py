@@ -101,3 +101,44 @@ def test_a_superseded_completion_stops_the_engine_and_the_next_reuses_its_prompt
     assert done and done[-1]["prompt_evaluated"] <= 16, records
     assert done[-1]["prompt_kept"] > 100, records  # the rest came from the cache
     assert len(records) == 3, records  # one request per keystroke reached the engine
+
+
+# Code after the cursor: ~1,900 characters (the suffix budget is 2,000), ~500 tokens.
+LONG_TAIL = "\n\n\n" + "".join(
+    f"def dearest_{i}(items):\n    return max(items, key=lambda item: item.price)\n\n\n"
+    for i in range(24))
+
+
+def test_a_keystroke_before_a_long_suffix_evaluates_its_own_tokens_not_the_suffix(
+    tmp_path: Path,
+) -> None:
+    """The suffix after the cursor is kept by moving it in the cache
+    (providers/local/prompt_reuse.py): a key typed within the line, and a
+    new line started, each evaluate a few tokens, not the ~500 after them."""
+    settings = {"provider": "local", "inlineCompletion": {"debounceMs": 0}}
+    with LspProcess.start(state_dir=tmp_path / "state", workspace=tmp_path,
+                          settings=settings) as lsp:
+        uri = (tmp_path / "shop.py").as_uri()
+        head = HEAD[-1500:]
+        text = head + LINE + LONG_TAIL
+        line = text[: len(head) + len(LINE)].count("\n")
+        lsp.open(uri, text)
+        lsp.wait(ask(lsp, uri, line, len("    return min(")), 300, "the first (cold) completion")
+        seen = max(r["id"] for r in engine(lsp))
+        edits = [((line, 15), "i", (line, 16)), ((line, 16), "tems)\n    ", (line + 1, 4))]
+        for version, ((at_line, at), typed, (to_line, to)) in enumerate(edits, 2):
+            lsp.notify("textDocument/didChange", {
+                "textDocument": {"uri": uri, "version": version},
+                "contentChanges": [{"range": {"start": {"line": at_line, "character": at},
+                                              "end": {"line": at_line, "character": at}},
+                                    "text": typed}]})
+            lsp.wait(ask(lsp, uri, to_line, to), 120, f"the completion after {typed!r}")
+        wait_until(lambda: all(r["outcome"] != "running" for r in engine(lsp)),
+                   "the engine settled", 30)
+        records = [r for r in engine(lsp) if r["id"] > seen]
+    assert len(records) == 2, records
+    for record in records:
+        # Ran to its end, or to the end of a line once its time was up.
+        assert record["outcome"] in ("done", "stopped") and record["generated"], records
+        assert record["prompt_moved"] > 300, records  # the suffix, moved rather than evaluated
+        assert record["prompt_evaluated"] <= 24, records  # the typed text and a few after it
