@@ -27,6 +27,7 @@ from agentls.features.inline_completion import (
     InlineRequest,
     OpenDocument,
 )
+from agentls.features.inline_completion.flights import ORPHAN_SECONDS
 from agentls.features.inline_completion.scheduler import LatestPerDocument
 
 DOC = "def area(r):\n    return \n"
@@ -141,7 +142,10 @@ async def test_outside_cancellation_propagates() -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert provider.closed == 1
+    # The model call outlives it only while a next keystroke may continue it.
+    started = time.monotonic()
+    await until(lambda: provider.closed == 1, within=ORPHAN_SECONDS + 1)
+    assert time.monotonic() - started >= ORPHAN_SECONDS * 0.9
 
 
 async def test_superseded_and_cancelled_still_propagates() -> None:

@@ -1,6 +1,7 @@
 """InlineCompletionFeature: the inline completion hot path.
 
     cache lookup (type-ahead: no model call)
+    -> wait for the document's model call in flight if the user typed what it streams
     -> supersede the older request for the document, debounce automatic triggers
     -> prompt (FIM or chat, budgets, neighbour context)
     -> provider stream (small max_tokens, stop sequences, read only as far as needed)
@@ -8,8 +9,9 @@
 
 It knows nothing of LSP: the language server hands it a `InlineRequest`
 (document text and a code-point offset) and turns the `InlineAnswer` into
-LSP items. Cancellation of the calling task (a newer request, or the
-client's $/cancelRequest) reaches the provider's HTTP stream, which closes.
+LSP items. The model call runs as the document's flight (flights.py): a
+newer request that does not continue it cancels it, which reaches the
+provider's HTTP stream, which closes.
 """
 
 from __future__ import annotations
@@ -35,9 +37,9 @@ from agentls.core.provider.contract import (
 )
 from agentls.core.settings.schema import InlineCompletionSettings
 from agentls.core.types.errors import AgentlsError, ModelError, ProviderRequestCancelled
-from agentls.features.inline_completion.ahead import Ahead, accepted
 from agentls.features.inline_completion.cache import CompletionCache
 from agentls.features.inline_completion.document import cursor_context
+from agentls.features.inline_completion.flights import Flights, accepted
 from agentls.features.inline_completion.neighbours import NeighbourIndex, display_path
 from agentls.features.inline_completion.notices import notice_for
 from agentls.features.inline_completion.postprocess import postprocess, reached_end
@@ -81,7 +83,7 @@ class InlineCompletionFeature:
     def __init__(self) -> None:
         self.cache = CompletionCache()
         self.scheduler = LatestPerDocument()
-        self.ahead = Ahead()
+        self.flights = Flights()
         self.neighbours = NeighbourIndex()
         self.withheld = WithheldBuffers()
         self.provider_calls = 0
@@ -114,16 +116,19 @@ class InlineCompletionFeature:
             cached = self.cache.lookup(request.uri, request.text, request.offset)
             if cached is not None:
                 return InlineAnswer((cached,), from_cache=True)
-            running = self.ahead.matching(request.uri, request.text, request.offset)
-            if running is not None:  # asked ahead, after the last suggestion: wait for it
-                ahead = await self.ahead.wait(running)
-                if ahead:
-                    return InlineAnswer((ahead,), from_cache=True, model_answered=True)
-            self.ahead.cancel(request.uri)  # the user went elsewhere: the engine is theirs
+            adopted = False
+            flight = self.flights.matching(request.uri, request.text, request.offset)
+            if flight is not None:  # the model is producing what the user typed: wait for it
+                await self.flights.wait(flight)
+                cached = self.cache.lookup(request.uri, request.text, request.offset)
+                if cached is not None:
+                    return InlineAnswer((cached,), from_cache=True, model_answered=True)
+                adopted = True
+            self.flights.cancel(request.uri)  # the user went elsewhere: the engine is theirs
             # A secret file's text never goes to the model (read_file asks
             # for it); checked while the request debounces.
             pending = self.withheld.start(request.uri)
-            if not request.invoked:
+            if not request.invoked and not adopted:
                 await self.scheduler.debounce(settings.debounce_ms / 1000)
             why = pending if pending is None or isinstance(pending, str) else await pending
             if why is not None:
@@ -133,14 +138,14 @@ class InlineCompletionFeature:
             fim = await self.fim.decide(chosen, settings.model)
             sent: list[int] = [0, 0]
             try:
-                completion = await self._ask(chosen, request, settings, fim, sent)
+                completion = await self._fly(chosen, request, settings, fim, sent)
             except FimUnsupported as exc:
                 # The provider found out (its probe) that the server has no
                 # FIM for this model: this request, and the next ones, chat.
                 log.info("Inline completion: %s; using chat prompts", exc)
                 self.fim.refused(chosen, settings.model)
                 fim = False
-                completion = await self._ask(chosen, request, settings, fim, sent)
+                completion = await self._fly(chosen, request, settings, fim, sent)
             if completion and settings.speculative:
                 self._ask_ahead(chosen, request, settings, fim, completion)
             return InlineAnswer((completion,) if completion else (), model_answered=True,
@@ -158,13 +163,23 @@ class InlineCompletionFeature:
         finally:
             self.scheduler.finish(ticket)
 
+    async def _fly(self, provider: Provider, request: InlineRequest,
+                   settings: InlineCompletionSettings, fim: bool, sent: list[int]) -> str:
+        """The model call as the document's flight (flights.py), awaited."""
+        flight = self.flights.start(
+            request.uri, request.text, request.offset,
+            lambda streamed: self._ask(provider, request, settings, fim, sent, streamed))
+        return await self.flights.wait(flight, adopted=False)
+
     def _ask_ahead(self, provider: Provider, request: InlineRequest,
                    settings: InlineCompletionSettings, fim: bool, completion: str) -> None:
-        """The completion after `completion`, in the background (ahead.py)."""
+        """The completion after `completion`, in the background (flights.py)."""
         text, offset = accepted(request.text, request.offset, completion)
         after = replace(request, text=text, offset=offset, invoked=False)
-        self.ahead.start(request.uri, text, offset,
-                         lambda: self._ask(provider, after, settings, fim, [0, 0]))
+        self.flights.start(
+            request.uri, text, offset,
+            lambda streamed: self._ask(provider, after, settings, fim, [0, 0], streamed),
+            ahead=True)
 
     async def _ask(
         self,
@@ -173,6 +188,7 @@ class InlineCompletionFeature:
         settings: InlineCompletionSettings,
         fim: bool,
         sent: list[int],
+        streamed: list[str],
     ) -> str:
         # A provider may prefer less context than the setting allows (the
         # embedded CPU model: prompt length is its latency).
@@ -237,6 +253,7 @@ class InlineCompletionFeature:
                     truncated = True
                 if chunk.delta:
                     parts.append(chunk.delta)
+                    streamed.append(chunk.delta)
                     # A FIM model's text is the completion itself: stop reading
                     # once it has run past the end (chat replies need their fences).
                     if fim and "\n" in chunk.delta:

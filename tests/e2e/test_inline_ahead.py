@@ -1,5 +1,5 @@
 """The completion after a suggestion, asked ahead (features/inline_completion/
-ahead.py): the real server over LSP against a loopback OpenAI-style FIM
+flights.py): the real server over LSP against a loopback OpenAI-style FIM
 backend. Accepting the suggestion is answered from the work ahead, with no
 new model call; typing something else hangs up on it at once; off (the
 default) it never asks."""

@@ -188,7 +188,7 @@ class InlineCompletionSettings(SettingsStruct, frozen=True, kw_only=True):
     max_suffix_chars: _Count = 2000
     max_tokens: Annotated[int, Meta(ge=1, le=4096)] = 128
     # Ask for the completion after a suggestion as soon as it is answered
-    # (features/inline_completion/ahead.py). Off by default: a paid API would
+    # (features/inline_completion/flights.py). Off by default: a paid API would
     # bill each one, and the embedded engine (one llama.cpp context) loses
     # its prompt cache to it (bench/README.md, "Typing replay").
     speculative: bool = False
