@@ -52,6 +52,7 @@ class Work:
     id: int
     path: str
     received: float  # time.time() when it arrived
+    ended: float = 0.0  # time.time() when it ended (0 while it runs)
     prompt_evaluated: int = 0  # prompt tokens decoded (after the prompt cache)
     prompt_kept: int = 0  # prompt tokens the cache already held (not decoded again)
     prompt_moved: int = 0  # of those, held after a change and moved there (prompt_reuse.py)
@@ -65,7 +66,8 @@ class Work:
         return {"id": self.id, "path": self.path, "received": self.received,
                 "prompt_evaluated": self.prompt_evaluated, "prompt_kept": self.prompt_kept,
                 "prompt_moved": self.prompt_moved, "generated": self.generated,
-                "eval_ms": round(self.eval_ms, 1), "outcome": self.outcome}
+                "eval_ms": round(self.eval_ms, 1), "outcome": self.outcome,
+                "ms": round((self.ended - self.received) * 1000, 1) if self.ended else None}
 
 
 class Ledger:
@@ -88,6 +90,7 @@ class Ledger:
 
     def end(self, work: Work) -> None:
         with self._lock:
+            work.ended = time.time()
             if work.outcome == "running":
                 work.outcome = "done"
             if work.outcome in ("stopped", "skipped"):
