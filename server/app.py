@@ -54,7 +54,11 @@ def provider_config(settings: AgentlsSettings) -> ProviderConfig:
         api_key_env=settings.api_key_env,
         request_timeout=settings.request_timeout_seconds,
         connect_timeout=settings.connect_timeout_seconds,
-        options=dict(settings.provider_options),
+        options=dict(settings.provider_options) | (
+            # the local provider's own settings section, as options it reads (provider.py)
+            {"shared": settings.local.shared,
+             "host_idle_seconds": settings.local.host_idle_seconds}
+            if settings.provider == "local" else {}),
     )
 
 

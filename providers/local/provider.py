@@ -66,6 +66,7 @@ from agentls.providers.local.models.listing import list_local_models
 from agentls.providers.local.models.recommended import RECOMMENDED_CHAT
 from agentls.providers.local.process import _ChildSpec, _ModelProcess, rss_bytes
 from agentls.providers.local.serving import ServingModels
+from agentls.providers.local.shared.link import SharedModelProcess
 from agentls.providers.local.tool_calls.chat_tools import (
     decode_grammar,
     decode_native,
@@ -86,6 +87,11 @@ DEFAULT_COMPLETION_PREFIX_CHARS = 2000
 DEFAULT_COMPLETION_MAX_TOKENS = 128  # llama.cpp's own default (16) is too short
 DEFAULT_TEMPERATURE = 0.2
 _CHARS_PER_TOKEN_FLOOR = 2.5  # prefix trimming: code averages 3-4 chars a token
+# The chat model's child runs this much nicer than the completion model's, so
+# a completion asked while the agent decodes gets the CPU first
+# (docs/local-model.md, "Completions first").
+CHAT_NICE = 10
+DEFAULT_HOST_IDLE_SECONDS = 300.0
 
 class LocalProvider(BaseProvider):
     """llama.cpp in a child process; see the module docstring."""
@@ -100,6 +106,12 @@ class LocalProvider(BaseProvider):
         # What runs a model's child: tests pass a _ModelProcess whose
         # worker_command() stands in a loopback fake for llama.cpp's server.
         self._process_factory = process_factory
+        # The per-user model host (shared/): `local.shared` (the composition
+        # root passes it as an option); a test's stand-in worker runs here.
+        self._shared = config.options.get("shared") is True and process_factory is _ModelProcess
+        self._host_idle = float(config.options.get("host_idle_seconds")
+                                or DEFAULT_HOST_IDLE_SECONDS)
+        self._told: set[str] = set()
         # Read-only views of the options this module uses.
         self._n_threads = self.choice.n_threads
         self._startup_timeout = self.choice.startup_timeout
@@ -165,18 +177,39 @@ class LocalProvider(BaseProvider):
         return counter
 
     def _new_process(self, spec: _ChildSpec) -> _ModelProcess:
-        return self._process_factory(
-            spec,
-            cache_dir=self._cache_dir,
-            startup_timeout=self._startup_timeout,
-            request_timeout=self.config.request_timeout,
-            connect_timeout=self.config.connect_timeout,
-        )
+        options: dict[str, Any] = {
+            "cache_dir": self._cache_dir,
+            "startup_timeout": self._startup_timeout,
+            "request_timeout": self.config.request_timeout,
+            "connect_timeout": self.config.connect_timeout,
+        }
+        if self._shared:
+            return SharedModelProcess(spec, idle_seconds=self._host_idle, notify=self._tell,
+                                      **options)
+        return self._process_factory(spec, **options)
+
+    def _tell(self, text: str) -> None:
+        """Once per text: the model host refused, a shared child died."""
+        if text in self._told and "stopped" not in text:
+            return
+        self._told.add(text)
+        self._progress.begin("Local model").end("failed", error=text)
 
     def _serving(self, model: str | None, role: str) -> _ModelProcess:
         """The child for a request: the chosen model's once it runs; while it
         loads (or after it failed) the one already serving the role."""
-        return self.models.choose(lambda: self._spec(model, role), role)
+        process = self.models.choose(lambda: self._spec(model, role), role)
+        if role == "chat" and process.pid is None and not process.nice:
+            process.nice = self._chat_nice(process.spec)
+        return process
+
+    def _chat_nice(self, spec: _ChildSpec) -> int:
+        """CHAT_NICE unless the chat model is also the completion model."""
+        try:
+            completion = self._spec(None, "completion")
+        except ModelError:
+            return CHAT_NICE
+        return 0 if completion == spec else CHAT_NICE
 
     def take_over(self, previous: object) -> None:
         """A settings change replaced `previous` by this provider: keep its
@@ -222,12 +255,20 @@ class LocalProvider(BaseProvider):
         for spec, process in self._processes.items():
             pid = process.pid
             facts = self._model_facts.get(spec)
+            held = process if isinstance(process, SharedModelProcess) else None
+            shared = held is not None and held.shared
             models.append({
                 "model": spec.alias,
                 "gguf": str(process.gguf) if process.gguf else None,
                 "running": pid is not None,
                 "pid": pid,
                 "rssBytes": rss_bytes(pid) if pid is not None else None,
+                # the per-user model host (shared/): whether this child is
+                # shared, by how many agentls processes, or why not
+                "shared": shared,
+                "clients": (held.clients if held and shared else 1) if pid is not None else 0,
+                "sharedError": held.shared_error if held else None,
+                "nice": process.nice,
                 "nCtx": spec.n_ctx,
                 "kvCacheBytes": facts.kv_cache_bytes(spec.n_ctx) if facts else None,
                 "loadSeconds": process.load_seconds,
