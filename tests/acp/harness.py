@@ -157,7 +157,8 @@ def agent_env(tmp_path: Path, settings_toml: str = "", **extra: str) -> dict[str
     # A runtime folder of its own: never the developer's model host (providers/local/shared/).
     env.update({"AGENTLS_CONFIG_FILE": str(config),
                 "AGENTLS_STATE_DIR": str(tmp_path / "state"),
-                "XDG_RUNTIME_DIR": str(tmp_path / "runtime"), **extra})
+                "XDG_RUNTIME_DIR": str(tmp_path / "runtime"),
+                "AGENTLS_LOCAL__HOST_IDLE_SECONDS": "2", **extra})
     return env
 
 

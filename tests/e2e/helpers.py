@@ -34,10 +34,12 @@ def server_env(**extra: str) -> dict[str, str]:
     """The test process's environment without AGENTLS_* leaking in, and a
     runtime folder of its own (XDG_RUNTIME_DIR) unless one is given, so a
     server never joins the developer's model host (providers/local/shared/)
-    or another test's."""
+    or another test's, whose models go 2 s after their last server."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLS_")}
     env.setdefault("AGENTLS_CONFIG_FILE", "/nonexistent/agentls.toml")
     env["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="agentls-test-run-")
+    # A test's models are not kept loaded for the default 300 s once it ends.
+    env["AGENTLS_LOCAL__HOST_IDLE_SECONDS"] = "2"
     env.update(extra)
     return env
 

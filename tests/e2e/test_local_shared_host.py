@@ -18,6 +18,8 @@ import signal
 import socket
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -67,6 +69,15 @@ class Editor:
     def models(self) -> dict[str, dict[str, Any]]:
         report = self.lsp.result("agentls/status", {})["localModels"]
         return {entry["model"]: entry for entry in report if entry["running"]}
+
+
+def unauthenticated(counters_url: str) -> int:
+    """The status of a request to the child's /v1/models without its token."""
+    try:
+        urllib.request.urlopen(counters_url.replace("/agentls/engine", "/v1/models"), timeout=10)
+    except urllib.error.HTTPError as refused:
+        return refused.code
+    return 200
 
 
 def cmdline(pid: int) -> list[bytes]:
@@ -130,6 +141,8 @@ async def test_three_agentls_share_one_child_per_model(tmp_path: Path, runtime: 
         assert all(m["shared"] and m["clients"] == 1 and m["starts"] == 1
                    for m in loaded.values()), loaded
         assert loaded[CHAT]["nice"] == 10 and loaded[COMPLETION]["nice"] == 0
+        # Its loopback port is open to every local user: nothing without the token.
+        assert unauthenticated(loaded[COMPLETION]["engineCounters"]) == 401
         (host,) = hosts(runtime)
         children = sorted(model_children(host))
         assert children == sorted(m["pid"] for m in loaded.values())

@@ -367,7 +367,8 @@ class SharedModelProcess(_ModelProcess):
         self._log = None  # the host's file: not ours to remove
         if link is not None and key is not None:
             link.listeners.get(key, set()).discard(self)
-            if not link.closed and not any(link.listeners.get(key, ())):
+            current = link.loop.is_running() and asyncio.get_running_loop() is link.loop
+            if current and not link.closed and not any(link.listeners.get(key, ())):
                 with contextlib.suppress(HostUnavailable):
                     await link.call("release", key=key)
         if client is not None:
