@@ -35,6 +35,9 @@ The modules, in the order a request meets them:
   chosen model once it has loaded.
 - process.py: starting, supervising and restarting the child processes,
   and leaving no orphans.
+- shared/: the per-user model host, which holds one child per model for
+  all of the user's agentls (host.py), and a child held through it
+  (link.py: the socket checked, the host started when nobody answers).
 - worker.py (run by __main__.py): the child itself.
 
 Importing this package does not import llama_cpp (the extra may be absent):

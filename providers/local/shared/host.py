@@ -173,7 +173,9 @@ class ModelHost:
             if not child.leases and child.process.pid is None:
                 self.children.pop(key, None)
             raise
-        if fresh:
+        if client not in self.clients:  # it left while the model loaded
+            await self._drop(child, client)
+        elif fresh:
             await self._tell_clients(child)
         process = child.process
         return {"key": key, "pid": process.pid, "port": process.port, "token": process.token,
