@@ -5,6 +5,7 @@ providerOptions are choice.py's job.
 providerOptions: model_path (any .gguf; used for chat and completion),
 completion_model (a catalog id), completion_model_path, n_ctx, n_threads,
 completion_prefix_chars (inline completion context before the cursor, default 2000),
+chat_nice (the chat model child's nice value, default 10: "Completions first"),
 chat_format (default: the GGUF's own template), startup_timeout (s),
 cache_dir. `model` (chat) and a request's model (inlineCompletion.model)
 take a catalog id ("qwen2.5-coder-1.5b" for chat and "qwen2.5-coder-0.5b"
@@ -52,7 +53,7 @@ from agentls.core.types.errors import ModelError
 from agentls.core.types.messages import ConfigField, ModelInfo, ProviderInfo, StreamChunk
 from agentls.providers.fim.templates import build_fim_prompt
 from agentls.providers.local.child_calls import ChildCalls
-from agentls.providers.local.choice import LAST_SERVED, ModelChoice, _int_option
+from agentls.providers.local.choice import LAST_SERVED, ModelChoice, _int_option, _option
 from agentls.providers.local.models.catalog import (
     CATALOG,
     DEFAULT_CHAT_MODEL,
@@ -112,6 +113,7 @@ class LocalProvider(BaseProvider):
         self._host_idle = float(config.options.get("host_idle_seconds")
                                 or DEFAULT_HOST_IDLE_SECONDS)
         self._told: set[str] = set()
+        self._chat_nice_value = _chat_nice_option(config.options)
         # Read-only views of the options this module uses.
         self._n_threads = self.choice.n_threads
         self._startup_timeout = self.choice.startup_timeout
@@ -204,12 +206,13 @@ class LocalProvider(BaseProvider):
         return process
 
     def _chat_nice(self, spec: _ChildSpec) -> int:
-        """CHAT_NICE unless the chat model is also the completion model."""
+        """CHAT_NICE (providerOptions.chat_nice) unless the chat model is
+        also the completion model."""
         try:
             completion = self._spec(None, "completion")
         except ModelError:
-            return CHAT_NICE
-        return 0 if completion == spec else CHAT_NICE
+            return self._chat_nice_value
+        return 0 if completion == spec else self._chat_nice_value
 
     def take_over(self, previous: object) -> None:
         """A settings change replaced `previous` by this provider: keep its
@@ -478,6 +481,16 @@ class LocalProvider(BaseProvider):
 
     async def aclose(self) -> None:
         await self.models.aclose()
+
+
+def _chat_nice_option(options: Mapping[str, Any]) -> int:
+    nice = _option(options, "chat_nice")  # 0: the chat child at normal priority
+    if nice is None:
+        return CHAT_NICE
+    if isinstance(nice, bool) or not isinstance(nice, int) or not 0 <= nice <= 19:
+        raise ModelError(f"local: providerOptions.chat_nice must be a whole number from 0 "
+                         f"to 19, not {nice!r}", code="bad_request")
+    return nice
 
 
 def _gguf_tokenizer(path: Path) -> tuple[str, Callable[[str], int]]:
