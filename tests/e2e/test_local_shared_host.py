@@ -163,8 +163,8 @@ async def test_three_agentls_share_one_child_per_model(tmp_path: Path, runtime: 
                        "the first window sees two clients")
 
             client = RecordingClient(answer=lambda options: None)
-            acp_env = agent_env(tmp_path / "c", ACP_SETTINGS, XDG_RUNTIME_DIR=str(runtime))
             (tmp_path / "c").mkdir()
+            acp_env = agent_env(tmp_path / "c", ACP_SETTINGS, XDG_RUNTIME_DIR=str(runtime))
             async with acp_agent(client, tmp_path / "c", acp_env) as (conn, agent, log):
                 await started(conn)
                 sid = (await conn.new_session(cwd=str(ws), mcp_servers=[])).session_id
