@@ -256,6 +256,8 @@ class ProbeReport:
     models: list[ModelInfo] = field(default_factory=list)
     error: str | None = None
     error_code: str | None = None
+    # The provider's status_report() (its model processes) before it was closed.
+    status: dict[str, Any] = field(default_factory=dict)
 
 
 async def probe_provider(provider: Provider, *, within: float = 15.0) -> ProbeReport:
@@ -264,7 +266,9 @@ async def probe_provider(provider: Provider, *, within: float = 15.0) -> ProbeRe
     try:
         info = provider.get_info()
         models = await asyncio.wait_for(provider.list_models(), within)
-        return ProbeReport(True, info, list(models))
+        report = getattr(provider, "status_report", None)
+        return ProbeReport(True, info, list(models),
+                           status=dict(report()) if callable(report) else {})
     except ModelError as exc:
         return ProbeReport(False, None, [], str(exc), exc.code or "model_error")
     except TimeoutError:

@@ -14,7 +14,7 @@ import asyncio
 import gc
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -262,7 +262,7 @@ def run_check(workspace: Path) -> int:
               f"answered; models: {names}", file=out)
         if settings.provider == "local":
             _print_local_tool_calling(getattr(provider, "default_model", None), report.models, out)
-            _print_local_processes(provider, out)
+            _print_local_processes(report.status, out)
         _print_fim_plan(provider, settings.inline_completion.model or settings.model, out)
     else:
         failed = True
@@ -315,11 +315,10 @@ def _print_local_tool_calling(chat_model: str | None, models: list[Any], out: An
         print(f"  tools: {chat_model} calls tools natively ({tool_format} format)", file=out)
 
 
-def _print_local_processes(provider: Any, out: Any) -> None:
+def _print_local_processes(status: Mapping[str, Any], out: Any) -> None:
     """Each running model child: its memory, and whether the user's other
     agentls share it through the model host (docs/local-model.md)."""
-    report = getattr(provider, "status_report", None)
-    for entry in (report() if callable(report) else {}).get("localModels", ()):
+    for entry in status.get("localModels", ()):
         if not entry.get("running"):
             continue
         rss = entry.get("rssBytes")

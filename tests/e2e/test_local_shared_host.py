@@ -16,6 +16,8 @@ import asyncio
 import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -27,6 +29,7 @@ from typing import Any
 import pytest
 
 from tests.acp.harness import RecordingClient, acp_agent, agent_env, started, text
+from tests.e2e.helpers import server_env
 from tests.reliability.harness import LspProcess, wait_until
 
 local = pytest.importorskip("agentls.providers.local")
@@ -279,3 +282,30 @@ def test_a_socket_nobody_answers_is_replaced(tmp_path: Path, runtime: Path) -> N
         assert entry["shared"] and entry["sharedError"] is None
         (host,) = hosts(runtime)
         assert model_children(host) == [entry["pid"]]
+
+
+def test_local_shared_false_keeps_one_set_per_window(tmp_path: Path, runtime: Path) -> None:
+    ws = workspace(tmp_path, "ws")
+    with LspProcess.start(state_dir=tmp_path / "state", workspace=ws,
+                          settings={**SETTINGS, "local": {"shared": False}},
+                          env={"XDG_RUNTIME_DIR": str(runtime)}) as lsp:
+        editor = Editor(lsp, ws)
+        editor.complete()
+        entry = editor.models()[COMPLETION]
+        assert not entry["shared"] and entry["sharedError"] is None and entry["clients"] == 1
+        assert model_children(lsp.pid) == [entry["pid"]]
+        assert hosts(runtime) == []
+
+
+def test_agentls_check_shows_the_model_process_and_whether_it_is_shared(
+    tmp_path: Path, runtime: Path
+) -> None:
+    config = tmp_path / "agentls.toml"
+    config.write_text(f'provider = "local"\nmodel = "{CHAT}"\n', encoding="utf-8")
+    env = server_env(AGENTLS_CONFIG_FILE=str(config), AGENTLS_STATE_DIR=str(tmp_path / "state"),
+                     XDG_RUNTIME_DIR=str(runtime))
+    done = subprocess.run([sys.executable, "-m", "agentls", "check"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (line,) = [ln for ln in done.stdout.splitlines() if "model process:" in ln]
+    assert CHAT in line and "RSS" in line and "shared through the model host by 1" in line
