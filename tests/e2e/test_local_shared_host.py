@@ -309,3 +309,34 @@ def test_agentls_check_shows_the_model_process_and_whether_it_is_shared(
     assert done.returncode == 0, done.stdout + done.stderr
     (line,) = [ln for ln in done.stdout.splitlines() if "model process:" in ln]
     assert CHAT in line and "RSS" in line and "shared through the model host by 1" in line
+
+
+def test_a_model_change_in_one_window_loads_beside_the_shared_one(
+    tmp_path: Path, runtime: Path
+) -> None:
+    env = {"XDG_RUNTIME_DIR": str(runtime)}
+    ws = workspace(tmp_path, "ws")
+    # initializationOptions outrank a pushed change: the second window's
+    # completion model comes from providerOptions, so the push can change it.
+    settings = {"provider": "local", "model": CHAT, "inlineCompletion": {"debounceMs": 0},
+                "providerOptions": {"completion_model": COMPLETION}}
+    with LspProcess.start(state_dir=tmp_path / "a", workspace=ws, settings=SETTINGS,
+                          env=env) as first, \
+            LspProcess.start(state_dir=tmp_path / "b", workspace=ws, settings=settings,
+                             env=env) as second:
+        one, two = Editor(first, ws), Editor(second, ws)
+        one.complete()
+        two.complete()
+        shared = one.models()[COMPLETION]
+        assert two.models()[COMPLETION]["pid"] == shared["pid"]
+        second.notify("workspace/didChangeConfiguration", {"settings": {"agentls": {
+            "inlineCompletion": {"model": CHAT}}}})
+        wait_until(lambda: (two.complete() is not None
+                            and set(two.models()) == {CHAT}), "the second window switched", 120)
+        (host,) = hosts(runtime)
+        assert shared["pid"] in model_children(host)  # the first window's model stays
+        one.complete()
+        assert one.models()[COMPLETION]["pid"] == shared["pid"]
+        assert one.models()[COMPLETION]["clients"] == 1
+        assert sorted(model_children(host)) == sorted(
+            [shared["pid"], two.models()[CHAT]["pid"]])
