@@ -6,7 +6,9 @@ Out of process, on purpose: a native crash (llama.cpp segfaults on some CPUs
 when built with the wrong flags) must never take down the editor's language
 server. Each model runs in a child process, `python -m
 agentls.providers.local serve ...`; every call is delegated to the `openai`
-provider's HTTP code pointed at that child's loopback port, with no key.
+provider's HTTP code pointed at that child's loopback port, with the
+child's token. With `local.shared` one model host per user runs them for all
+of the user's agentls (shared/).
 
 The modules, in the order a request meets them:
 

@@ -6,7 +6,10 @@ server. Each model runs in a child process, `python -m
 agentls.providers.local serve ...` (worker.py), which loads the GGUF into
 llama-cpp-python's OpenAI-compatible server (`llama_cpp.server`) on a
 loopback port it picks itself. Every call is then delegated to the `openai`
-provider's HTTP code pointed at that port, with no key (_LoopbackOpenAI).
+provider's HTTP code pointed at that port, with the child's bearer token,
+a secret made at each start and handed to it in its environment
+(_LoopbackOpenAI; worker.py refuses requests without it). With
+`local.shared` the children are the model host's (shared/), held through it.
 
 Life cycle: a child starts on first use (never at server start), and is
 started again by the next request after it died. A request in flight when
