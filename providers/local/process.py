@@ -273,6 +273,11 @@ class _ModelProcess:
         """Running and answering (not merely started)."""
         return self._client is not None and self.pid is not None
 
+    @property
+    def log_path(self) -> Path | None:
+        """The child's stderr log while it runs (the model host hands it out)."""
+        return self._log
+
     def log_offset(self) -> int:
         try:
             return self._log.stat().st_size if self._log is not None else 0

@@ -179,7 +179,8 @@ class ModelHost:
             await self._tell_clients(child)
         process = child.process
         return {"key": key, "pid": process.pid, "port": process.port, "token": process.token,
-                "log": str(process._log) if process._log else None, "gguf": str(process.gguf),
+                "log": str(process.log_path) if process.log_path else None,
+                "gguf": str(process.gguf),
                 "starts": process.starts, "loaded": process.starts > starts,
                 "load_seconds": process.load_seconds, "clients": len(child.leases)}
 
