@@ -54,7 +54,11 @@ def provider_config(settings: AgentlsSettings) -> ProviderConfig:
         api_key_env=settings.api_key_env,
         request_timeout=settings.request_timeout_seconds,
         connect_timeout=settings.connect_timeout_seconds,
-        options=dict(settings.provider_options),
+        options=dict(settings.provider_options) | (
+            # the local provider's own settings section, as options it reads (provider.py)
+            {"shared": settings.local.shared,
+             "host_idle_seconds": settings.local.host_idle_seconds}
+            if settings.provider == "local" else {}),
     )
 
 
@@ -252,6 +256,8 @@ class ProbeReport:
     models: list[ModelInfo] = field(default_factory=list)
     error: str | None = None
     error_code: str | None = None
+    # The provider's status_report() (its model processes) before it was closed.
+    status: dict[str, Any] = field(default_factory=dict)
 
 
 async def probe_provider(provider: Provider, *, within: float = 15.0) -> ProbeReport:
@@ -260,7 +266,9 @@ async def probe_provider(provider: Provider, *, within: float = 15.0) -> ProbeRe
     try:
         info = provider.get_info()
         models = await asyncio.wait_for(provider.list_models(), within)
-        return ProbeReport(True, info, list(models))
+        report = getattr(provider, "status_report", None)
+        return ProbeReport(True, info, list(models),
+                           status=dict(report()) if callable(report) else {})
     except ModelError as exc:
         return ProbeReport(False, None, [], str(exc), exc.code or "model_error")
     except TimeoutError:

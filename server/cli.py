@@ -14,7 +14,7 @@ import asyncio
 import gc
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -262,6 +262,7 @@ def run_check(workspace: Path) -> int:
               f"answered; models: {names}", file=out)
         if settings.provider == "local":
             _print_local_tool_calling(getattr(provider, "default_model", None), report.models, out)
+            _print_local_processes(report.status, out)
         _print_fim_plan(provider, settings.inline_completion.model or settings.model, out)
     else:
         failed = True
@@ -312,6 +313,24 @@ def _print_local_tool_calling(chat_model: str | None, models: list[Any], out: An
               "agent that edits code: `agentls pull --recommended`", file=out)
     elif tool_format:
         print(f"  tools: {chat_model} calls tools natively ({tool_format} format)", file=out)
+
+
+def _print_local_processes(status: Mapping[str, Any], out: Any) -> None:
+    """Each running model child: its memory, and whether the user's other
+    agentls share it through the model host (docs/local-model.md)."""
+    for entry in status.get("localModels", ()):
+        if not entry.get("running"):
+            continue
+        rss = entry.get("rssBytes")
+        memory = f", RSS {rss / (1 << 20):.0f} MiB" if rss else ""
+        if entry.get("shared"):
+            how = (f"shared through the model host by {entry.get('clients')} agentls "
+                   "(this check included)")
+        elif entry.get("sharedError"):
+            how = f"this process's own (not shared: {entry['sharedError']})"
+        else:
+            how = "this process's own (local.shared is false)"
+        print(f"  model process: {entry['model']} (pid {entry['pid']}{memory}): {how}", file=out)
 
 
 def _print_fim_plan(provider: Any, model: str | None, out: Any) -> None:

@@ -6,7 +6,9 @@ Out of process, on purpose: a native crash (llama.cpp segfaults on some CPUs
 when built with the wrong flags) must never take down the editor's language
 server. Each model runs in a child process, `python -m
 agentls.providers.local serve ...`; every call is delegated to the `openai`
-provider's HTTP code pointed at that child's loopback port, with no key.
+provider's HTTP code pointed at that child's loopback port, with the
+child's token. With `local.shared` one model host per user runs them for all
+of the user's agentls (shared/).
 
 The modules, in the order a request meets them:
 
@@ -35,6 +37,9 @@ The modules, in the order a request meets them:
   chosen model once it has loaded.
 - process.py: starting, supervising and restarting the child processes,
   and leaving no orphans.
+- shared/: the per-user model host, which holds one child per model for
+  all of the user's agentls (host.py), and a child held through it
+  (link.py: the socket checked, the host started when nobody answers).
 - worker.py (run by __main__.py): the child itself.
 
 Importing this package does not import llama_cpp (the extra may be absent):

@@ -6,7 +6,10 @@ server. Each model runs in a child process, `python -m
 agentls.providers.local serve ...` (worker.py), which loads the GGUF into
 llama-cpp-python's OpenAI-compatible server (`llama_cpp.server`) on a
 loopback port it picks itself. Every call is then delegated to the `openai`
-provider's HTTP code pointed at that port, with no key (_LoopbackOpenAI).
+provider's HTTP code pointed at that port, with the child's bearer token,
+a secret made at each start and handed to it in its environment
+(_LoopbackOpenAI; worker.py refuses requests without it). With
+`local.shared` the children are the model host's (shared/), held through it.
 
 Life cycle: a child starts on first use (never at server start), and is
 started again by the next request after it died. A request in flight when
@@ -25,6 +28,7 @@ import contextlib
 import logging
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -33,6 +37,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from agentls.core.provider.contract import ProviderConfig
 from agentls.core.support.process_group import kill_process_group
@@ -44,6 +49,8 @@ from agentls.providers.openai.provider import OpenAIProvider
 
 logger = logging.getLogger("agentls.providers.local")
 
+# The child's secret (worker.py): in its environment, never on its command line.
+TOKEN_ENV = "AGENTLS_LOCAL_TOKEN"
 _LOG_TAIL_BYTES = 4000
 # What llama.cpp prints when a GGUF is cut short or damaged.
 _CORRUPT_SIGNS = (
@@ -144,8 +151,9 @@ def _kill_all_children() -> None:
 atexit.register(_kill_all_children)
 
 
-def _spawn(command: list[str], *, stderr: int) -> subprocess.Popen[bytes]:
-    """Start a child (fork+exec takes milliseconds: fine on the event loop)."""
+def _spawn(command: list[str], *, stderr: int, token: str) -> subprocess.Popen[bytes]:
+    """Start a child (fork+exec takes milliseconds: fine on the event loop);
+    its token goes in its environment, which other users cannot read."""
     return subprocess.Popen(
         command,
         stdin=subprocess.PIPE,
@@ -153,7 +161,7 @@ def _spawn(command: list[str], *, stderr: int) -> subprocess.Popen[bytes]:
         stderr=stderr,
         start_new_session=True,  # its own group: killed as one, spared our Ctrl-C
         close_fds=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", TOKEN_ENV: token},
     )
 
 
@@ -187,16 +195,29 @@ _LOOPBACK_HINTS = {
 }
 
 
+class _TokenHttp(HttpClient):
+    """HttpClient whose bearer key is the child's token (kept here, never
+    in the environment; redacted from error texts like any key)."""
+
+    def __init__(self, config: ProviderConfig, token: str, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        self._token = token
+
+    def api_key(self) -> str | None:
+        return self._token
+
+
 class _LoopbackOpenAI(OpenAIProvider):
-    """The openai provider's HTTP code aimed at one child, with no key and
-    no retries (a dead child is restarted by us, not retried into)."""
+    """The openai provider's HTTP code aimed at one child, with its token
+    and no retries (a dead child is restarted by us, not retried into)."""
 
     name = "local"
 
-    def __init__(self, config: ProviderConfig) -> None:
+    def __init__(self, config: ProviderConfig, token: str) -> None:
         super().__init__(config)
-        self._http = HttpClient(
+        self._http = _TokenHttp(
             config,
+            token,
             provider="local",
             default_base_url=config.base_url or "",
             default_api_key_env=None,
@@ -235,6 +256,8 @@ class _ModelProcess:
         self.load_seconds: float | None = None
         self.port: int | None = None  # the child's loopback port once it serves
         self.gguf: Path | None = None
+        self.nice = 0  # set before the start: a chat child behind completions (provider.py)
+        self.token = ""  # the child's secret, new at each start (worker.py)
         self._lock = asyncio.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._client: _LoopbackOpenAI | None = None
@@ -249,6 +272,11 @@ class _ModelProcess:
     def ready(self) -> bool:
         """Running and answering (not merely started)."""
         return self._client is not None and self.pid is not None
+
+    @property
+    def log_path(self) -> Path | None:
+        """The child's stderr log while it runs (the model host hands it out)."""
+        return self._log
 
     def log_offset(self) -> int:
         try:
@@ -276,18 +304,29 @@ class _ModelProcess:
     async def client(self) -> _LoopbackOpenAI:
         """The HTTP client for a running child, starting one if needed."""
         async with self._lock:
-            proc = self._proc
-            if proc is not None and proc.poll() is None and self._client is not None:
-                return self._client
-            if proc is not None:
-                logger.warning(
-                    "local: the model server for %s (pid %d) had stopped (%s); starting it again",
-                    self.spec.alias,
-                    proc.pid,
-                    _describe_exit(proc.returncode or 0),
-                )
-                await self.stop()
-            return await self._start()
+            return await self._ensure()
+
+    def exited(self) -> tuple[int, int] | None:
+        """(pid, exit code) of a child that died and was not started again yet."""
+        proc = self._proc
+        if proc is None or proc.poll() is None:
+            return None
+        return proc.pid, proc.returncode
+
+    async def _ensure(self) -> _LoopbackOpenAI:
+        """client() under the lock."""
+        proc = self._proc
+        if proc is not None and proc.poll() is None and self._client is not None:
+            return self._client
+        if proc is not None:
+            logger.warning(
+                "local: the model server for %s (pid %d) had stopped (%s); starting it again",
+                self.spec.alias,
+                proc.pid,
+                _describe_exit(proc.returncode or 0),
+            )
+            await self.stop()
+        return await self._start()
 
     async def exit_code(self, wait: float = 0.0) -> int | None:
         """The child's exit code, waiting up to `wait` s for it; None while alive."""
@@ -323,6 +362,8 @@ class _ModelProcess:
             "--n-threads", str(spec.n_threads),
             "--parent-pid", str(os.getpid()),
         ]
+        if self.nice:
+            command += ["--nice", str(self.nice)]
         if spec.chat_format:
             command += ["--chat-format", spec.chat_format]
         return command
@@ -344,8 +385,9 @@ class _ModelProcess:
         safe = re.sub(r"[^\w.-]+", "_", spec.alias)  # hf:owner/repo has a slash
         fd, log_name = tempfile.mkstemp(prefix=f"agentls-local-{safe}-", suffix=".log")
         command = self.worker_command(gguf)
+        self.token = secrets.token_urlsafe(32)
         try:
-            proc = _spawn(command, stderr=fd)
+            proc = _spawn(command, stderr=fd, token=self.token)
         except OSError as exc:
             os.unlink(log_name)
             raise ModelError(
@@ -370,7 +412,8 @@ class _ModelProcess:
                     request_timeout=self.request_timeout,
                     connect_timeout=self.connect_timeout,
                     options={"max_attempts": 1},
-                )
+                ),
+                self.token,
             )
             await self._wait_ready(proc, client, deadline)
         except BaseException:

@@ -5,6 +5,7 @@ providerOptions are choice.py's job.
 providerOptions: model_path (any .gguf; used for chat and completion),
 completion_model (a catalog id), completion_model_path, n_ctx, n_threads,
 completion_prefix_chars (inline completion context before the cursor, default 2000),
+chat_nice (the chat model child's nice value, default 10: "Completions first"),
 chat_format (default: the GGUF's own template), startup_timeout (s),
 cache_dir. `model` (chat) and a request's model (inlineCompletion.model)
 take a catalog id ("qwen2.5-coder-1.5b" for chat and "qwen2.5-coder-0.5b"
@@ -52,7 +53,7 @@ from agentls.core.types.errors import ModelError
 from agentls.core.types.messages import ConfigField, ModelInfo, ProviderInfo, StreamChunk
 from agentls.providers.fim.templates import build_fim_prompt
 from agentls.providers.local.child_calls import ChildCalls
-from agentls.providers.local.choice import LAST_SERVED, ModelChoice, _int_option
+from agentls.providers.local.choice import LAST_SERVED, ModelChoice, _int_option, _option
 from agentls.providers.local.models.catalog import (
     CATALOG,
     DEFAULT_CHAT_MODEL,
@@ -66,6 +67,7 @@ from agentls.providers.local.models.listing import list_local_models
 from agentls.providers.local.models.recommended import RECOMMENDED_CHAT
 from agentls.providers.local.process import _ChildSpec, _ModelProcess, rss_bytes
 from agentls.providers.local.serving import ServingModels
+from agentls.providers.local.shared.link import SharedModelProcess
 from agentls.providers.local.tool_calls.chat_tools import (
     decode_grammar,
     decode_native,
@@ -86,6 +88,11 @@ DEFAULT_COMPLETION_PREFIX_CHARS = 2000
 DEFAULT_COMPLETION_MAX_TOKENS = 128  # llama.cpp's own default (16) is too short
 DEFAULT_TEMPERATURE = 0.2
 _CHARS_PER_TOKEN_FLOOR = 2.5  # prefix trimming: code averages 3-4 chars a token
+# The chat model's child runs this much nicer than the completion model's, so
+# a completion asked while the agent decodes gets the CPU first
+# (docs/local-model.md, "Completions first").
+CHAT_NICE = 10
+DEFAULT_HOST_IDLE_SECONDS = 300.0
 
 class LocalProvider(BaseProvider):
     """llama.cpp in a child process; see the module docstring."""
@@ -100,6 +107,13 @@ class LocalProvider(BaseProvider):
         # What runs a model's child: tests pass a _ModelProcess whose
         # worker_command() stands in a loopback fake for llama.cpp's server.
         self._process_factory = process_factory
+        # The per-user model host (shared/): `local.shared` (the composition
+        # root passes it as an option); a test's stand-in worker runs here.
+        self._shared = config.options.get("shared") is True and process_factory is _ModelProcess
+        self._host_idle = float(config.options.get("host_idle_seconds")
+                                or DEFAULT_HOST_IDLE_SECONDS)
+        self._told: set[str] = set()
+        self._chat_nice_value = _chat_nice_option(config.options)
         # Read-only views of the options this module uses.
         self._n_threads = self.choice.n_threads
         self._startup_timeout = self.choice.startup_timeout
@@ -165,18 +179,40 @@ class LocalProvider(BaseProvider):
         return counter
 
     def _new_process(self, spec: _ChildSpec) -> _ModelProcess:
-        return self._process_factory(
-            spec,
-            cache_dir=self._cache_dir,
-            startup_timeout=self._startup_timeout,
-            request_timeout=self.config.request_timeout,
-            connect_timeout=self.config.connect_timeout,
-        )
+        options: dict[str, Any] = {
+            "cache_dir": self._cache_dir,
+            "startup_timeout": self._startup_timeout,
+            "request_timeout": self.config.request_timeout,
+            "connect_timeout": self.config.connect_timeout,
+        }
+        if self._shared:
+            return SharedModelProcess(spec, idle_seconds=self._host_idle, notify=self._tell,
+                                      **options)
+        return self._process_factory(spec, **options)
+
+    def _tell(self, text: str) -> None:
+        """Once per text: the model host refused, a shared child died."""
+        if text in self._told and "stopped" not in text:
+            return
+        self._told.add(text)
+        self._progress.begin("Local model").end("failed", error=text)
 
     def _serving(self, model: str | None, role: str) -> _ModelProcess:
         """The child for a request: the chosen model's once it runs; while it
         loads (or after it failed) the one already serving the role."""
-        return self.models.choose(lambda: self._spec(model, role), role)
+        process = self.models.choose(lambda: self._spec(model, role), role)
+        if role == "chat" and process.pid is None and not process.nice:
+            process.nice = self._chat_nice(process.spec)
+        return process
+
+    def _chat_nice(self, spec: _ChildSpec) -> int:
+        """CHAT_NICE (providerOptions.chat_nice) unless the chat model is
+        also the completion model."""
+        try:
+            completion = self._spec(None, "completion")
+        except ModelError:
+            return self._chat_nice_value
+        return 0 if completion == spec else self._chat_nice_value
 
     def take_over(self, previous: object) -> None:
         """A settings change replaced `previous` by this provider: keep its
@@ -222,12 +258,20 @@ class LocalProvider(BaseProvider):
         for spec, process in self._processes.items():
             pid = process.pid
             facts = self._model_facts.get(spec)
+            held = process if isinstance(process, SharedModelProcess) else None
+            shared = held is not None and held.shared
             models.append({
                 "model": spec.alias,
                 "gguf": str(process.gguf) if process.gguf else None,
                 "running": pid is not None,
                 "pid": pid,
                 "rssBytes": rss_bytes(pid) if pid is not None else None,
+                # the per-user model host (shared/): whether this child is
+                # shared, by how many agentls processes, or why not
+                "shared": shared,
+                "clients": (held.clients if held and shared else 1) if pid is not None else 0,
+                "sharedError": held.shared_error if held else None,
+                "nice": process.nice,
                 "nCtx": spec.n_ctx,
                 "kvCacheBytes": facts.kv_cache_bytes(spec.n_ctx) if facts else None,
                 "loadSeconds": process.load_seconds,
@@ -437,6 +481,16 @@ class LocalProvider(BaseProvider):
 
     async def aclose(self) -> None:
         await self.models.aclose()
+
+
+def _chat_nice_option(options: Mapping[str, Any]) -> int:
+    nice = _option(options, "chat_nice")  # 0: the chat child at normal priority
+    if nice is None:
+        return CHAT_NICE
+    if isinstance(nice, bool) or not isinstance(nice, int) or not 0 <= nice <= 19:
+        raise ModelError(f"local: providerOptions.chat_nice must be a whole number from 0 "
+                         f"to 19, not {nice!r}", code="bad_request")
+    return nice
 
 
 def _gguf_tokenizer(path: Path) -> tuple[str, Callable[[str], int]]:

@@ -8,12 +8,18 @@ prints goes to stderr (the parent's log file). It exits by itself when its
 parent dies: it watches its stdin (a pipe from the parent, closed by the
 kernel when the parent dies, even by SIGKILL) and its parent pid.
 llama_cpp is imported only here, inside the child.
+
+Its port is loopback, which every local user can reach: each request must
+carry `Authorization: Bearer <token>`, the secret the parent hands it in
+$AGENTLS_LOCAL_TOKEN (never on the command line, which others can read in
+/proc); only the engine's counters (numbers, no text) are open.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import hmac
 import importlib
 import os
 import socket
@@ -25,9 +31,38 @@ from typing import Any
 
 from agentls.providers.local import engine_work, prompt_reuse
 from agentls.providers.local.choice import _default_threads
-from agentls.providers.local.tool_calls.schema_grammar import SchemaGrammar
+from agentls.providers.local.process import TOKEN_ENV
+from agentls.providers.local.tool_calls.schema_grammar import (
+    App,
+    Receive,
+    SchemaGrammar,
+    Scope,
+    Send,
+    send_json,
+)
 
 _READY = "AGENTLS_LOCAL_READY"
+
+
+class RequireToken:
+    """ASGI middleware: a request without the parent's bearer token gets 401
+    and reaches nothing else (docs/security.md, "The local model host")."""
+
+    def __init__(self, app: App, token: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") != "http" or (
+                scope.get("path") == engine_work.PATH and scope.get("method") == "GET"):
+            await self.app(scope, receive, send)
+            return
+        given = dict(scope.get("headers") or ()).get(b"authorization", b"")
+        if not hmac.compare_digest(given, self._expected):
+            await send_json(send, 401, {"error": {"message": "a bearer token is required",
+                                                  "type": "auth"}})
+            return
+        await self.app(scope, receive, send)
 
 
 def _watch_parent(parent_pid: int) -> None:
@@ -50,6 +85,13 @@ def _watch_parent(parent_pid: int) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    token = os.environ.pop(TOKEN_ENV, "")
+    if len(token) < 16:
+        print(f"agentls local worker: ${TOKEN_ENV} (the secret its parent hands it) is "
+              "missing or short; it is started by agentls, not by hand", file=sys.stderr)
+        return 2
+    if args.nice:
+        os.nice(args.nice)  # before llama.cpp starts its threads: they inherit it
     # Whatever llama.cpp or the server print goes to stderr (the parent's
     # log file); stdout carries only the ready line.
     ready = os.dup(1)
@@ -84,6 +126,7 @@ def _serve(args: argparse.Namespace) -> int:
     # A superseded request stops the engine; what it evaluated is counted.
     engine_work.install(importlib.import_module("llama_cpp").Llama, lib)
     app = engine_work.EngineWork(app)
+    app = RequireToken(app, token)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
@@ -108,4 +151,6 @@ def _worker_main(argv: Sequence[str]) -> int:
     parser.add_argument("--n-threads", type=int, default=_default_threads())
     parser.add_argument("--chat-format", default=None)
     parser.add_argument("--parent-pid", type=int, default=0)
+    parser.add_argument("--nice", type=int, default=0,
+                        help="run at this lower priority (a chat model behind completions)")
     return _serve(parser.parse_args(argv))

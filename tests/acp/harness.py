@@ -154,8 +154,11 @@ def agent_env(tmp_path: Path, settings_toml: str = "", **extra: str) -> dict[str
     config = tmp_path / "user-config.toml"
     config.write_text(settings_toml, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLS_")}
+    # A runtime folder of its own: never the developer's model host (providers/local/shared/).
     env.update({"AGENTLS_CONFIG_FILE": str(config),
-                "AGENTLS_STATE_DIR": str(tmp_path / "state"), **extra})
+                "AGENTLS_STATE_DIR": str(tmp_path / "state"),
+                "XDG_RUNTIME_DIR": str(tmp_path / "runtime"),
+                "AGENTLS_LOCAL__HOST_IDLE_SECONDS": "2", **extra})
     return env
 
 

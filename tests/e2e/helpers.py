@@ -9,6 +9,7 @@ import asyncio
 import json
 import os
 import sys
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -30,9 +31,15 @@ def plain(value: Any) -> Any:
 
 
 def server_env(**extra: str) -> dict[str, str]:
-    """The test process's environment without AGENTLS_* leaking in."""
+    """The test process's environment without AGENTLS_* leaking in, and a
+    runtime folder of its own (XDG_RUNTIME_DIR) unless one is given, so a
+    server never joins the developer's model host (providers/local/shared/)
+    or another test's, whose models go 2 s after their last server."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLS_")}
     env.setdefault("AGENTLS_CONFIG_FILE", "/nonexistent/agentls.toml")
+    env["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="agentls-test-run-")
+    # A test's models are not kept loaded for the default 300 s once it ends.
+    env["AGENTLS_LOCAL__HOST_IDLE_SECONDS"] = "2"
     env.update(extra)
     return env
 

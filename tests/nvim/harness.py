@@ -110,6 +110,8 @@ def clean_env(home: Path, **extra: str) -> dict[str, str]:
         XDG_CACHE_HOME=str(home / "cache"),
         AGENTLS_CONFIG_FILE=str(home / "no-agentls.toml"),
         AGENTLS_STATE_DIR=str(home / "agentls-state"),
+        # a local model of a test is not kept loaded by the model host for 300 s
+        AGENTLS_LOCAL__HOST_IDLE_SECONDS="2",
         TERM="xterm-256color",
     )
     env.update(extra)

@@ -98,7 +98,7 @@ def test_neovim_does_not_connect_to_a_socket_in_a_folder_others_can_write(
 
 def test_neovim_and_the_server_agree_on_the_runtime_folder_without_xdg(
         tmp_path: Path, workspace: Path) -> None:
-    from agentls.lsp.wire.transport import runtime_base
+    from agentls.core.support.state_dir import runtime_base
 
     require_nvim()
     home = tmp_path / "home"

@@ -80,7 +80,7 @@ def test_the_tcp_token_file_is_not_written_below_a_folder_others_can_write(
 @pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX uids")
 def test_without_xdg_runtime_dir_the_rule_is_run_user_then_tmp(tmp_path: Path) -> None:
     # The same rule as the editors' runtimeDir (remoteServer.ts, connect.lua).
-    from agentls.lsp.wire.transport import runtime_base
+    from agentls.core.support.state_dir import runtime_base
 
     uid = str(os.getuid())
     run_user, tmp = tmp_path / "run-user", tmp_path / "tmp"

@@ -52,6 +52,8 @@ export const SERVER_KEYS = [
   "session.editFormat",
   "linters",
   "features.disabled",
+  "local.shared",
+  "local.hostIdleSeconds",
   "contextWindow",
   "instructions.files",
   "runCommand.passEnv",

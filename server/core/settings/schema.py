@@ -274,6 +274,17 @@ class InstructionsSettings(SettingsStruct, frozen=True, kw_only=True):
     ] = msgspec.field(default_factory=_default_instruction_files)
 
 
+class LocalSettings(SettingsStruct, frozen=True, kw_only=True):
+    """The embedded local models (providers/local, docs/local-model.md)."""
+
+    # One set of model processes for all of the user's agentls, through the
+    # per-user model host (providers/local/shared/); false: one set per window.
+    shared: bool = True
+    # How long the model host keeps a model nobody uses, and itself once no
+    # agentls is connected (the first agentls to start it sets it).
+    host_idle_seconds: Annotated[float, Meta(ge=1, le=86400), Check(_finite)] = 300.0
+
+
 class FeatureSettings(SettingsStruct, frozen=True, kw_only=True):
     disabled: Annotated[list[str], accepts("a list of plugin names")] = msgspec.field(
         default_factory=list
@@ -328,6 +339,7 @@ class AgentlsSettings(SettingsStruct, frozen=True, kw_only=True):
         ),
     ] = None
     features: FeatureSettings = msgspec.field(default_factory=FeatureSettings)
+    local: LocalSettings = msgspec.field(default_factory=LocalSettings)
     # Tokens the chat model accepts; overrides what the provider reports
     # (core/context/fitting.py builds every request to fit it).
     context_window: Annotated[

@@ -44,6 +44,32 @@ def default_store_path(environ: Mapping[str, str] = os.environ) -> Path:
     return default_state_dir(environ) / DB_FILENAME
 
 
+def runtime_base(environ: Mapping[str, str] = os.environ, *,
+                 run_user: Path = Path("/run/user"), tmp: Path = Path("/tmp")) -> Path:
+    """The user's runtime folder, by the one rule the editors follow too
+    (docs/security.md): $XDG_RUNTIME_DIR when set, else /run/user/UID when it
+    is a folder, else /tmp/runtime-UID."""
+    base = environ.get("XDG_RUNTIME_DIR", "").strip()
+    if base:
+        return Path(base)
+    if not hasattr(os, "getuid"):
+        return Path(platformdirs.user_runtime_dir())
+    uid = os.getuid()
+    if (run_user / str(uid)).is_dir():
+        return run_user / str(uid)
+    return tmp / f"runtime-{uid}"
+
+
+def runtime_dir(environ: Mapping[str, str] = os.environ) -> Path:
+    """runtime_base()/agentls, created 0700; every folder on the way must be
+    this user's or root's and writable by nobody else (or sticky, as /tmp)."""
+    base = runtime_base(environ)
+    if not environ.get("XDG_RUNTIME_DIR", "").strip() and not base.exists():
+        ensure_private_dir(base)  # /tmp/runtime-UID, 0700 as XDG asks of a runtime folder
+    check_folders_on_the_way(base)
+    return ensure_private_dir(base / "agentls")
+
+
 def ensure_private_dir(folder: Path) -> Path:
     """Create `folder` (and its parents) and make it 0700. A folder that
     already exists and belongs to this user is tightened to 0700; one owned

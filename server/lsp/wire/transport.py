@@ -52,13 +52,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import platformdirs
-
 from agentls.core.support.state_dir import (
     PrivatePathError,
     check_folders_on_the_way,
     check_own_dir,
     ensure_private_dir,
+    runtime_dir,
     write_private_file,
 )
 from agentls.lsp.wire.protocol import MAX_MESSAGE_BYTES
@@ -92,32 +91,6 @@ class FrameError(Exception):
 
 
 # --------------------------------------------------------------------------- places
-
-
-def runtime_base(environ: Mapping[str, str] = os.environ, *,
-                 run_user: Path = Path("/run/user"), tmp: Path = Path("/tmp")) -> Path:
-    """The user's runtime folder, by the one rule the editors follow too
-    (docs/security.md): $XDG_RUNTIME_DIR when set, else /run/user/UID when it
-    is a folder, else /tmp/runtime-UID."""
-    base = environ.get("XDG_RUNTIME_DIR", "").strip()
-    if base:
-        return Path(base)
-    if not hasattr(os, "getuid"):
-        return Path(platformdirs.user_runtime_dir())
-    uid = os.getuid()
-    if (run_user / str(uid)).is_dir():
-        return run_user / str(uid)
-    return tmp / f"runtime-{uid}"
-
-
-def runtime_dir(environ: Mapping[str, str] = os.environ) -> Path:
-    """runtime_base()/agentls, created 0700; every folder on the way must be
-    this user's or root's and writable by nobody else (or sticky, as /tmp)."""
-    base = runtime_base(environ)
-    if not environ.get("XDG_RUNTIME_DIR", "").strip() and not base.exists():
-        ensure_private_dir(base)  # /tmp/runtime-UID, 0700 as XDG asks of a runtime folder
-    check_folders_on_the_way(base)
-    return ensure_private_dir(base / "agentls")
 
 
 def default_socket_path(environ: Mapping[str, str] = os.environ) -> Path:

