@@ -331,6 +331,46 @@ def _print_local_processes(status: Mapping[str, Any], out: Any) -> None:
         else:
             how = "this process's own (local.shared is false)"
         print(f"  model process: {entry['model']} (pid {entry['pid']}{memory}): {how}", file=out)
+        if entry.get("engineCounters"):
+            _print_engine_recent(str(entry["engineCounters"]), out)
+    shown = {entry.get("pid") for entry in status.get("localModels", ())}
+    try:
+        from agentls.providers.local.shared.link import running_children, socket_path
+
+        others = [c for c in asyncio.run(running_children(socket_path())) if c["pid"] not in shown]
+    except Exception as exc:  # the check goes on: this is about the editors' models
+        print(f"  model host: could not list its models ({exc})", file=out)
+        return
+    for child in others:  # loaded by the user's editors, not by this check
+        print(f"  model process: {child['alias']} (pid {child['pid']}): shared through the "
+              f"model host by {child['clients']} agentls", file=out)
+        _print_engine_recent(f"http://127.0.0.1:{child['port']}/agentls/engine", out)
+
+
+def _print_engine_recent(url: str, out: Any) -> None:
+    """What the model's engine did for its newest requests (its own counters,
+    providers/local/engine_work.py): with the model host, the user's editors'."""
+    import json
+    import statistics
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=3) as answer:
+            records = json.load(answer).get("requests", [])
+    except (OSError, ValueError) as exc:
+        print(f"    engine counters: not readable ({exc})", file=out)
+        return
+    answered = [r for r in records[-50:] if r.get("generated") and r.get("ms") is not None]
+    superseded = sum(1 for r in records[-50:] if r.get("outcome") == "skipped")
+    if not answered:
+        print("    recent requests: none answered yet", file=out)
+        return
+    wall = statistics.median(r["ms"] for r in answered)
+    evaluated = statistics.median(r.get("prompt_evaluated", 0) for r in answered)
+    kept = statistics.median(r.get("prompt_kept", 0) for r in answered)
+    print(f"    recent requests: {len(answered)} answered, p50 {wall:.0f} ms in the engine, "
+          f"prompt tokens evaluated p50 {evaluated:.0f} (kept from the cache p50 {kept:.0f}); "
+          f"{superseded} superseded before they started", file=out)
 
 
 def _print_fim_plan(provider: Any, model: str | None, out: Any) -> None:

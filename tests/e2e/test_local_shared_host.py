@@ -340,3 +340,23 @@ def test_a_model_change_in_one_window_loads_beside_the_shared_one(
         assert one.models()[COMPLETION]["clients"] == 1
         assert sorted(model_children(host)) == sorted(
             [shared["pid"], two.models()[CHAT]["pid"]])
+
+
+def test_agentls_check_shows_what_the_editors_models_did(tmp_path: Path, runtime: Path) -> None:
+    """A window's completion model, loaded through the host, is listed by
+    `agentls check` with its engine's counters for the window's requests."""
+    ws = workspace(tmp_path, "ws")
+    with LspProcess.start(state_dir=tmp_path / "a", workspace=ws, settings=SETTINGS,
+                          env={"XDG_RUNTIME_DIR": str(runtime)}) as window:
+        Editor(window, ws).complete()
+        config = tmp_path / "agentls.toml"
+        config.write_text(f'provider = "local"\nmodel = "{CHAT}"\n', encoding="utf-8")
+        env = server_env(AGENTLS_CONFIG_FILE=str(config),
+                         AGENTLS_STATE_DIR=str(tmp_path / "state"), XDG_RUNTIME_DIR=str(runtime))
+        done = subprocess.run([sys.executable, "-m", "agentls", "check"], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    (at,) = [n for n, ln in enumerate(lines) if "model process:" in ln and COMPLETION in ln]
+    assert "shared through the model host by 1 agentls" in lines[at], done.stdout
+    assert "recent requests: 1 answered" in lines[at + 1], done.stdout

@@ -15,6 +15,7 @@ The protocol, one JSON object per line:
   {"id": n, "op": "acquire", "model": {...}} -> {"id": n, "ok": true, "child": {...}}
   {"id": n, "op": "release", "key": k}        -> {"id": n, "ok": true}
   {"id": n, "op": "exit_code", "key": k, "pid": p, "wait": s} -> {..., "code": c}
+  {"id": n, "op": "list"} -> {..., "children": [{"alias", "pid", "port", "clients"}]}
 and, unasked, to every client holding a child: {"event": "exited", ...}
 when it died (it is started again by the next acquire) and
 {"event": "clients", ...} when its number of clients changed. A client's
@@ -136,6 +137,11 @@ class ModelHost:
                 child = self.children.get(str(message.get("key")))
                 if child is not None and client in child.leases:
                     await self._drop(child, client)
+            elif op == "list":  # for `agentls check`: no tokens, no paths
+                reply["children"] = [
+                    {"alias": child.process.spec.alias, "pid": child.process.pid,
+                     "port": child.process.port, "clients": len(child.leases)}
+                    for child in self.children.values() if child.process.pid is not None]
             elif op == "exit_code":
                 reply["code"] = await self._exit_code(str(message.get("key")),
                                                       int(message.get("pid") or 0),

@@ -77,6 +77,27 @@ def check_socket(path: Path) -> bool:
     return True
 
 
+async def running_children(path: Path) -> list[dict[str, Any]]:
+    """The models the user's host runs now (alias, pid, port, clients), or
+    none when no host is there; never starts one."""
+    if not check_socket(path):
+        return []
+    try:
+        reader, writer = await asyncio.open_unix_connection(str(path), limit=MAX_LINE)
+    except (ConnectionRefusedError, FileNotFoundError):
+        return []
+    try:
+        uid = _peer_uid(writer)
+        if uid is not None and uid != os.getuid():
+            raise HostUnavailable(f"the process listening on {path} runs as uid {uid}")
+        writer.write(json.dumps({"id": 1, "op": "list"}).encode() + b"\n")
+        await writer.drain()
+        answer = json.loads(await asyncio.wait_for(reader.readline(), 5))
+    finally:
+        writer.close()
+    return list(answer.get("children") or [])
+
+
 class HostLink:
     """One connection of this process to the model host, on one event loop:
     requests and their answers, and the host's events for each child."""
