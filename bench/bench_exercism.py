@@ -10,6 +10,12 @@ note that the tests are correct. Peers:
 - agentls: the real server over LSP (agentls/eval/agent/runner.py), its
   default settings with provider `local` (the packaged Qwen2.5-Coder-1.5B in
   its embedded child: `python -m agentls.providers.local serve`);
+- agentls-shared (`--peer agentls-shared`): the same server pointed at the
+  engine aider uses (provider `openai`, `baseUrl` its /v1): the chat goes
+  through llama-cpp-python's /v1/chat/completions and the GGUF's own
+  template, as aider's does, and `session.editFormat` is `file-blocks`
+  (what `auto` picks for the embedded model; for `openai` it would pick
+  tool calls, which that endpoint does not parse for this template);
 - aider (`--peer aider`): aider-chat, whole-file edits, against that same
   child started here on a loopback port serving the same GGUF with the same
   n_ctx and threads (an OpenAI-compatible llama-cpp-python server), one
@@ -62,6 +68,7 @@ from agentls.eval.exercism.report import exercise_table, peer_summary, summary_t
 from agentls.eval.exercism.runner import (
     DEFAULT_TRIES,
     DEFAULT_TURN_TIME_LIMIT,
+    engine_totals,
     exercise_row,
     run_exercise,
 )
@@ -73,10 +80,13 @@ AIDER_INSTALL = ("python3 -m venv ~/aider-venv && ~/aider-venv/bin/pip install a
 AIDER_MALFORMED = ("did not conform to the edit format", "Exception while updating files")
 
 
-def agentls_settings() -> dict[str, Any]:
-    """The defaults, the packaged local models; every question comes to the
-    bench's editor, which allows it."""
-    return {"provider": "local", "approval": {"mode": "message"}}
+def agentls_settings(url: str | None = None) -> dict[str, Any]:
+    """The defaults, the packaged local models (or the engine at `url`);
+    every question comes to the bench's editor, which allows it."""
+    if url is None:
+        return {"provider": "local", "approval": {"mode": "message"}}
+    return {"provider": "openai", "baseUrl": url + "/v1", "model": MODEL_ID,
+            "session": {"editFormat": "file-blocks"}, "approval": {"mode": "message"}}
 
 
 def _clean_env(scratch: Path) -> dict[str, str]:
@@ -153,6 +163,10 @@ def aider_command(aider: str, url: str, workspace: Path, scratch: Path, message:
     ]
     if auto_test:
         command += ["--auto-test", "--test-cmd", auto_test]
+    # A message starting with / or ! is a command to aider's CLI (its
+    # benchmark calls the coder with that parsing off).
+    if message[:1] in ("/", "!"):
+        message = " " + message
     return [*command, "--message", message, *files]
 
 
@@ -221,7 +235,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="draws the subset (default 1)")
     parser.add_argument("--limit", type=int, help="run only the first N of the subset")
     parser.add_argument("--all", action="store_true", help="every practice exercise")
-    parser.add_argument("--peer", action="append", choices=["aider"], default=[],
+    parser.add_argument("--peer", action="append", choices=["aider", "agentls-shared"],
+                        default=[],
                         help="also run this peer on the same exercises")
     parser.add_argument("--no-agentls", action="store_true", help="run only the peers")
     parser.add_argument("--aider", help="the aider executable (default: aider on PATH)")
@@ -254,7 +269,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     print("exercises: " + ", ".join(e.name for e in chosen), file=sys.stderr, flush=True)
     rows: list[dict[str, Any]] = []
-    total = len(chosen) * ((not args.no_agentls) + bool(aider))
+    shared = "agentls-shared" in args.peer
+    total = len(chosen) * ((not args.no_agentls) + bool(aider) + shared)
     scratch = Path(tempfile.mkdtemp(prefix="agentls-exercism-bench-"))
     try:
         if not args.no_agentls:
@@ -264,13 +280,25 @@ def main(argv: Sequence[str] | None = None) -> int:
                     turn_time_limit=args.turn_time_limit, test_time_limit=args.test_time_limit,
                     output_chars=args.test_output_chars)))
                 _progress(len(rows), total, rows[-1])
-        if aider:
+        if aider or shared:
             if args.model is None:
                 from agentls.providers.local.models.catalog import locate_model_file
 
                 args.model = locate_model_file(MODEL_ID)
             with engine(args.model, n_ctx=args.n_ctx, log=scratch / "engine.log") as url:
-                for exercise in chosen:
+                for exercise in chosen if shared else ():
+                    seen = {r["id"] for r in engine_records(url)}
+                    row = asyncio.run(run_exercise(
+                        exercise, agentls_settings(url), env=_clean_env(scratch),
+                        tries=args.tries, turn_time_limit=args.turn_time_limit,
+                        test_time_limit=args.test_time_limit,
+                        output_chars=args.test_output_chars, peer="agentls-shared"))
+                    row.update(engine_totals([r for r in engine_records(url)
+                                              if r["id"] not in seen]))
+                    rows.append(row)
+                    _progress(len(rows), total, row)
+                for exercise in chosen if aider else ():
+                    assert aider is not None
                     rows.append(run_aider_exercise(
                         exercise, aider, url, tries=args.tries,
                         turn_time_limit=args.turn_time_limit,

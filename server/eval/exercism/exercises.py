@@ -57,8 +57,12 @@ The tests are correct, don't try and change them.
 Fix the code in {files} to resolve the errors.
 """
 _TIMING = re.compile(r"\bin \d+\.\d+s\b")
+# No plugin autoload: the exercises need none, and a plugin's warnings would
+# head the output the model is sent.
 _PYTEST = """\
+import os
 import sys
+os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
 import pytest
 sys.exit(pytest.main(["-p", "no:cacheprovider", *{tests!r}]))
 """

@@ -90,9 +90,10 @@ async def run_exercise(exercise: Exercise, settings: Mapping[str, Any], *,
                        env: Mapping[str, str] | None = None, tries: int = DEFAULT_TRIES,
                        turn_time_limit: float = DEFAULT_TURN_TIME_LIMIT,
                        test_time_limit: float = TEST_TIME_LIMIT,
-                       output_chars: int = DEFAULT_OUTPUT_CHARS) -> dict[str, Any]:
+                       output_chars: int = DEFAULT_OUTPUT_CHARS,
+                       peer: str = "agentls") -> dict[str, Any]:
     """One exercise, start to last test run, in a workspace of its own
-    (removed after); the row bench_exercism.py reports."""
+    (removed after); the row bench_exercism.py reports, named `peer`."""
     scratch = Path(tempfile.mkdtemp(prefix="agentls-exercism-"))
     workspace = scratch / exercise.name
     workspace.mkdir()
@@ -141,7 +142,7 @@ async def run_exercise(exercise: Exercise, settings: Mapping[str, Any], *,
     finally:
         await editor.close()
         shutil.rmtree(scratch, ignore_errors=True)
-    return exercise_row("agentls", exercise, rows, calls, error)
+    return exercise_row(peer, exercise, rows, calls, error)
 
 
 def exercise_row(peer: str, exercise: Exercise, tries: Sequence[dict[str, Any]],
