@@ -272,21 +272,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     shared = "agentls-shared" in args.peer
     total = len(chosen) * ((not args.no_agentls) + bool(aider) + shared)
     scratch = Path(tempfile.mkdtemp(prefix="agentls-exercism-bench-"))
-    try:
-        if not args.no_agentls:
-            for exercise in chosen:
-                rows.append(asyncio.run(run_exercise(
-                    exercise, agentls_settings(), env=_clean_env(scratch), tries=args.tries,
-                    turn_time_limit=args.turn_time_limit, test_time_limit=args.test_time_limit,
-                    output_chars=args.test_output_chars)))
-                _progress(len(rows), total, rows[-1])
-        if aider or shared:
-            if args.model is None:
-                from agentls.providers.local.models.catalog import locate_model_file
 
-                args.model = locate_model_file(MODEL_ID)
-            with engine(args.model, n_ctx=args.n_ctx, log=scratch / "engine.log") as url:
-                for exercise in chosen if shared else ():
+    def record(row: dict[str, Any]) -> None:
+        rows.append(row)
+        _progress(len(rows), total, row)
+        if args.json is not None:  # after every row: a run cut short keeps what it did
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps({
+                "command": sys.argv, "exercises": [e.name for e in chosen], "seed": args.seed,
+                "totals": peer_summary(rows), "rows": rows}, indent=2))
+
+    try:
+        with contextlib.ExitStack() as stack:
+            url = ""
+            if aider or shared:
+                if args.model is None:
+                    from agentls.providers.local.models.catalog import locate_model_file
+
+                    args.model = locate_model_file(MODEL_ID)
+                url = stack.enter_context(engine(args.model, n_ctx=args.n_ctx,
+                                                 log=scratch / "engine.log"))
+            # Exercise by exercise, every peer on it: the machine's load hits them alike.
+            for exercise in chosen:
+                if not args.no_agentls:
+                    record(asyncio.run(run_exercise(
+                        exercise, agentls_settings(), env=_clean_env(scratch),
+                        tries=args.tries, turn_time_limit=args.turn_time_limit,
+                        test_time_limit=args.test_time_limit,
+                        output_chars=args.test_output_chars)))
+                if shared:
                     seen = {r["id"] for r in engine_records(url)}
                     row = asyncio.run(run_exercise(
                         exercise, agentls_settings(url), env=_clean_env(scratch),
@@ -295,27 +309,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                         output_chars=args.test_output_chars, peer="agentls-shared"))
                     row.update(engine_totals([r for r in engine_records(url)
                                               if r["id"] not in seen]))
-                    rows.append(row)
-                    _progress(len(rows), total, row)
-                for exercise in chosen if aider else ():
-                    assert aider is not None
-                    rows.append(run_aider_exercise(
+                    record(row)
+                if aider:
+                    record(run_aider_exercise(
                         exercise, aider, url, tries=args.tries,
                         turn_time_limit=args.turn_time_limit,
                         test_time_limit=args.test_time_limit,
                         output_chars=args.test_output_chars, auto_test=args.aider_auto_test))
-                    _progress(len(rows), total, rows[-1])
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    totals = peer_summary(rows)
     print(exercise_table(rows))
     print()
-    print(summary_table(totals))
+    print(summary_table(peer_summary(rows)))
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({
-            "command": sys.argv, "exercises": [e.name for e in chosen], "seed": args.seed,
-            "totals": totals, "rows": rows}, indent=2))
         print(f"results: {args.json}")
     return 0
 
