@@ -195,8 +195,10 @@ def run_aider_exercise(exercise: Exercise, aider: str, url: str, *, tries: int,
                                       capture_output=True, text=True, errors="replace",
                                       timeout=turn_time_limit, check=False)
                 output, timed_out = done.stdout + done.stderr, False
-            except subprocess.TimeoutExpired as exc:
-                output, timed_out = str(exc.stdout or "") + str(exc.stderr or ""), True
+            except subprocess.TimeoutExpired as exc:  # its output comes as bytes here
+                output = "".join(part.decode("utf-8", "replace") if isinstance(part, bytes)
+                                 else part or "" for part in (exc.stdout, exc.stderr))
+                timed_out = True
             seconds = time.perf_counter() - started
             test = run_tests(exercise, workspace, time_limit=test_time_limit)
             rows.append({
