@@ -28,7 +28,8 @@ from agentls.eval.agent.workspace_edit import EditRefused, apply_workspace_edit
 from agentls.eval.completion.execute import DEFAULT_TIME_LIMIT
 from agentls.eval.completion.runner import LspProcess
 
-__all__ = ["DEFAULT_TURN_TIME_LIMIT", "AgentEditor", "run_agent_task", "run_agent_tasks"]
+__all__ = ["DEFAULT_TURN_TIME_LIMIT", "AgentEditor", "chat_turn", "engine_calls", "engine_metrics",
+           "run_agent_task", "run_agent_tasks", "start_editor"]
 
 DEFAULT_TURN_TIME_LIMIT = 300.0
 START_TIMEOUT = 120.0  # spawn + initialize, a local model's first load included
@@ -96,10 +97,36 @@ def _initialize_params(workspace: Path, settings: Mapping[str, Any]) -> dict[str
     }
 
 
-async def _turn(editor: AgentEditor, prompt: str, time_limit: float
-                ) -> tuple[dict[str, Any] | None, bool, str]:
-    """(the chat result, whether the limit passed, an error)."""
-    msg_id, future = await editor.send_request("agentls/chat", {"prompt": prompt})
+async def start_editor(workspace: Path, settings: Mapping[str, Any], *,
+                       command: Sequence[str] | None = None, env: Mapping[str, str] | None = None,
+                       state_dir: Path) -> tuple[AgentEditor, str]:
+    """agentls started on stdio for `workspace` and initialized with
+    `settings`, its sessions kept in `state_dir`; (the editor, an error
+    saying why the server did not start, or ""). Close the editor after."""
+    command = list(command or [sys.executable, "-m", "agentls"])
+    server_env = dict(os.environ if env is None else env)
+    server_env["AGENTLS_STATE_DIR"] = str(state_dir)  # sessions stay out of the user's
+    editor = await AgentEditor.start(command, server_env)
+    editor.root = await asyncio.to_thread(workspace.resolve)  # edits are confined to it
+    try:
+        await editor.request("initialize", _initialize_params(workspace, settings),
+                             timeout=START_TIMEOUT)
+        await editor.notify("initialized", {})
+    except (TimeoutError, EOFError, RuntimeError) as exc:
+        return editor, f"the server did not start: {type(exc).__name__}: {exc}"
+    return editor, ""
+
+
+async def chat_turn(editor: AgentEditor, prompt: str, time_limit: float, *,
+                    session_id: str | None = None
+                    ) -> tuple[dict[str, Any] | None, bool, str]:
+    """One `agentls/chat` turn (in `session_id`'s session when given; a
+    turn past `time_limit` is cancelled): (the chat result, whether the
+    limit passed, an error)."""
+    params: dict[str, Any] = {"prompt": prompt}
+    if session_id:
+        params["sessionId"] = session_id
+    msg_id, future = await editor.send_request("agentls/chat", params)
     try:
         return await asyncio.wait_for(asyncio.shield(future), time_limit), False, ""
     except TimeoutError:
@@ -162,29 +189,20 @@ async def run_agent_task(task: AgentTask, settings: Mapping[str, Any], *,
                          turn_time_limit: float = DEFAULT_TURN_TIME_LIMIT,
                          check_time_limit: float = DEFAULT_TIME_LIMIT) -> dict[str, Any]:
     """One task, start to check, in a workspace of its own (removed after)."""
-    command = list(command or [sys.executable, "-m", "agentls"])
     scratch = Path(tempfile.mkdtemp(prefix="agentls-agent-eval-"))
     workspace = scratch / "repo"
     workspace.mkdir()
     materialize(task, workspace)
-    server_env = dict(os.environ if env is None else env)
-    server_env["AGENTLS_STATE_DIR"] = str(scratch / "state")  # sessions stay out of the user's
     row: dict[str, Any] = task.to_dict()
     result: dict[str, Any] | None = None
-    timed_out, error = False, ""
+    timed_out = False
     started = time.perf_counter()
-    editor = await AgentEditor.start(command, server_env)
-    editor.root = workspace.resolve()
+    editor, error = await start_editor(workspace, settings, command=command, env=env,
+                                       state_dir=scratch / "state")
     try:
-        try:
-            await editor.request("initialize", _initialize_params(workspace, settings),
-                                 timeout=START_TIMEOUT)
-            await editor.notify("initialized", {})
-        except (TimeoutError, EOFError, RuntimeError) as exc:
-            error = f"the server did not start: {type(exc).__name__}: {exc}"
         ready = time.perf_counter()
         if not error:
-            result, timed_out, error = await _turn(editor, task.prompt, turn_time_limit)
+            result, timed_out, error = await chat_turn(editor, task.prompt, turn_time_limit)
         ended = time.perf_counter()
         engine = await engine_calls(editor) if not error else []
     finally:

@@ -149,19 +149,21 @@ def run_program(source: str, *, time_limit: float = DEFAULT_TIME_LIMIT) -> ExecR
         return _run(script, Path(folder), time_limit)
 
 
-def run_check(source: str, folder: Path, *, time_limit: float = DEFAULT_TIME_LIMIT
-              ) -> ExecResult:
+def run_check(source: str, folder: Path, *, time_limit: float = DEFAULT_TIME_LIMIT,
+              output_chars: int = OUTPUT_KEPT) -> ExecResult:
     """Run `source` with `folder` as the current directory and first on
-    sys.path (an agent task's check on its workspace), under the same limits.
+    sys.path (an agent task's check on its workspace), under the same limits,
+    keeping the last `output_chars` of its output.
     The script itself is written outside `folder` and removed afterwards."""
     prelude = f"import sys\nsys.path.insert(0, {str(folder)!r})\n"
     with tempfile.TemporaryDirectory(prefix="agentls-check-") as scratch:
         script = Path(scratch) / "check.py"
         script.write_text(prelude + source, encoding="utf-8")
-        return _run(script, folder, time_limit)
+        return _run(script, folder, time_limit, output_chars)
 
 
-def _run(script: Path, cwd: Path, time_limit: float) -> ExecResult:
+def _run(script: Path, cwd: Path, time_limit: float, output_chars: int = OUTPUT_KEPT
+         ) -> ExecResult:
     posix = os.name == "posix"
     where = confinement() if posix else Confinement(None, 0, "this is not POSIX")
     mark = secrets.token_hex(16)
@@ -190,8 +192,8 @@ def _run(script: Path, cwd: Path, time_limit: float) -> ExecResult:
                 returncode = None
             finally:
                 _kill_all(process, posix, mark)
-            output.seek(max(0, output.seek(0, os.SEEK_END) - OUTPUT_KEPT * 4))
-            tail = _tail(output.read())
+            output.seek(max(0, output.seek(0, os.SEEK_END) - output_chars * 4))
+            tail = _tail(output.read(), output_chars)
     if returncode is None:
         return ExecResult(False, "timeout", None, tail)
     passed = returncode == 0
@@ -237,5 +239,5 @@ def _marked(mark: str) -> list[int]:
     return found
 
 
-def _tail(output: bytes | None) -> str:
-    return (output or b"").decode("utf-8", "replace")[-OUTPUT_KEPT:]
+def _tail(output: bytes | None, chars: int = OUTPUT_KEPT) -> str:
+    return (output or b"").decode("utf-8", "replace")[-chars:]
