@@ -49,12 +49,12 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_inline import Client
+from bench_vs_tabby import MODEL_ALIAS
 from tabby_shim import Shim
 from typing_peers import (
     AGENTLS,
     ENGINES,
     MODEL,
-    MODEL_ALIAS,
     TABBY,
     Peer,
     agentls_on,
