@@ -395,6 +395,8 @@ def report(args: argparse.Namespace, label: str, modules: list[str],
         elif server_records is not None:
             report_llama_server(server_records, len(use))
             dump["engine"] = server_records
+        elif args.engine == "llama-cpp-python":
+            print("  engine counters: n/a (llama-cpp-python's server keeps none)")
         elif records is None or seen is None:
             print("  engine counters: n/a (no engineCounters in agentls/status)")
         else:
