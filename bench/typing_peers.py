@@ -154,7 +154,7 @@ def llama_server_records(log: str) -> list[dict[str, Any]]:
     records: dict[int, dict[str, Any]] = {}
     for line in log.splitlines():
         task = _TASK.search(line)
-        if task is None:
+        if task is None:  # a slot without a task logs "task -1"
             continue
         record = records.setdefault(int(task.group(1)), {
             "prompt_evaluated": None, "generated": None, "eval_ms": 0.0, "outcome": "stopped"})
