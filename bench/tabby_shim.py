@@ -129,11 +129,14 @@ class Shim:
 
             def _json(self, status: int, payload: Any) -> None:
                 data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    return  # tabby-agent gave the request up (or exited) first
 
             def _body(self) -> dict[str, Any]:
                 length = int(self.headers.get("Content-Length") or 0)
