@@ -176,10 +176,10 @@ def pct(values: list[float], q: float) -> float:
 def report_llama_server(records: list[dict[str, Any]], useful: int) -> None:
     done = [r for r in records if r["outcome"] == "done"]
     engine_s = sum(r["eval_ms"] for r in done) / 1000
-    print(f"  engine (llama-server's log): {len(records)} requests reached it ({len(done)} ran "
-          f"to the end, {len(records) - len(done)} stopped when superseded, their work not "
-          f"logged); {engine_s:.1f} s in prompt + decode of those that ran to the end, "
-          f"{engine_s / max(1, useful):.1f} s per useful suggestion")
+    print(f"  engine (llama-server's log): {len(records)} requests reached its slot "
+          f"({len(done)} ran to the end, {len(records) - len(done)} stopped when superseded, "
+          f"their work not logged); {engine_s:.1f} s in prompt + decode of those that ran "
+          f"to the end, {engine_s / max(1, useful):.1f} s per useful suggestion")
     evaluated = [r["prompt_evaluated"] for r in done]
     if evaluated:
         print(f"  prompt tokens evaluated per request (after the prompt cache, those that ran to "
