@@ -24,7 +24,7 @@ import sys
 import tarfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 VERSION = "11434.0.0"
@@ -105,14 +105,17 @@ def wait_http(url: str, proc: subprocess.Popen[bytes] | None, timeout: float = 3
 
 @contextlib.contextmanager
 def serve(
-    model: str | Path, *, ctx: int = 4096, threads: int = 2, log: Path | None = None
+    model: str | Path, *, ctx: int = 4096, threads: int = 2, log: Path | None = None,
+    extra: Sequence[str] = (),
 ) -> Iterator[str]:
-    """Serve `model` with llama-server on a free loopback port; yields the base URL."""
+    """Serve `model` with llama-server on a free loopback port; yields the base URL.
+    `extra`: more llama-server options (e.g. `--cache-reuse 256`)."""
     binary = build()
     port = free_port()
     cmd = [
         str(binary), "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
         "--ctx-size", str(ctx), "--threads", str(threads), "--parallel", "1", "--no-webui",
+        *extra,
     ]
     with running(cmd, "/health", port, log) as url:
         yield url

@@ -14,9 +14,12 @@ uses it so that both clients run on the same engine and model.
 from __future__ import annotations
 
 import json
+import select
+import socket
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -65,8 +68,11 @@ class Shim:
     completion's engine time and prompt are kept in `calls`."""
 
     def __init__(self, engine_url: str, family: str = "qwen2.5-coder",
-                 model: str = "model") -> None:
+                 model: str = "model", stop_when_gone: bool = False) -> None:
         self.engine_url = engine_url.rstrip("/")  # .../v1
+        # Stream from the engine and drop it when tabby-agent has gone (it
+        # aborts a superseded request), as a Tabby server's engine stops.
+        self.stop_when_gone = stop_when_gone
         self.template = TEMPLATES[family]
         self.model = model
         self.calls: list[dict[str, Any]] = []
@@ -87,7 +93,10 @@ class Shim:
         self._server.shutdown()
         self._server.server_close()
 
-    def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+    def complete(self, body: dict[str, Any],
+                 gone: Callable[[], bool] = lambda: False) -> dict[str, Any] | None:
+        """The answer, or None when the client went away before it (only
+        with `stop_when_gone`)."""
         self.requests += 1
         language = str(body.get("language") or "python")
         prompt = build_prompt(body.get("segments") or {}, language, self.template)
@@ -95,10 +104,19 @@ class Shim:
                    "temperature": TEMPERATURE, "stream": False,
                    "stop": PYTHON_STOPS if language == "python" else ["\n\n"]}
         started = time.perf_counter()
-        reply = _post(self.engine_url + "/completions", request)
+        if self.stop_when_gone:
+            reply = _stream(self.engine_url + "/completions", {**request, "stream": True}, gone)
+        else:
+            reply = _post(self.engine_url + "/completions", request)
         text = str(reply["choices"][0].get("text") or "")
+        # The engine's own accounting when it gives one (llama-server's
+        # `timings`, an OpenAI-style `usage`).
         self.calls.append({"ms": (time.perf_counter() - started) * 1000, "prompt_chars":
-                           len(prompt), "text": text})
+                           len(prompt), "text": text, "usage": reply.get("usage"),
+                           "timings": reply.get("timings"),
+                           "outcome": "stopped" if reply.get("gone") else "done"})
+        if reply.get("gone"):
+            return None
         return {"id": str(reply.get("id") or "cmpl-shim"),
                 "choices": [{"index": 0, "text": text}]}
 
@@ -111,11 +129,14 @@ class Shim:
 
             def _json(self, status: int, payload: Any) -> None:
                 data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    return  # tabby-agent gave the request up (or exited) first
 
             def _body(self) -> dict[str, Any]:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -141,7 +162,9 @@ class Shim:
                     self._json(200, {})
                 elif path == "/v1/completions":
                     try:
-                        self._json(200, shim.complete(self._body()))
+                        answer = shim.complete(self._body(), lambda: _closed(self.connection))
+                        if answer is not None:
+                            self._json(200, answer)
                     except Exception as exc:  # the engine failed: tabby-agent sees a 500
                         self._json(500, {"error": f"{type(exc).__name__}: {exc}"})
                 else:
@@ -159,3 +182,37 @@ def _post(url: str, payload: dict[str, Any], timeout: float = 300.0) -> dict[str
     with urllib.request.urlopen(request, timeout=timeout) as resp:
         parsed: dict[str, Any] = json.loads(resp.read())
         return parsed
+
+
+def _closed(sock: socket.socket) -> bool:
+    """Whether the peer closed the connection (its request already read)."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+        return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
+
+
+def _stream(url: str, payload: dict[str, Any], gone: Callable[[], bool],
+            timeout: float = 300.0) -> dict[str, Any]:
+    """A streamed completion gathered into one reply; closed as soon as
+    `gone()` (then the reply has `gone`: True)."""
+    request = urllib.request.Request(url, data=json.dumps(payload).encode(),
+                                     headers={"Content-Type": "application/json"})
+    reply: dict[str, Any] = {"choices": [{"index": 0, "text": ""}]}
+    parts: list[str] = []
+    with urllib.request.urlopen(request, timeout=timeout) as resp:
+        for raw in resp:
+            if gone():
+                reply["gone"] = True
+                break
+            line = raw.decode().strip()
+            if not line.startswith("data:") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[5:])
+            parts.extend(str(c.get("text") or "") for c in chunk.get("choices") or [])
+            for key in ("id", "usage", "timings"):
+                if chunk.get(key):
+                    reply[key] = chunk[key]
+    reply["choices"][0]["text"] = "".join(parts)
+    return reply
