@@ -260,6 +260,12 @@ class InlineCompletionFeature:
                         text = "".join(parts)
                         if reached_end(text, ctx):
                             break
+                        if (not request.invoked and ctx.line_prefix.strip()
+                                and text[: text.find("\n")].strip()):
+                            # Typed into a statement: its line is the answer
+                            # (as Copilot's single-line mode); asked for, read whole.
+                            parts = [text[: text.find("\n")]]
+                            break
                         if (not request.invoked and text.strip()
                                 and time.monotonic() - asked > FIRST_LINES_SECONDS):
                             parts = [text[: text.rfind("\n") + 1]]  # whole lines only
