@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import errno
 import fcntl
 import hashlib
 import json
@@ -36,7 +35,6 @@ import logging
 import os
 import signal
 import socket
-import stat
 import struct
 import sys
 import time
@@ -45,7 +43,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentls.core.support.state_dir import check_folders_on_the_way, ensure_private_dir
+from agentls.core.support.state_dir import (
+    check_folders_on_the_way,
+    ensure_private_dir,
+    free_socket_path,
+)
 from agentls.core.types.errors import ModelError
 from agentls.providers.local.process import _ChildSpec, _describe_exit, _ModelProcess
 
@@ -280,23 +282,14 @@ def _take_lock(folder: Path) -> int | None:
 def _clear_stale(path: Path) -> None:
     """Remove a socket nobody answers (a host that was killed); anything else
     at the path is refused, never removed or followed (link.py refuses it too)."""
-    try:
-        info = path.lstat()
-    except FileNotFoundError:
-        return
-    if not stat.S_ISSOCK(info.st_mode) or info.st_uid != os.getuid():
+    with contextlib.suppress(FileNotFoundError):
+        if path.lstat().st_uid != os.getuid():
+            raise OSError(f"{path} exists and is not a socket of yours; remove it")
+    why = free_socket_path(path)
+    if why == "not a socket":
         raise OSError(f"{path} exists and is not a socket of yours; remove it")
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.connect(str(path))
-    except OSError as exc:
-        if exc.errno not in (errno.ECONNREFUSED, errno.ENOENT):
-            raise
-        path.unlink(missing_ok=True)
-        return
-    finally:
-        probe.close()
-    raise OSError(f"something else is listening on {path}")
+    if why == "listening":
+        raise OSError(f"something else is listening on {path}")
 
 
 async def _serve(path: Path, idle_seconds: float) -> int:

@@ -11,8 +11,10 @@ also for the log file and the runtime folder of the socket transports.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import socket
 import stat
 from collections.abc import Mapping
 from pathlib import Path
@@ -216,3 +218,26 @@ def write_private_file(path: Path, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)
+
+
+def free_socket_path(path: Path) -> str | None:
+    """Make `path` free for a new Unix socket: nothing is there, or a socket
+    nobody answers (left by a killed server) is removed. Otherwise why not:
+    "not a socket" (never followed or removed) or "listening"."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISSOCK(info.st_mode):
+        return "not a socket"
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(str(path))
+    except OSError as exc:
+        if exc.errno not in (errno.ECONNREFUSED, errno.ENOENT):
+            raise
+        path.unlink(missing_ok=True)
+        return None
+    finally:
+        probe.close()
+    return "listening"

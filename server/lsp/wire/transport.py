@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import hmac
 import json
 import logging
@@ -43,7 +42,6 @@ import os
 import secrets
 import signal
 import socket
-import stat
 import struct
 import sys
 import threading
@@ -57,6 +55,7 @@ from agentls.core.support.state_dir import (
     check_folders_on_the_way,
     check_own_dir,
     ensure_private_dir,
+    free_socket_path,
     runtime_dir,
     write_private_file,
 )
@@ -437,25 +436,14 @@ def prepare_socket_path(path: Path, *, chosen: bool = False) -> Path:
     else:
         ensure_private_dir(path.parent)
     check_folders_on_the_way(path.parent)
-    try:
-        info = path.lstat()
-    except FileNotFoundError:
-        return path
-    if not stat.S_ISSOCK(info.st_mode):
+    why = free_socket_path(path)  # removes a socket left by a killed server
+    if why == "not a socket":
         raise PrivatePathError(f"{path} exists and is not a socket; pass another path to "
                                "--socket")
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.connect(str(path))
-    except OSError as exc:
-        if exc.errno not in (errno.ECONNREFUSED, errno.ENOENT):
-            raise
-        path.unlink()  # nobody listens: a socket left by a server that was killed
-        return path
-    finally:
-        probe.close()
-    raise PrivatePathError(f"another agentls server is listening on {path}; connect to it, "
-                           "stop it, or pass another path to --socket")
+    if why == "listening":
+        raise PrivatePathError(f"another agentls server is listening on {path}; connect to "
+                               "it, stop it, or pass another path to --socket")
+    return path
 
 
 async def listen_unix(service: SocketService, path: Path) -> asyncio.Server:
