@@ -13,10 +13,13 @@ import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 from pytest_lsp import LanguageClient
+
+if TYPE_CHECKING:  # the harness imports this module
+    from tests.reliability.harness import LspProcess
 
 
 def plain(value: Any) -> Any:
@@ -144,3 +147,42 @@ class RawClient:
         except Exception:
             self.proc.kill()
             await self.proc.wait()
+
+
+LOCAL_MODEL_DOC = "def add(a, b):\n    \n"
+
+
+class LocalModelEditor:
+    """An editor window over LSP asking the local models (tests/e2e/test_local_*.py)."""
+
+    def __init__(self, lsp: LspProcess, workspace: Path) -> None:
+        self.lsp = lsp
+        self.workspace = workspace
+        self.count = 0
+
+    def complete(self) -> Any:
+        """An inline completion in a new document (never a cache hit)."""
+        self.count += 1
+        uri = (self.workspace / f"doc{self.lsp.pid}-{self.count}.py").as_uri()
+        self.lsp.open(uri, LOCAL_MODEL_DOC)
+        answer = self.lsp.request("textDocument/inlineCompletion", {
+            "textDocument": {"uri": uri}, "position": {"line": 1, "character": 4},
+            "context": {"triggerKind": 1}}, timeout=120)
+        assert "error" not in answer, answer
+        return answer["result"]
+
+    def settings(self, settings: dict[str, Any]) -> None:
+        self.lsp.notify("workspace/didChangeConfiguration", {"settings": {"agentls": settings}})
+
+    def models(self) -> dict[str, dict[str, Any]]:
+        report = self.lsp.result("agentls/status", {})["localModels"]
+        return {entry["model"]: entry for entry in report if entry["running"]}
+
+    def progress(self, title: str) -> list[dict[str, Any]]:
+        values = self.lsp.notifications_of("$/progress")
+        tokens = {v["token"] for v in values
+                  if v["value"].get("kind") == "begin" and v["value"]["title"] == title}
+        return [v["value"] for v in values if v["token"] in tokens]
+
+    def errors_naming(self, word: str) -> list[str]:
+        return [m for m in self.lsp.shown_messages() if word in m]

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.helpers import LocalModelEditor
 from tests.reliability.harness import LspProcess, wait_until
 
 local = pytest.importorskip("agentls.providers.local")
@@ -26,7 +27,6 @@ elif not all(local.installed_parts(m) for m in (local.DEFAULT_CHAT_MODEL,
     SKIP = f"the default local models are not installed: {local.INSTALL_COMMAND}"
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(SKIP is not None, reason=SKIP or "")]
 
-DOC = "def add(a, b):\n    \n"
 PROGRESS_CLIENT = {"window": {"workDoneProgress": True}}
 
 
@@ -41,40 +41,6 @@ def truncated_copy(gemma: Path, target: Path) -> Path:
     with gemma.open("rb") as source:
         target.write_bytes(source.read(2_000_000))
     return target
-
-
-class Editor:
-    def __init__(self, lsp: LspProcess, workspace: Path) -> None:
-        self.lsp = lsp
-        self.workspace = workspace
-        self.count = 0
-
-    def complete(self) -> Any:
-        """An inline completion in a new document (never a cache hit)."""
-        self.count += 1
-        uri = (self.workspace / f"doc{self.count}.py").as_uri()
-        self.lsp.open(uri, DOC)
-        answer = self.lsp.request("textDocument/inlineCompletion", {
-            "textDocument": {"uri": uri}, "position": {"line": 1, "character": 4},
-            "context": {"triggerKind": 1}}, timeout=120)
-        assert "error" not in answer, answer
-        return answer["result"]
-
-    def settings(self, settings: dict[str, Any]) -> None:
-        self.lsp.notify("workspace/didChangeConfiguration", {"settings": {"agentls": settings}})
-
-    def models(self) -> dict[str, dict[str, Any]]:
-        report = self.lsp.result("agentls/status", {})["localModels"]
-        return {entry["model"]: entry for entry in report if entry["running"]}
-
-    def progress(self, title: str) -> list[dict[str, Any]]:
-        values = self.lsp.notifications_of("$/progress")
-        tokens = {v["token"] for v in values
-                  if v["value"].get("kind") == "begin" and v["value"]["title"] == title}
-        return [v["value"] for v in values if v["token"] in tokens]
-
-    def errors_naming(self, word: str) -> list[str]:
-        return [m for m in self.lsp.shown_messages() if word in m]
 
 
 def answered(turn: dict[str, Any]) -> bool:
@@ -98,7 +64,7 @@ def test_inline_completion_model_switch(tmp_path: Path, gemma: Path) -> None:
     base = {"provider": "local", "inlineCompletion": {"debounceMs": 0}}
     with LspProcess.start(state_dir=tmp_path / "state", workspace=workspace, settings=base,
                           capabilities=PROGRESS_CLIENT) as lsp:
-        editor = Editor(lsp, workspace)
+        editor = LocalModelEditor(lsp, workspace)
         editor.complete()
         first = editor.models()[local.DEFAULT_COMPLETION_MODEL]
         editor.settings({**base, "inlineCompletion": {"debounceMs": 0, "model": str(broken)}})
@@ -137,7 +103,7 @@ def test_chat_model_switch_keeps_the_serving_child(tmp_path: Path, gemma: Path) 
     base = {"provider": "local", "session": {"maxOutputTokens": 32, "maxIterations": 1}}
     with LspProcess.start(state_dir=tmp_path / "state", workspace=workspace, settings=base,
                           capabilities=PROGRESS_CLIENT) as lsp:
-        editor = Editor(lsp, workspace)
+        editor = LocalModelEditor(lsp, workspace)
         turn = lsp.result("agentls/chat", {"prompt": "Say hello."}, timeout=180)
         assert answered(turn), turn
         (chat_model,) = editor.models()

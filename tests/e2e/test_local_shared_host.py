@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from tests.acp.harness import RecordingClient, acp_agent, agent_env, started, text
-from tests.e2e.helpers import server_env
+from tests.e2e.helpers import LocalModelEditor, server_env
 from tests.reliability.harness import LspProcess, wait_until
 
 local = pytest.importorskip("agentls.providers.local")
@@ -42,7 +42,6 @@ elif local.gemma3_chunk_paths() is None or local.smollm2_path() is None:
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(SKIP is not None, reason=SKIP or "")]
 
 CHAT, COMPLETION = local.SMOLLM2, local.GEMMA3
-DOC = "def add(a, b):\n    \n"
 SETTINGS: dict[str, Any] = {
     "provider": "local", "model": CHAT,
     "inlineCompletion": {"model": COMPLETION, "debounceMs": 0},
@@ -50,28 +49,6 @@ SETTINGS: dict[str, Any] = {
 }
 ACP_SETTINGS = (f'provider = "local"\nmodel = "{CHAT}"\n'
                 "[session]\nmaxOutputTokens = 16\nmaxIterations = 1\n")
-
-
-class Editor:
-    def __init__(self, lsp: LspProcess, workspace: Path) -> None:
-        self.lsp = lsp
-        self.workspace = workspace
-        self.count = 0
-
-    def complete(self) -> Any:
-        """An inline completion in a new document (never a cache hit)."""
-        self.count += 1
-        uri = (self.workspace / f"doc{self.lsp.pid}-{self.count}.py").as_uri()
-        self.lsp.open(uri, DOC)
-        answer = self.lsp.request("textDocument/inlineCompletion", {
-            "textDocument": {"uri": uri}, "position": {"line": 1, "character": 4},
-            "context": {"triggerKind": 1}}, timeout=120)
-        assert "error" not in answer, answer
-        return answer["result"]
-
-    def models(self) -> dict[str, dict[str, Any]]:
-        report = self.lsp.result("agentls/status", {})["localModels"]
-        return {entry["model"]: entry for entry in report if entry["running"]}
 
 
 def unauthenticated(counters_url: str) -> int:
@@ -135,7 +112,7 @@ async def test_three_agentls_share_one_child_per_model(tmp_path: Path, runtime: 
     ws = workspace(tmp_path, "ws")
     with LspProcess.start(state_dir=tmp_path / "a", workspace=ws, settings=SETTINGS,
                           env=env) as first:
-        one = Editor(first, ws)
+        one = LocalModelEditor(first, ws)
         one.complete()
         turn = first.result("agentls/chat", {"prompt": "Say hello."}, timeout=180)
         assert turn["status"] != "failed" or turn["error"]["code"] == "max_iterations", turn
@@ -153,7 +130,7 @@ async def test_three_agentls_share_one_child_per_model(tmp_path: Path, runtime: 
 
         with LspProcess.start(state_dir=tmp_path / "b", workspace=ws, settings=SETTINGS,
                               env=env) as second:
-            two = Editor(second, ws)
+            two = LocalModelEditor(second, ws)
             began = time.monotonic()
             two.complete()
             took = time.monotonic() - began
@@ -248,7 +225,7 @@ def test_a_planted_socket_path_is_refused_and_the_models_run_here(
     try:
         with LspProcess.start(state_dir=tmp_path / "state", workspace=ws, settings=SETTINGS,
                               env={"XDG_RUNTIME_DIR": str(runtime)}) as lsp:
-            editor = Editor(lsp, ws)
+            editor = LocalModelEditor(lsp, ws)
             editor.complete()
             shown = wait_until(lambda: [m for m in lsp.shown_messages() if str(path) in m],
                                "the refusal, naming the path", 30)
@@ -276,7 +253,7 @@ def test_a_socket_nobody_answers_is_replaced(tmp_path: Path, runtime: Path) -> N
     ws = workspace(tmp_path, "ws")
     with LspProcess.start(state_dir=tmp_path / "state", workspace=ws, settings=SETTINGS,
                           env={"XDG_RUNTIME_DIR": str(runtime)}) as lsp:
-        editor = Editor(lsp, ws)
+        editor = LocalModelEditor(lsp, ws)
         editor.complete()
         entry = editor.models()[COMPLETION]
         assert entry["shared"] and entry["sharedError"] is None
@@ -289,7 +266,7 @@ def test_local_shared_false_keeps_one_set_per_window(tmp_path: Path, runtime: Pa
     with LspProcess.start(state_dir=tmp_path / "state", workspace=ws,
                           settings={**SETTINGS, "local": {"shared": False}},
                           env={"XDG_RUNTIME_DIR": str(runtime)}) as lsp:
-        editor = Editor(lsp, ws)
+        editor = LocalModelEditor(lsp, ws)
         editor.complete()
         entry = editor.models()[COMPLETION]
         assert not entry["shared"] and entry["sharedError"] is None and entry["clients"] == 1
@@ -324,7 +301,7 @@ def test_a_model_change_in_one_window_loads_beside_the_shared_one(
                           env=env) as first, \
             LspProcess.start(state_dir=tmp_path / "b", workspace=ws, settings=settings,
                              env=env) as second:
-        one, two = Editor(first, ws), Editor(second, ws)
+        one, two = LocalModelEditor(first, ws), LocalModelEditor(second, ws)
         one.complete()
         two.complete()
         shared = one.models()[COMPLETION]
@@ -348,7 +325,7 @@ def test_agentls_check_shows_what_the_editors_models_did(tmp_path: Path, runtime
     ws = workspace(tmp_path, "ws")
     with LspProcess.start(state_dir=tmp_path / "a", workspace=ws, settings=SETTINGS,
                           env={"XDG_RUNTIME_DIR": str(runtime)}) as window:
-        Editor(window, ws).complete()
+        LocalModelEditor(window, ws).complete()
         config = tmp_path / "agentls.toml"
         config.write_text(f'provider = "local"\nmodel = "{CHAT}"\n', encoding="utf-8")
         env = server_env(AGENTLS_CONFIG_FILE=str(config),
