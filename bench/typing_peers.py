@@ -73,14 +73,19 @@ class Peer:
     text: Callable[[dict[str, Any], int], str | None]  # (answer, cursor column) -> suggestion
 
 
-def inline_text(message: dict[str, Any], column: int) -> str | None:
-    """The first inline item's text; None for an error or a cancelled request."""
+def _items(message: dict[str, Any]) -> list[Any] | None:
+    """An answer's items (an item list or a list with `items`); None for an error."""
     if "error" in message:
         return None
     result = message.get("result")
-    items = result.get("items", []) if isinstance(result, dict) else (result or [])
+    return result.get("items", []) if isinstance(result, dict) else (result or [])
+
+
+def inline_text(message: dict[str, Any], column: int) -> str | None:
+    """The first inline item's text; None for an error or a cancelled request."""
+    items = _items(message)
     if not items:
-        return ""
+        return None if items is None else ""
     text = items[0].get("insertText", "")
     return text if isinstance(text, str) else text.get("value", "")
 
@@ -88,12 +93,9 @@ def inline_text(message: dict[str, Any], column: int) -> str | None:
 def tabby_text(message: dict[str, Any], column: int) -> str | None:
     """tabby-agent's first completion item: its textEdit starts at the word
     before the cursor, which the user has typed already."""
-    if "error" in message:
-        return None
-    result = message.get("result")
-    items = result.get("items", []) if isinstance(result, dict) else (result or [])
+    items = _items(message)
     if not items:
-        return ""
+        return None if items is None else ""
     edit = items[0].get("textEdit") or {}
     text = str(edit.get("newText", items[0].get("insertText", "")))
     start = int(((edit.get("range") or {}).get("start") or {}).get("character", column))

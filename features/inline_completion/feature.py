@@ -260,11 +260,11 @@ class InlineCompletionFeature:
                         text = "".join(parts)
                         if reached_end(text, ctx):
                             break
-                        if (not request.invoked and ctx.line_prefix.strip()
-                                and text[: text.find("\n")].strip()):
+                        first_line = text[: text.find("\n")]
+                        if not request.invoked and ctx.line_prefix.strip() and first_line.strip():
                             # Typed into a statement: its line is the answer
                             # (as Copilot's single-line mode); asked for, read whole.
-                            parts = [text[: text.find("\n")]]
+                            parts = [first_line]
                             break
                         if (not request.invoked and text.strip()
                                 and time.monotonic() - asked > FIRST_LINES_SECONDS):

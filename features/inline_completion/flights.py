@@ -65,10 +65,7 @@ class Flight:
 class Flights:
     def __init__(self) -> None:
         self._running: dict[str, Flight] = {}
-        self.started = 0
-        self.ahead = 0  # flights no request started (asked ahead)
         self.adopted = 0  # requests answered by waiting for a flight
-        self.cancelled = 0
 
     def start(self, uri: str, text: str, offset: int,
               ask: Callable[[list[str]], Awaitable[str]], *, ahead: bool = False) -> Flight:
@@ -92,8 +89,6 @@ class Flights:
         task = asyncio.get_running_loop().create_task(run())
         flight = Flight(text, offset, task, streamed)
         self._running[uri] = flight
-        self.started += 1
-        self.ahead += ahead
         task.add_done_callback(lambda _: self._ended(uri, flight))
         return flight
 
@@ -138,7 +133,6 @@ class Flights:
     def _cancel_flight(self, flight: Flight) -> None:
         if not flight.task.done():
             flight.task.cancel()
-            self.cancelled += 1
 
     def _ended(self, uri: str, flight: Flight) -> None:
         if not flight.task.cancelled():
