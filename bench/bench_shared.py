@@ -4,7 +4,9 @@ per window: N real agentls servers over LSP on the packaged completion model
 
 Reported per mode (`local.shared` true / false): the total RSS of the model
 children once all N windows are served, and each window's first completion
-time (keystroke -> answer, the model load included when the window loads it).
+time (keystroke -> answer, the model load included when the window loads it),
+the keystroke `--pause` s (1 by default) after the document opened: opening
+it readies the model (lsp/suggestions/inline.py prepare_soon).
 Each mode gets its own runtime folder, so no real model host is used.
 
 --priority: one window; inline completions (0.5B) asked while the agent
@@ -12,7 +14,7 @@ decodes a long reply on the chat model (1.5B), with the chat child at
 providerOptions.chat_nice 0 and 10 (docs/local-model.md, "Completions
 first"), against the same completions with the chat model idle.
 
-Usage: python bench/bench_shared.py [--windows 3] [--priority [--asks 6]]
+Usage: python bench/bench_shared.py [--windows 3] [--pause 1] [--priority [--asks 6]]
 """
 
 from __future__ import annotations
@@ -33,9 +35,13 @@ from tests.reliability.harness import LspProcess  # noqa: E402
 DOC = "def add(a, b):\n    \n"
 
 
-def first_completion(lsp: LspProcess, folder: Path, name: str = "") -> float:
+def first_completion(lsp: LspProcess, folder: Path, name: str = "",
+                     pause: float = 0.0) -> float:
+    """Open a document, wait `pause` s (the user reads before typing), then
+    time one invoked completion in it."""
     uri = (folder / f"doc{lsp.pid}{name}.py").as_uri()
     lsp.open(uri, DOC)
+    time.sleep(pause)
     began = time.monotonic()
     answer = lsp.request("textDocument/inlineCompletion", {
         "textDocument": {"uri": uri}, "position": {"line": 1, "character": 4},
@@ -45,7 +51,7 @@ def first_completion(lsp: LspProcess, folder: Path, name: str = "") -> float:
     return took
 
 
-def run(windows: int, shared: bool) -> dict[str, Any]:
+def run(windows: int, shared: bool, pause: float) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="agentls-bench-shared-") as tmp:
         folder = Path(tmp)
         runtime = folder / "run"
@@ -60,7 +66,7 @@ def run(windows: int, shared: bool) -> dict[str, Any]:
                                        env={"XDG_RUNTIME_DIR": str(runtime)})
                 servers.append(lsp)
                 lsp.initialize(workspace=folder, settings=settings)
-                times.append(first_completion(lsp, folder))
+                times.append(first_completion(lsp, folder, pause=pause))
             pids: dict[int, int] = {}
             for lsp in servers:
                 for entry in lsp.result("agentls/status", {})["localModels"]:
@@ -98,6 +104,9 @@ def main() -> int:
     parser.add_argument("--windows", type=int, default=3)
     parser.add_argument("--priority", action="store_true")
     parser.add_argument("--asks", type=int, default=6)
+    parser.add_argument("--pause", type=float, default=1.0,
+                        help="seconds between opening the document and the completion (a "
+                        "user's first keystroke; the model is readied when a document opens)")
     args = parser.parse_args()
     if args.priority:
         print("| chat_nice | completion, chat idle (p50 / max) | completion while the agent "
@@ -113,7 +122,7 @@ def main() -> int:
           "window 1 | windows 2.. (median) |")
     print("| --- | --- | --- | --- | --- | --- |")
     for shared in (False, True):
-        row = run(args.windows, shared)
+        row = run(args.windows, shared, args.pause)
         rest = statistics.median(row["first"][1:]) if len(row["first"]) > 1 else float("nan")
         print(f"| {str(shared).lower()} | {args.windows} | {row['children']} | "
               f"{row['rss_mib']:.0f} MiB | {row['first'][0]:.2f} s | {rest:.2f} s |")

@@ -228,6 +228,12 @@ class AgentHost:
                 raise
         return self._provider
 
+    @property
+    def current_provider(self) -> Provider | None:
+        """The provider if it was built (None before first use and after a
+        settings change dropped it)."""
+        return self._provider
+
     def drop_provider(self) -> None:
         """Forget the provider (settings changed); the front closes it in the
         background (take_retired_providers), where it holds the event loop."""

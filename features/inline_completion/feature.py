@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from agentls import __version__
 from agentls.core.editor.inline_completion import InlineAnswer, InlineRequest
+from agentls.core.plugins.capabilities import Warmable
+from agentls.core.plugins.registry import offers
 from agentls.core.provider.chunk_stream import ChunkStream
 from agentls.core.provider.contract import (
     CompletionOptions,
@@ -94,6 +96,19 @@ class InlineCompletionFeature:
     # -- FeaturePlugin (cold path) ----------------------------------------------
     def get_config_schema(self) -> dict[str, Any]:
         return InlineCompletionSettings.model_json_schema(by_alias=True)
+
+    async def prepare(
+        self, provider: Callable[[], Provider], settings: InlineCompletionSettings
+    ) -> None:
+        """Ahead of the first request (a document opened): build the provider,
+        decide its prompt form and warm its model, so the first keystroke
+        waits for the model's answer alone."""
+        if not settings.enabled:
+            return
+        chosen = provider()
+        await self.fim.decide(chosen, settings.model)
+        if offers(chosen, Warmable):
+            await chosen.warm(settings.model or None, "completion")
 
     # -- the hot path --------------------------------------------------------------
     async def complete(

@@ -190,7 +190,7 @@ class NextEditFeature:
         limit = min(settings.max_tokens, region_chars // 2 + 64)
         # Temperature 0: the same edit asked twice gives the same suggestion.
         options = CompletionOptions(model=model, max_tokens=limit, stop=prompt.stop,
-                                    temperature=0.0,
+                                    temperature=0.0, background=True,
                                     request_id=f"next-edit-{next(self._ids)}")
         stream: ChunkStream[StreamChunk] | ChunkStream[FimChunk]
         if prompt.chat:

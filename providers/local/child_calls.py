@@ -14,7 +14,8 @@ from typing import TypeVar
 
 from agentls.core.provider.chunk_stream import ChunkStream
 from agentls.core.provider.progress import ProgressSink, ProgressTask
-from agentls.core.types.errors import ModelError
+from agentls.core.types.errors import ModelError, ProviderRequestCancelled
+from agentls.providers.local.engine_work import PREEMPTED
 from agentls.providers.local.process import (
     _ChildSpec,
     _describe_exit,
@@ -68,6 +69,8 @@ class ChildCalls:
                         yield chunk
                     return
                 except ModelError as exc:
+                    if PREEMPTED in exc.message:  # a background request an inline one came before
+                        raise ProviderRequestCancelled() from exc
                     if (attempt == 1 and not streamed
                             and await self._died(process, exc) is not None):
                         continue  # nothing was said yet: process.client() restarts it

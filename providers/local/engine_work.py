@@ -9,6 +9,12 @@ faster than it drains. Here the prompt is evaluated one batch at a time and
 a request whose client disconnected stops before its next batch or token
 (`Superseded`), or never starts.
 
+A request marked background (`agentls_priority` in its body: next edits)
+yields to a waited-for one: when an inline completion arrives, every
+background request queued or running stops the same way and answers an
+error event naming PREEMPTED, so the engine works on the keystroke first,
+whichever window of the model host sent either.
+
 The counters are the engine's own: the tokens handed to llama.cpp's decode
 (after its prompt cache kept what it could, and after prompt_reuse.py moved
 what the prompt holds again past a change), per request, served as JSON at
@@ -17,6 +23,7 @@ GET /agentls/engine for `agentls/status` and the benches.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import deque
@@ -39,6 +46,12 @@ PATH = "/agentls/engine"
 _MODEL_PATHS = ("/v1/completions", "/v1/chat/completions")
 _KEPT = 256  # the newest requests' records
 _CHECK_EVERY = 128
+PRIORITY_FIELD = "agentls_priority"  # in a request's body; "background" yields
+PREEMPTED = "agentls: preempted by an inline completion"
+# An error event in the request's event stream, as vLLM and llama.cpp send
+# in-stream errors: the client reads why its answer ends there.
+_PREEMPTED_EVENT = ("data: " + json.dumps({"error": {"message": PREEMPTED, "type": "preempted"}})
+                    + "\n\n").encode()
 
 
 class Superseded(Exception):
@@ -58,7 +71,11 @@ class Work:
     prompt_moved: int = 0  # of those, held after a change and moved there (prompt_reuse.py)
     generated: int = 0  # tokens decoded one at a time after the prompt
     eval_ms: float = 0.0  # time in decode
-    outcome: str = "running"  # done, stopped (client gone mid-way), skipped (gone before)
+    # done, stopped (client gone mid-way), skipped (gone before), preempted
+    # (a background request an inline completion came before)
+    outcome: str = "running"
+    background: bool = False
+    preempted: bool = False
     gone: threading.Event = field(default_factory=threading.Event, repr=False)
     _evals: int = field(default=0, repr=False)
 
@@ -67,6 +84,7 @@ class Work:
                 "prompt_evaluated": self.prompt_evaluated, "prompt_kept": self.prompt_kept,
                 "prompt_moved": self.prompt_moved, "generated": self.generated,
                 "eval_ms": round(self.eval_ms, 1), "outcome": self.outcome,
+                "background": self.background,
                 "ms": round((self.ended - self.received) * 1000, 1) if self.ended else None}
 
 
@@ -78,12 +96,19 @@ class Ledger:
         self._next = 0
         self.recent: deque[Work] = deque(maxlen=_KEPT)
         self.totals = {"requests": 0, "prompt_evaluated": 0, "generated": 0,
-                       "stopped": 0, "skipped": 0}
+                       "stopped": 0, "skipped": 0, "preempted": 0}
 
-    def begin(self, path: str) -> Work:
+    def begin(self, path: str, *, background: bool = False) -> Work:
+        """A new request's record; a waited-for one preempts every
+        background request not ended yet."""
         with self._lock:
             self._next += 1
-            work = Work(self._next, path, time.time())
+            work = Work(self._next, path, time.time(), background=background)
+            if not background:
+                for other in self.recent:
+                    if other.background and not other.ended:
+                        other.preempted = True
+                        other.gone.set()
             self.recent.append(work)
             self.totals["requests"] += 1
         return work
@@ -93,7 +118,7 @@ class Ledger:
             work.ended = time.time()
             if work.outcome == "running":
                 work.outcome = "done"
-            if work.outcome in ("stopped", "skipped"):
+            if work.outcome in ("stopped", "skipped", "preempted"):
                 self.totals[work.outcome] += 1
             self.totals["prompt_evaluated"] += work.prompt_evaluated
             self.totals["generated"] += work.generated
@@ -121,7 +146,8 @@ def install(llama_class: Any, lib: Any = None) -> None:
         # Batches of at most 128 tokens: a gone client stops the engine within one.
         for start in range(0, len(tokens), step):
             if work.gone.is_set():
-                work.outcome = "stopped" if work.prompt_evaluated or work.generated else "skipped"
+                work.outcome = ("preempted" if work.preempted else "stopped"
+                                if work.prompt_evaluated or work.generated else "skipped")
                 raise Superseded(f"request {work.id}: the client is gone")
             batch = tokens[start:start + step]
             began = time.perf_counter()
@@ -189,20 +215,30 @@ class EngineWork:
         if path not in _MODEL_PATHS or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
-        work = self.ledger.begin(path)
+        # The body is read first (its priority field decides), then replayed.
+        received: deque[Message] = deque()
+        while True:
+            message = await receive()
+            received.append(message)
+            if message.get("type") != "http.request" or not message.get("more_body"):
+                break
+        work = self.ledger.begin(path, background=_background(received))
 
         async def watched() -> Message:
-            message = await receive()
+            message = received.popleft() if received else await receive()
             if message.get("type") == "http.disconnect":
                 work.gone.set()
             return message
 
-        finished = False
+        started = finished = False
 
         async def sending(message: Message) -> None:
-            nonlocal finished
+            nonlocal started, finished
+            started = True
             if message.get("type") == "http.response.body" and not message.get("more_body"):
                 finished = True  # the whole answer was handed to the client
+                if work.outcome == "preempted":  # cut short: say why
+                    message = {**message, "body": message.get("body", b"") + _PREEMPTED_EVENT}
             await send(message)
 
         token = _CURRENT.set(work)
@@ -216,8 +252,25 @@ class EngineWork:
             if work.outcome == "running" and work.gone.is_set() and not finished:
                 # Gone before the end: stopped by the server's own disconnect check
                 # between tokens, or while queued, before the engine started it.
-                work.outcome = "stopped" if work._evals else "skipped"
+                work.outcome = ("preempted" if work.preempted else "stopped"
+                                if work._evals else "skipped")
             self.ledger.end(work)
+        if work.outcome == "preempted" and not finished:  # its client waits: say why
+            if not started:
+                await send({"type": "http.response.start", "status": 200,
+                            "headers": [(b"content-type", b"text/event-stream")]})
+            await send({"type": "http.response.body", "body": _PREEMPTED_EVENT,
+                        "more_body": False})
+
+
+def _background(messages: deque[Message]) -> bool:
+    body = b"".join(m.get("body", b"") for m in messages if m.get("type") == "http.request")
+    try:
+        payload = json.loads(body) if body else None
+    except ValueError:
+        return False  # the server answers a bad body itself
+    return isinstance(payload, dict) and payload.get(PRIORITY_FIELD) == "background"
+
 
 
 def _only_superseded(exc: BaseException) -> bool:

@@ -54,6 +54,7 @@ from agentls.core.types.messages import ConfigField, ModelInfo, ProviderInfo, St
 from agentls.providers.fim.templates import build_fim_prompt
 from agentls.providers.local.child_calls import ChildCalls
 from agentls.providers.local.choice import LAST_SERVED, ModelChoice, _int_option, _option
+from agentls.providers.local.engine_work import PRIORITY_FIELD
 from agentls.providers.local.models.catalog import (
     CATALOG,
     DEFAULT_CHAT_MODEL,
@@ -327,8 +328,8 @@ class LocalProvider(BaseProvider):
                 DEFAULT_NATIVE_MAX_TOKENS if native else DEFAULT_CHAT_MAX_TOKENS),
             temperature=temperature,
             request_id=None,
-            extra=({"seed": self.choice.seed, **options.extra} if self.choice.seed is not None
-                   else options.extra),
+            extra={**({"seed": self.choice.seed} if self.choice.seed is not None else {}),
+                   **_priority(options), **options.extra},
         )
         names = [tool["name"] for tool in tool_list]
         if tool_list and facts is not None and native:
@@ -392,13 +393,24 @@ class LocalProvider(BaseProvider):
                 ),
                 stop=stop,
                 request_id=None,
-                extra={"suffix": None, **options.extra},  # llama.cpp's suffix is not FIM
+                # llama.cpp's suffix is not FIM
+                extra={"suffix": None, **_priority(options), **options.extra},
             ),
         )
         async for chunk in self.calls.stream(
             process, lambda client: client.stream_fim(inner), "completion"
         ):
             yield chunk
+
+    async def warm(self, model: str | None, role: str) -> None:
+        """Ready `role`'s model before its first request (Warmable): its GGUF
+        facts read and its child running (loaded here, or leased from the
+        model host). Raises what the first request would (ModelError)."""
+        self._require_runtime(model or (self.default_completion_model if role == "completion"
+                                        else self.default_model))
+        process = self._serving(model, role)
+        await self._facts(process.spec)
+        await self.calls.client(process, role)
 
     async def fim_plan(self, model: str | None = None) -> FimPlan:
         """How _stream_fim prompts the completion model, and why (for
@@ -481,6 +493,12 @@ class LocalProvider(BaseProvider):
 
     async def aclose(self) -> None:
         await self.models.aclose()
+
+
+def _priority(options: CompletionOptions) -> dict[str, Any]:
+    """A background request (next edits) yields to inline completions in the
+    child (engine_work.py)."""
+    return {PRIORITY_FIELD: "background"} if options.background else {}
 
 
 def _chat_nice_option(options: Mapping[str, Any]) -> int:

@@ -65,9 +65,7 @@ def register(server: AgentlsLanguageServer) -> None:
         # Loading every feature plugin (and what they start) waits until the
         # first inline completion was answered (at most 2 s): start-up work
         # must not compete with the editor's first suggestion.
-        task = asyncio.ensure_future(_start_features_when_warm(ls))
-        ls.background_tasks.add(task)
-        task.add_done_callback(ls.background_tasks.discard)
+        ls.in_background(_start_features_when_warm(ls))
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def on_did_change_configuration(

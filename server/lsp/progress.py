@@ -43,9 +43,7 @@ class LspProgressTask:
         self._supported = _client_supports_progress(ls)
         dialect.tell_status(ls, "InProgress", f"{title}: {message}" if message else title)
         if self._supported:
-            task = asyncio.ensure_future(self._create(message))
-            ls.background_tasks.add(task)
-            task.add_done_callback(ls.background_tasks.discard)
+            ls.in_background(self._create(message))
 
     async def _create(self, message: str) -> None:
         try:

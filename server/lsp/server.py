@@ -50,6 +50,14 @@ class AgentlsLanguageServer(LanguageServer):
         self.copilot_plugin: str | None = None  # "copilot.lua 1.515.0"
         self.copilot_status: tuple[str, str] | None = None  # last statusNotification
 
+    def in_background(self, work: Any) -> asyncio.Future[Any]:
+        """Run the coroutine `work` as a fire-and-forget task, kept
+        referenced until it ends."""
+        task: asyncio.Future[Any] = asyncio.ensure_future(work)
+        self.background_tasks.add(task)
+        task.add_done_callback(self.background_tasks.discard)
+        return task
+
     async def wait_settings(self, limit: float = 5.0) -> None:
         """Wait (bounded) until the client's settings have been read."""
         if self.settings_ready.is_set():

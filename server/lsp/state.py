@@ -100,6 +100,9 @@ class ServerState:
         self.reported_restricted: str | None = None
         # Set once the first inline completion was answered (lsp.inline).
         self.inline_warm: Any = None
+        # The provider whose completion model a document's opening readied
+        # (lsp/suggestions/inline.py prepare_soon).
+        self.inline_prepared: object | None = None
 
     # -- the user's edits (next edit suggestions) --------------------------------
     @property

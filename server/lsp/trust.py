@@ -15,7 +15,6 @@ initialize, inline completion or chat.
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
@@ -53,9 +52,7 @@ def schedule_trust_question(ls: AgentlsLanguageServer) -> None:
         return
     if not ls.state.first_time(f"trust-asked:{trust.file}:{trust.digest}"):
         return
-    task = asyncio.ensure_future(_ask(ls, trust))
-    ls.background_tasks.add(task)
-    task.add_done_callback(ls.background_tasks.discard)
+    ls.in_background(_ask(ls, trust))
 
 
 async def _ask(ls: AgentlsLanguageServer, trust: WorkspaceTrust) -> None:

@@ -142,3 +142,52 @@ def test_a_keystroke_before_a_long_suffix_evaluates_its_own_tokens_not_the_suffi
         assert record["outcome"] in ("done", "stopped") and record["generated"], records
         assert record["prompt_moved"] > 300, records  # the suffix, moved rather than evaluated
         assert record["prompt_evaluated"] <= 24, records  # the typed text and a few after it
+
+
+def test_an_inline_completion_goes_before_a_next_edit_the_engine_is_working_on(
+    tmp_path: Path,
+) -> None:
+    """A next edit is background work (engine_work.py): an inline completion
+    that arrives while the engine evaluates one stops it within a batch, and
+    the next edit answers nothing, quietly (the user typed: it is stale)."""
+    settings = {"provider": "local", "inlineCompletion": {"debounceMs": 0},
+                "nextEdit": {"debounceMs": 0}}
+    with LspProcess.start(state_dir=tmp_path / "state", workspace=tmp_path,
+                          settings=settings) as lsp:
+        lsp.open((tmp_path / "warm.py").as_uri(), "def add(a, b):\n    return ")
+        lsp.wait(ask(lsp, (tmp_path / "warm.py").as_uri(), 1, 11), 300, "warm-up")
+        seen = max(r["id"] for r in engine(lsp))
+
+        uri = (tmp_path / "shop.py").as_uri()
+        body = "def cheapest(items):\n    return min(items, key=lambda item: item.price)\n"
+        text = HEAD + body + TAIL
+        line = HEAD.count("\n")
+        lsp.open(uri, text)
+        # The user renames the parameter: an edit for the next-edit prompt.
+        lsp.notify("textDocument/didChange", {
+            "textDocument": {"uri": uri, "version": 2},
+            "contentChanges": [{"range": {"start": {"line": line, "character": 13},
+                                          "end": {"line": line, "character": 18}},
+                                "text": "goods"}]})
+        edit = lsp.request_async("textDocument/copilotInlineEdit", {
+            "textDocument": {"uri": uri, "version": 2},
+            "position": {"line": line, "character": 18}})
+        wait_until(lambda: [r for r in engine(lsp) if r["id"] > seen and r["background"]
+                            and r["outcome"] == "running"],
+                   "the next edit reached the engine", 60)
+        inline = ask(lsp, uri, line + 1, 4)
+        lsp.wait(inline, 120, "the inline completion")
+        answer = lsp.wait(edit, 60, "the next edit")
+        wait_until(lambda: all(r["outcome"] != "running" for r in engine(lsp)),
+                   "the engine settled", 30)
+        records = [r for r in engine(lsp) if r["id"] > seen]
+        shown = lsp.shown_messages()
+    assert "error" not in answer and answer["result"]["edits"] == [], answer
+    assert not [m for m in shown if "preempt" in m or "failed" in m.lower()], shown
+    (background,) = [r for r in records if r["background"]]
+    (typed,) = [r for r in records if not r["background"]]
+    assert background["outcome"] == "preempted", records  # not run to its end
+    assert typed["outcome"] in ("done", "stopped") and typed["generated"], records
+    # The next edit ended (within a batch) before the completion did.
+    assert (background["received"] + background["ms"] / 1000
+            < typed["received"] + typed["ms"] / 1000), records

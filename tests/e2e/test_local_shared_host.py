@@ -13,6 +13,7 @@ killed host) is replaced."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -58,6 +59,11 @@ def unauthenticated(counters_url: str) -> int:
     except urllib.error.HTTPError as refused:
         return refused.code
     return 200
+
+
+def json_get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        return json.load(answer)
 
 
 def cmdline(pid: int) -> list[bytes]:
@@ -337,3 +343,28 @@ def test_agentls_check_shows_what_the_editors_models_did(tmp_path: Path, runtime
     (at,) = [n for n, ln in enumerate(lines) if "model process:" in ln and COMPLETION in ln]
     assert "shared through the model host by 1 agentls" in lines[at], done.stdout
     assert "recent requests: 1 answered" in lines[at + 1], done.stdout
+
+
+def test_opening_a_document_readies_the_completion_model_before_any_request(
+    tmp_path: Path, runtime: Path
+) -> None:
+    env = {"XDG_RUNTIME_DIR": str(runtime)}
+    ws = workspace(tmp_path, "ws")
+    with LspProcess.start(state_dir=tmp_path / "a", workspace=ws, settings=SETTINGS,
+                          env=env) as first:
+        one = LocalModelEditor(first, ws)
+        first.open((ws / "opened.py").as_uri(), "def add(a, b):\n    \n")
+        ready = wait_until(lambda: one.models().get(COMPLETION), "the model loaded at open", 120)
+        assert ready["starts"] == 1 and CHAT not in one.models()  # only what typing needs
+        engine = json_get(ready["engineCounters"])
+        assert engine["totals"]["requests"] == 0  # loaded, nothing asked of it yet
+
+        with LspProcess.start(state_dir=tmp_path / "b", workspace=ws, settings=SETTINGS,
+                              env=env) as second:
+            second.open((ws / "other.py").as_uri(), "x = 1\n")
+            # The second window leases the shared child when its document opens.
+            wait_until(lambda: one.models()[COMPLETION]["clients"] == 2,
+                       "the second window holds the child before typing", 60)
+            two = LocalModelEditor(second, ws)
+            assert two.complete()["items"]
+            assert two.models()[COMPLETION]["pid"] == ready["pid"]

@@ -83,3 +83,7 @@ class InlineCompleter(Protocol):
         provider: Callable[[], Provider],
         settings: Any,
     ) -> InlineAnswer: ...
+
+    async def prepare(self, provider: Callable[[], Provider], settings: Any) -> None:
+        """Ready what the first request needs (the provider, its prompt
+        form, its model) ahead of it; raises what `provider` raises."""

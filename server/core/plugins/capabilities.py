@@ -32,6 +32,10 @@ one typed Protocol per capability. The server finds them with `offers` /
   error can say which setting to change.
 - `TakesOver`: `take_over(previous)`: a provider that keeps the previous
   provider's serving models until its own are ready (local).
+- `Warmable`: `async warm(model, role)`: a provider that readies a model
+  before its first request (local: reads the GGUF, starts or leases the
+  child), asked when a document opens so the first keystroke waits for
+  nothing but the model.
 
 The request/answer contracts of the editor features live beside their
 types: `InlineCompleter` (core/editor/inline_completion.py), `NextEditSuggester`
@@ -121,6 +125,11 @@ class ModelPreparer(Protocol):
 @runtime_checkable
 class TakesOver(Protocol):
     def take_over(self, previous: Any) -> None: ...
+
+
+@runtime_checkable
+class Warmable(Protocol):
+    async def warm(self, model: str | None, role: str) -> None: ...
 
 
 def contributed_tool_plugins(features: Iterable[object]) -> list[Any]:

@@ -81,6 +81,9 @@ class CompletionOptions:
     stop: tuple[str, ...] = ()
     request_id: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # Nobody is typing against it (next edits): a provider whose engine serves
+    # one request at a time lets an inline completion go first (local).
+    background: bool = False
 
 
 @dataclass(frozen=True)

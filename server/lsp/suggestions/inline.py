@@ -66,6 +66,36 @@ def _warm(state: Any) -> None:
         asyncio.get_running_loop().call_later(0.1, state.inline_warm.set)
 
 
+def prepare_soon(ls: AgentlsLanguageServer) -> None:
+    """A document opened: ready the completion model in the background (the
+    provider built, its GGUF read, its child loaded or leased from the model
+    host) so the first keystroke waits for the model's answer alone. Once per
+    provider: a settings change that builds a new one prepares again."""
+    state = ls.state
+    prepared = state.inline_prepared
+    if prepared is _PREPARING or (prepared is not None
+                                  and prepared is state.host.current_provider):
+        return
+    state.inline_prepared = _PREPARING
+    ls.in_background(_prepare(ls))
+
+
+_PREPARING = object()  # a preparation is under way
+
+
+async def _prepare(ls: AgentlsLanguageServer) -> None:
+    state = ls.state
+    try:
+        await ls.wait_settings()
+        feature = state.host.feature(FEATURE_NAME, InlineCompleter)
+        if feature is not None:
+            await feature.prepare(state.host.provider, state.host.settings.inline_completion)
+    except Exception as exc:  # the first request says what is wrong, once
+        log.info("Inline completion: the model was not prepared ahead: %s", exc)
+    finally:
+        state.inline_prepared = state.host.current_provider
+
+
 async def suggest(ls: AgentlsLanguageServer, uri: str, line: int, character: int, *,
                   invoked: bool, method: str) -> Suggestions:
     """Inline completions at a position through the `inline-completion`

@@ -21,6 +21,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 
 from agentls.core.editor.history import EditHistory, TextChange
 from agentls.core.editor.positions import PositionOutOfRange, offset_at, position_at
+from agentls.lsp.suggestions import inline
 from agentls.lsp.suggestions.served import ServedIds
 from agentls.lsp.wire.convert import position_encoding, to_plain
 
@@ -58,6 +59,7 @@ def register(server: AgentlsLanguageServer) -> None:
         document = ls.workspace.text_documents.get(key)
         if document is not None:
             endpoint.texts[key] = document.source
+        inline.prepare_soon(ls)  # the first keystroke here should find the model ready
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: AgentlsLanguageServer,
