@@ -48,7 +48,8 @@ EXPECTED = ("__init__", "add", "remove", "count", "total")
 PROMPT = "Read inventory.py and tell me which methods the Inventory class has"
 
 
-async def run(model: str, *, show_prompts: bool, prompt: str, max_iterations: int) -> int:
+async def run(model: str, *, show_prompts: bool, prompt: str, max_iterations: int,
+              extra: dict[str, Any] | None = None) -> int:
     from agentls.app import build_agent
     from agentls.core.agent.orchestrator import Orchestrator
     from agentls.core.plugins.registry import PluginRegistry
@@ -59,7 +60,7 @@ async def run(model: str, *, show_prompts: bool, prompt: str, max_iterations: in
     (workspace / "inventory.py").write_text(INVENTORY)
     registry = PluginRegistry.discover()
     options = {"provider": "local", "model": model,
-               "session": {"maxIterations": max_iterations}}
+               "session": {"maxIterations": max_iterations}, **(extra or {})}
     loaded = load_settings(init_options=options, workspace_root=workspace,
                            provider_names=registry.names("provider"), environ={},
                            user_config_file=workspace / "none.toml")
@@ -127,9 +128,12 @@ def main() -> int:
     parser.add_argument("--prompts", action="store_true", help="print every rendered prompt")
     parser.add_argument("--prompt", default=PROMPT)
     parser.add_argument("--max-iterations", type=int, default=8)
+    parser.add_argument("--settings", default="{}",
+                        help="JSON settings added to the turn's (e.g. local, providerOptions)")
     args = parser.parse_args()
     return asyncio.run(run(args.model, show_prompts=args.prompts, prompt=args.prompt,
-                           max_iterations=args.max_iterations))
+                           max_iterations=args.max_iterations,
+                           extra=json.loads(args.settings)))
 
 
 if __name__ == "__main__":

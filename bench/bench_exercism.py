@@ -80,13 +80,16 @@ AIDER_INSTALL = ("python3 -m venv ~/aider-venv && ~/aider-venv/bin/pip install a
 AIDER_MALFORMED = ("did not conform to the edit format", "Exception while updating files")
 
 
-def agentls_settings(url: str | None = None) -> dict[str, Any]:
-    """The defaults, the packaged local models (or the engine at `url`);
-    every question comes to the bench's editor, which allows it."""
+def agentls_settings(url: str | None = None, n_ctx: int | None = None) -> dict[str, Any]:
+    """The defaults, the packaged local models (or the engine at `url`, whose
+    window is `n_ctx`: llama-cpp-python's /v1/models does not report it, and
+    the openai provider would assume a small one and compact early); every
+    question comes to the bench's editor, which allows it."""
     if url is None:
         return {"provider": "local", "approval": {"mode": "message"}}
     return {"provider": "openai", "baseUrl": url + "/v1", "model": MODEL_ID,
-            "session": {"editFormat": "file-blocks"}, "approval": {"mode": "message"}}
+            "session": {"editFormat": "file-blocks"}, "approval": {"mode": "message"},
+            **({"contextWindow": n_ctx} if n_ctx else {})}
 
 
 def _clean_env(scratch: Path) -> dict[str, str]:
@@ -305,7 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if shared:
                     seen = {r["id"] for r in engine_records(url)}
                     row = asyncio.run(run_exercise(
-                        exercise, agentls_settings(url), env=_clean_env(scratch),
+                        exercise, agentls_settings(url, args.n_ctx), env=_clean_env(scratch),
                         tries=args.tries, turn_time_limit=args.turn_time_limit,
                         test_time_limit=args.test_time_limit,
                         output_chars=args.test_output_chars, peer="agentls-shared"))

@@ -197,6 +197,9 @@ from agentls.cli import main
 sys.exit(main())
 """
 BESIDE_MODEL = MODEL.with_name("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
+# A turn that decodes for minutes (the replay's length), not one that ends early.
+BESIDE_PROMPT = ("Read inventory.py, then write a long, detailed tutorial on the Inventory "
+                 "class: every method, its edge cases, and many usage examples.")
 
 
 async def start_agentls(args: argparse.Namespace, workdir: Path, settings: dict[str, Any],
@@ -247,6 +250,7 @@ async def main(args: argparse.Namespace) -> None:
                                          args.cache_reuse))
         shim: Shim | None = None
         settings = json.loads(args.settings)
+        args.beside_settings = settings
         prompts = (workdir / "prompts.jsonl"
                    if args.json and args.client == "agentls" and url is None else None)
         if args.client == "tabby":
@@ -295,10 +299,13 @@ async def replay(args: argparse.Namespace, workdir: Path, client: Client, peer: 
     seen = max((r["id"] for r in before), default=0) if before else 0
     logged = log_size(engine_log)
     if args.beside_agent:  # its own process, its own engine child: they share the cores
+        # The same model-sharing and priority settings as the typing window's.
+        shared = {key: args.beside_settings[key] for key in ("local", "providerOptions")
+                  if key in args.beside_settings}
         beside = await asyncio.create_subprocess_exec(
             sys.executable, str(Path(__file__).parent / "bench_agent_real.py"),
-            str(BESIDE_MODEL), stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL)
+            str(BESIDE_MODEL), "--prompt", BESIDE_PROMPT, "--settings", json.dumps(shared),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
     beside_started = time.perf_counter()
     per_module = max(1, args.lines // len(chosen))
     for number, name in enumerate(chosen):

@@ -50,16 +50,20 @@ def ask(lsp: LspProcess, uri: str, line: int, character: int) -> Any:
         "context": {"triggerKind": 2}})
 
 
+def warm_up(lsp: LspProcess, folder: Path) -> int:
+    """Load the model once, on another document; the last engine record's id."""
+    lsp.open((folder / "warm.py").as_uri(), "def add(a, b):\n    return ")
+    lsp.wait(ask(lsp, (folder / "warm.py").as_uri(), 1, 11), 300, "warm-up")
+    return max(r["id"] for r in engine(lsp))
+
+
 def test_a_superseded_completion_stops_the_engine_and_the_next_reuses_its_prompt(
     tmp_path: Path,
 ) -> None:
     settings = {"provider": "local", "inlineCompletion": {"debounceMs": 0}}
     with LspProcess.start(state_dir=tmp_path / "state", workspace=tmp_path,
                           settings=settings) as lsp:
-        # Load the model once, on another document.
-        lsp.open((tmp_path / "warm.py").as_uri(), "def add(a, b):\n    return ")
-        lsp.wait(ask(lsp, (tmp_path / "warm.py").as_uri(), 1, 11), 300, "warm-up")
-        seen = max(r["id"] for r in engine(lsp))
+        seen = warm_up(lsp, tmp_path)
 
         uri = (tmp_path / "shop.py").as_uri()
         text = HEAD + LINE + TAIL
@@ -154,9 +158,7 @@ def test_an_inline_completion_goes_before_a_next_edit_the_engine_is_working_on(
                 "nextEdit": {"debounceMs": 0}}
     with LspProcess.start(state_dir=tmp_path / "state", workspace=tmp_path,
                           settings=settings) as lsp:
-        lsp.open((tmp_path / "warm.py").as_uri(), "def add(a, b):\n    return ")
-        lsp.wait(ask(lsp, (tmp_path / "warm.py").as_uri(), 1, 11), 300, "warm-up")
-        seen = max(r["id"] for r in engine(lsp))
+        seen = warm_up(lsp, tmp_path)
 
         uri = (tmp_path / "shop.py").as_uri()
         body = "def cheapest(items):\n    return min(items, key=lambda item: item.price)\n"
