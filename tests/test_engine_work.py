@@ -144,7 +144,8 @@ def test_the_counters_are_served_and_other_paths_pass_through() -> None:
     sent = run_app(ledger, other, path=engine_work.PATH, method="GET")
     payload = json.loads(sent[-1]["body"])
     assert payload["totals"] == {"requests": 1, "prompt_evaluated": 10, "generated": 1,
-                                 "stopped": 0, "skipped": 0}
+                                 "stopped": 0, "skipped": 0, "preempted": 0,
+                                 "yielded_seconds": 0.0}
     run_app(ledger, other, path="/v1/models", method="GET")
     assert passed == ["/v1/models"] and ledger.snapshot()["totals"]["requests"] == 1
 
@@ -161,3 +162,41 @@ def test_eval_outside_a_request_is_the_engines_own() -> None:
             llama.eval([1, 2, 3])
         finally:
             engine_work._CURRENT.reset(token)
+
+
+# -- completions first: the flag between children -----------------------------
+
+
+def test_a_raising_child_holds_the_flag_while_a_waited_for_request_runs(tmp_path) -> None:
+    flag = tmp_path / "completing"
+    first = engine_work.CompletionsFirst(flag, "raise")
+    first.before_batch(engine_work.Work(1, "/v1/completions", 0.0))
+    assert flag.exists()
+    first.after(running_foreground=True)  # another request still runs: kept
+    assert flag.exists()
+    first.after(running_foreground=False)
+    assert not flag.exists()
+    # A background request (a next edit) raises nothing.
+    first.before_batch(engine_work.Work(2, "/v1/completions", 0.0, background=True))
+    assert not flag.exists()
+
+
+def test_a_yielding_child_waits_while_the_flag_is_up_and_only_so_long(tmp_path,
+                                                                      monkeypatch) -> None:
+    monkeypatch.setattr(engine_work, "YIELD_AT_MOST", 0.2)
+    flag = tmp_path / "completing"
+    chat = engine_work.CompletionsFirst(flag, "yield")
+    work = engine_work.Work(1, "/v1/chat/completions", 0.0)
+    chat.before_batch(work)  # no flag: no wait
+    assert chat.waited < 0.05
+    flag.touch()
+    chat.before_batch(work)  # raised: waits, but at most YIELD_AT_MOST
+    assert 0.2 <= chat.waited < 0.5
+    # A flag a dead child left (not touched for STALE_AFTER s) is ignored.
+    old = flag.stat().st_mtime - engine_work.STALE_AFTER - 1
+    import os
+
+    os.utime(flag, (old, old))
+    waited = chat.waited
+    chat.before_batch(work)
+    assert chat.waited - waited < 0.05

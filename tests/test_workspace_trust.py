@@ -130,8 +130,11 @@ def test_never_approval_default_allow_nor_a_tiny_timeout_from_a_workspace_file(
 
 
 def run_cli(*args: str, cwd: Path, state: Path) -> subprocess.CompletedProcess[str]:
+    runtime = state.parent / "run"  # `check` loads the chat model: not in the user's host
+    runtime.mkdir(mode=0o700, exist_ok=True)
     env = {"PATH": "/usr/bin:/bin", "AGENTLS_STATE_DIR": str(state),
-           "AGENTLS_CONFIG_FILE": str(cwd / "none.toml"), "HOME": str(cwd)}
+           "AGENTLS_CONFIG_FILE": str(cwd / "none.toml"), "HOME": str(cwd),
+           "XDG_RUNTIME_DIR": str(runtime), "AGENTLS_LOCAL__HOST_IDLE_SECONDS": "2"}
     return subprocess.run([sys.executable, "-m", "agentls", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
 

@@ -15,6 +15,14 @@ background request queued or running stops the same way and answers an
 error event naming PREEMPTED, so the engine works on the keystroke first,
 whichever window of the model host sent either.
 
+Completions first across children (`CompletionsFirst`): a child serving
+waited-for requests at normal priority raises a flag file in the user's
+runtime folder while it evaluates one, and a chat child running below it
+(`nice` > 0) waits between its tokens while the flag is up, at most
+YIELD_AT_MOST s per token, so an agent turn still moves while the user
+types, and never for a flag left by a child that died (older than
+STALE_AFTER s).
+
 The counters are the engine's own: the tokens handed to llama.cpp's decode
 (after its prompt cache kept what it could, and after prompt_reuse.py moved
 what the prompt holds again past a change), per request, served as JSON at
@@ -24,12 +32,14 @@ GET /agentls/engine for `agentls/status` and the benches.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from agentls.providers.local.prompt_reuse import PromptReuse
@@ -52,6 +62,57 @@ PREEMPTED = "agentls: preempted by an inline completion"
 # in-stream errors: the client reads why its answer ends there.
 _PREEMPTED_EVENT = ("data: " + json.dumps({"error": {"message": PREEMPTED, "type": "preempted"}})
                     + "\n\n").encode()
+
+
+YIELD_AT_MOST = 1.0  # seconds a yielding child waits per token
+STALE_AFTER = 3.0  # a flag not touched for this long was left by a dead child
+_POLL = 0.02
+
+
+class CompletionsFirst:
+    """The flag between the children of one user (see the module doc):
+    `role` "raise" touches it per batch of a waited-for request and removes
+    it when none runs; "yield" waits on it; None does neither."""
+
+    def __init__(self, flag: Path | None = None, role: str | None = None) -> None:
+        self.flag = flag
+        self.role = role
+        self.waited = 0.0  # seconds this child spent yielding
+
+    def configure(self, flag: Path | None, role: str | None) -> None:
+        self.flag, self.role = flag, role
+
+    def before_batch(self, work: Work) -> None:
+        flag = self.flag
+        if flag is None:
+            return
+        if self.role == "raise" and not work.background:
+            try:
+                flag.touch()
+            except OSError:
+                self.flag = None  # the runtime folder went away: stop trying
+        elif self.role == "yield":
+            began = time.monotonic()
+            while time.monotonic() - began < YIELD_AT_MOST and self._raised(flag):
+                time.sleep(_POLL)
+            self.waited += time.monotonic() - began
+
+    def after(self, running_foreground: bool) -> None:
+        if self.role == "raise" and self.flag is not None and not running_foreground:
+            try:
+                self.flag.unlink(missing_ok=True)
+            except OSError:
+                pass
+
+    @staticmethod
+    def _raised(flag: Path) -> bool:
+        try:
+            return time.time() - os.stat(flag).st_mtime < STALE_AFTER
+        except OSError:
+            return False
+
+
+PRIORITY = CompletionsFirst()
 
 
 class Superseded(Exception):
@@ -122,10 +183,12 @@ class Ledger:
                 self.totals[work.outcome] += 1
             self.totals["prompt_evaluated"] += work.prompt_evaluated
             self.totals["generated"] += work.generated
+            running = any(not other.ended and not other.background for other in self.recent)
+        PRIORITY.after(running)
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
-            return {"totals": dict(self.totals),
+            return {"totals": {**self.totals, "yielded_seconds": round(PRIORITY.waited, 2)},
                     "requests": [work.record() for work in self.recent]}
 
 
@@ -149,6 +212,7 @@ def install(llama_class: Any, lib: Any = None) -> None:
                 work.outcome = ("preempted" if work.preempted else "stopped"
                                 if work.prompt_evaluated or work.generated else "skipped")
                 raise Superseded(f"request {work.id}: the client is gone")
+            PRIORITY.before_batch(work)
             batch = tokens[start:start + step]
             began = time.perf_counter()
             decode(batch, start)

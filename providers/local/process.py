@@ -232,6 +232,19 @@ class _LoopbackOpenAI(OpenAIProvider):
         return False
 
 
+def completions_flag() -> Path | None:
+    """The flag file the user's children share (engine_work.py
+    CompletionsFirst), in the 0700 runtime folder; None when that folder is
+    not safe to use."""
+    from agentls.core.support.state_dir import runtime_dir
+
+    try:
+        return runtime_dir() / "completing"
+    except OSError as exc:  # PrivatePathError: another user's or an open folder
+        logger.info("local: completions-first flag not used: %s", exc)
+        return None
+
+
 class _ModelProcess:
     """One child process serving one model; started on demand, restarted
     after it died."""
@@ -364,6 +377,10 @@ class _ModelProcess:
         ]
         if self.nice:
             command += ["--nice", str(self.nice)]
+        flag = completions_flag()
+        if flag is not None:  # completions first (engine_work.py CompletionsFirst)
+            command += ["--priority-flag", str(flag),
+                        "--priority", "yield" if self.nice else "raise"]
         if spec.chat_format:
             command += ["--chat-format", spec.chat_format]
         return command

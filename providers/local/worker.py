@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from agentls.providers.local import engine_work, prompt_reuse
@@ -125,6 +126,8 @@ def _serve(args: argparse.Namespace) -> int:
     app = SchemaGrammar(app, grammar.json_schema_to_gbnf)
     # A superseded request stops the engine; what it evaluated is counted.
     engine_work.install(importlib.import_module("llama_cpp").Llama, lib)
+    if args.priority_flag:
+        engine_work.PRIORITY.configure(Path(args.priority_flag), args.priority)
     app = engine_work.EngineWork(app)
     app = RequireToken(app, token)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -153,4 +156,8 @@ def _worker_main(argv: Sequence[str]) -> int:
     parser.add_argument("--parent-pid", type=int, default=0)
     parser.add_argument("--nice", type=int, default=0,
                         help="run at this lower priority (a chat model behind completions)")
+    parser.add_argument("--priority-flag", default=None,
+                        help="the file children share to put completions first")
+    parser.add_argument("--priority", choices=["raise", "yield"], default=None,
+                        help="raise the flag while serving, or wait on it between tokens")
     return _serve(parser.parse_args(argv))

@@ -368,3 +368,31 @@ def test_opening_a_document_readies_the_completion_model_before_any_request(
             two = LocalModelEditor(second, ws)
             assert two.complete()["items"]
             assert two.models()[COMPLETION]["pid"] == ready["pid"]
+
+
+def test_the_chat_child_waits_between_tokens_while_a_completion_runs(
+    tmp_path: Path, runtime: Path
+) -> None:
+    """Completions first (engine_work.py CompletionsFirst): the completion
+    child raises a flag in the runtime folder while it evaluates, and the
+    chat child (nice 10) waits on it between its tokens."""
+    ws = workspace(tmp_path, "ws")
+    settings = {**SETTINGS, "session": {"maxOutputTokens": 400, "maxIterations": 1}}
+    with LspProcess.start(state_dir=tmp_path / "a", workspace=ws, settings=settings,
+                          env={"XDG_RUNTIME_DIR": str(runtime)}) as lsp:
+        editor = LocalModelEditor(lsp, ws)
+        editor.complete()
+        lsp.result("agentls/chat", {"prompt": "Say hi."}, timeout=180)  # the chat model loads
+        chat_url = editor.models()[CHAT]["engineCounters"]
+        seen = json_get(chat_url)["totals"]["requests"]
+        turn = lsp.request_async("agentls/chat", {
+            "prompt": "Count from 1 to 300, one number per line."})
+        wait_until(lambda: [r for r in json_get(chat_url)["requests"][seen:]
+                            if r["outcome"] == "running" and r["generated"]],
+                   "the chat model decoding", 60)
+        editor.complete()  # while it decodes (and more, until it ends)
+        while not turn.done():
+            editor.complete()
+        lsp.wait(turn, 180, "the chat turn")
+        counters = json_get(chat_url)["totals"]
+    assert counters["yielded_seconds"] > 0, counters
