@@ -180,3 +180,23 @@ def test_a_reply_cut_before_its_closing_tag_still_gives_its_closed_blocks() -> N
     assert [(b.path, b.text) for b in find_code_blocks(reply, FILES)] == [("scores.py", "X = 1\n")]
     assert prose_of(reply).startswith('and <file path="report.py">')
     assert prose_of("a\n````\nx\n```\nb\n```\nc") == "a\n\nb\n```\nc"  # as a regex read it
+
+
+def test_a_file_block_a_small_model_closed_with_a_code_fence_is_kept() -> None:
+    # Qwen2.5-Coder-1.5B on robot-name: `<file path>` opened, a lone fence closed it.
+    reply = ('Here is the class:\n<file path="robot_name.py">\nclass Robot:\n'
+             '    def reset(self):\n        pass\n```\nThis resets the name.')
+    [block] = find_code_blocks(reply, ["robot_name.py"])
+    assert block.path == "robot_name.py"
+    assert block.text == "class Robot:\n    def reset(self):\n        pass\n"
+
+
+def test_a_file_block_with_an_unquoted_path_is_kept() -> None:
+    [block] = find_code_blocks("<file path=robot_name.py>\nX = 1\n</file>", ["robot_name.py"])
+    assert (block.path, block.text) == ("robot_name.py", "X = 1\n")
+
+
+def test_a_file_block_that_just_stops_is_not_taken() -> None:
+    # A reply cut short (max tokens): writing it would cut the file's tail off.
+    assert find_code_blocks('<file path="robot_name.py">\nclass Robot:\n    def res',
+                            ["robot_name.py"]) == []

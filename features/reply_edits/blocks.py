@@ -105,8 +105,11 @@ def find_code_blocks(reply: str, known_paths: Iterable[str] = ()) -> list[CodeBl
     return blocks
 
 
-_FILE_OPEN = re.compile(r"<file\s+path\s*=\s*[\"'](?P<path>[^\"'<>\n]+)[\"']\s*>\n?")
+# The path quoted, or (small models) not: <file path=robot.py>.
+_FILE_OPEN = re.compile(r"<file\s+path\s*=\s*(?:[\"'](?P<path>[^\"'<>\n]+)[\"']"
+                        r"|(?P<bare>[^\s\"'<>]+))\s*>\n?")
 _FILE_CLOSE = "</file>"
+_LONE_FENCE = re.compile(r"^[ \t]*(```|~~~)[ \t]*$", re.M)
 
 
 def _file_tags(reply: str) -> list[tuple[int, int, str, str]]:
@@ -117,13 +120,32 @@ def _file_tags(reply: str) -> list[tuple[int, int, str, str]]:
     tags: list[tuple[int, int, str, str]] = []
     pos = 0
     while (opening := _FILE_OPEN.search(reply, pos)) is not None:
+        path = opening.group("path") or opening.group("bare")
         close = reply.find(_FILE_CLOSE, opening.end())
         if close == -1:
+            fenced = _fence_closed(reply, opening.end())
+            if fenced is not None:
+                tags.append((opening.start(), fenced, path, reply[opening.end():fenced]))
+                pos = fenced
+                continue
             break
         end = close + len(_FILE_CLOSE)
-        tags.append((opening.start(), end, opening.group("path"), reply[opening.end():close]))
+        tags.append((opening.start(), end, path, reply[opening.end():close]))
         pos = end
     return tags
+
+
+def _fence_closed(reply: str, start: int) -> int | None:
+    """Where a `<file>` body that a small model closed with a lone code fence
+    instead of `</file>` ends (before that fence's line), when the body did
+    not open a fence of its own; None otherwise. A body that just stops (a
+    reply cut short) is never taken: writing it would cut the file."""
+    following = _FILE_OPEN.search(reply, start)
+    limit = following.start() if following is not None else len(reply)
+    if reply[start:limit].lstrip().startswith(("```", "~~~")):
+        return None
+    fence = _LONE_FENCE.search(reply, start, limit)
+    return fence.start() if fence is not None and fence.start() > start else None
 
 
 def _without(text: str, spans: Iterable[tuple[int, int, str, str]]) -> str:
