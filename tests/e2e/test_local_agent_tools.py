@@ -15,6 +15,7 @@ import importlib
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,24 @@ MESSAGE_MODE = {"window": {"showMessage": {"messageActionItem": {}}},
 GREET = 'def hello(name):\n    return "Hello, " + name + "!"\n'
 
 
+def allowing_editor(workspace: Path, asked: list[str]) -> Callable[[str, Any], Any]:
+    """An editor that answers every question Allow (recording it in `asked`)
+    and applies every edit to the files of `workspace`."""
+
+    def editor(method: str, params: Any) -> Any:
+        if method == "window/showMessageRequest":
+            asked.append(params["message"])
+            return {"title": "Allow once"}
+        if method == "workspace/applyEdit":
+            for change in params["edit"]["documentChanges"]:
+                path = workspace / Path(change["textDocument"]["uri"]).name
+                path.write_text(_apply(path.read_text(), change["edits"]))
+            return {"applied": True}
+        return None
+
+    return editor
+
+
 def _apply(text: str, edits: list[dict[str, Any]]) -> str:
     """LSP text edits on ASCII text (UTF-16 units are characters here)."""
     starts = [0, *(i + 1 for i, c in enumerate(text) if c == "\n")]
@@ -103,17 +122,7 @@ def test_default_chat_model_writes_a_change_in_its_reply_which_is_approved_and_a
     greet = workspace / "greet.py"
     greet.write_text(GREET)
     asked: list[str] = []
-
-    def editor(method: str, params: Any) -> Any:
-        if method == "window/showMessageRequest":
-            asked.append(params["message"])
-            return {"title": "Allow once"}
-        if method == "workspace/applyEdit":
-            for change in params["edit"]["documentChanges"]:
-                path = workspace / Path(change["textDocument"]["uri"]).name
-                path.write_text(_apply(path.read_text(), change["edits"]))
-            return {"applied": True}
-        return None
+    editor = allowing_editor(workspace, asked)
 
     # A fixed workspace path and sampler seed give the same prompt and reply on
     # every run: the test shows the path (reply -> approval -> edit -> code
@@ -155,16 +164,7 @@ def test_the_quick_start_request_finishes_cheapest_in_the_sample_workspace(
     workspace = Path(tempfile.gettempdir()) / "agentls-e2e-quickstart" / "ws"
     shutil.rmtree(workspace.parent, ignore_errors=True)
     shutil.copytree(QUICK_START, workspace)
-
-    def editor(method: str, params: Any) -> Any:
-        if method == "window/showMessageRequest":
-            return {"title": "Allow once"}
-        if method == "workspace/applyEdit":
-            for change in params["edit"]["documentChanges"]:
-                path = workspace / Path(change["textDocument"]["uri"]).name
-                path.write_text(_apply(path.read_text(), change["edits"]))
-            return {"applied": True}
-        return None
+    editor = allowing_editor(workspace, [])
 
     settings = {"provider": "local", "providerOptions": {"seed": 1}}
     with LspProcess.start(state_dir=tmp_path / "state", workspace=workspace,
