@@ -250,7 +250,6 @@ async def main(args: argparse.Namespace) -> None:
                                          args.cache_reuse))
         shim: Shim | None = None
         settings = json.loads(args.settings)
-        args.beside_settings = settings
         prompts = (workdir / "prompts.jsonl"
                    if args.json and args.client == "agentls" and url is None else None)
         if args.client == "tabby":
@@ -300,8 +299,9 @@ async def replay(args: argparse.Namespace, workdir: Path, client: Client, peer: 
     logged = log_size(engine_log)
     if args.beside_agent:  # its own process, its own engine child: they share the cores
         # The same model-sharing and priority settings as the typing window's.
-        shared = {key: args.beside_settings[key] for key in ("local", "providerOptions")
-                  if key in args.beside_settings}
+        typing_settings = json.loads(args.settings)
+        shared = {key: typing_settings[key] for key in ("local", "providerOptions")
+                  if key in typing_settings}
         beside = await asyncio.create_subprocess_exec(
             sys.executable, str(Path(__file__).parent / "bench_agent_real.py"),
             str(BESIDE_MODEL), "--prompt", BESIDE_PROMPT, "--settings", json.dumps(shared),

@@ -140,6 +140,13 @@ class Work:
     gone: threading.Event = field(default_factory=threading.Event, repr=False)
     _evals: int = field(default=0, repr=False)
 
+    def stop_outcome(self, started: bool) -> str:
+        """How a request that stopped before its end ended (`started`: the
+        engine had begun on it)."""
+        if self.preempted:
+            return "preempted"
+        return "stopped" if started else "skipped"
+
     def record(self) -> dict[str, Any]:
         return {"id": self.id, "path": self.path, "received": self.received,
                 "prompt_evaluated": self.prompt_evaluated, "prompt_kept": self.prompt_kept,
@@ -183,7 +190,8 @@ class Ledger:
                 self.totals[work.outcome] += 1
             self.totals["prompt_evaluated"] += work.prompt_evaluated
             self.totals["generated"] += work.generated
-            running = any(not other.ended and not other.background for other in self.recent)
+            running = PRIORITY.role == "raise" and any(
+                not other.ended and not other.background for other in self.recent)
         PRIORITY.after(running)
 
     def snapshot(self) -> dict[str, Any]:
@@ -209,8 +217,7 @@ def install(llama_class: Any, lib: Any = None) -> None:
         # Batches of at most 128 tokens: a gone client stops the engine within one.
         for start in range(0, len(tokens), step):
             if work.gone.is_set():
-                work.outcome = ("preempted" if work.preempted else "stopped"
-                                if work.prompt_evaluated or work.generated else "skipped")
+                work.outcome = work.stop_outcome(bool(work.prompt_evaluated or work.generated))
                 raise Superseded(f"request {work.id}: the client is gone")
             PRIORITY.before_batch(work)
             batch = tokens[start:start + step]
@@ -316,8 +323,7 @@ class EngineWork:
             if work.outcome == "running" and work.gone.is_set() and not finished:
                 # Gone before the end: stopped by the server's own disconnect check
                 # between tokens, or while queued, before the engine started it.
-                work.outcome = ("preempted" if work.preempted else "stopped"
-                                if work._evals else "skipped")
+                work.outcome = work.stop_outcome(bool(work._evals))
             self.ledger.end(work)
         if work.outcome == "preempted" and not finished:  # its client waits: say why
             if not started:
@@ -329,6 +335,8 @@ class EngineWork:
 
 def _background(messages: deque[Message]) -> bool:
     body = b"".join(m.get("body", b"") for m in messages if m.get("type") == "http.request")
+    if PRIORITY_FIELD.encode() not in body:  # every inline request: no second JSON parse
+        return False
     try:
         payload = json.loads(body) if body else None
     except ValueError:
