@@ -42,6 +42,7 @@ import asyncio
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -87,13 +88,16 @@ def agentls_settings(url: str | None = None, n_ctx: int | None = None) -> dict[s
     question comes to the bench's editor, which allows it."""
     if url is None:
         return {"provider": "local", "approval": {"mode": "message"}}
+    # the engine's secret, read from the env _clean_env hands the server
     return {"provider": "openai", "baseUrl": url + "/v1", "model": MODEL_ID,
+            "apiKeyEnv": ENGINE_KEY_ENV,
             "session": {"editFormat": "file-blocks"}, "approval": {"mode": "message"},
             **({"contextWindow": n_ctx} if n_ctx else {})}
 
 
 def _clean_env(scratch: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLS_")}
+    env[ENGINE_KEY_ENV] = ENGINE_TOKEN
     env["AGENTLS_CONFIG_FILE"] = str(scratch / "no-user-config.toml")  # the defaults
     return env
 
@@ -101,11 +105,22 @@ def _clean_env(scratch: Path) -> dict[str, str]:
 # --------------------------------------------------------------------------- the engine
 
 
+# The engine child answers only requests carrying the secret its parent hands
+# it (providers/local/worker.py); aider and agentls-shared send it as their key.
+ENGINE_TOKEN = secrets.token_urlsafe(24)
+ENGINE_KEY_ENV = "BENCH_ENGINE_KEY"
+
+
+def _authorized(url: str) -> urllib.request.Request:
+    return urllib.request.Request(url, headers={"Authorization": f"Bearer {ENGINE_TOKEN}"})
+
+
 @contextlib.contextmanager
 def engine(gguf: Path, *, n_ctx: int, log: Path) -> Iterator[str]:
     """The local provider's own child process serving `gguf` on a loopback
     port (what agentls runs embedded); yields its base URL."""
     from agentls.providers.local.choice import _default_threads
+    from agentls.providers.local.process import TOKEN_ENV
 
     command = [sys.executable, "-m", "agentls.providers.local", "serve", "--model", str(gguf),
                "--alias", MODEL_ID, "--n-ctx", str(n_ctx), "--n-threads",
@@ -113,7 +128,7 @@ def engine(gguf: Path, *, n_ctx: int, log: Path) -> Iterator[str]:
     with open(log, "ab") as err:
         # stdin stays open: the child exits when it closes (worker.py)
         proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=err)
+                                stderr=err, env={**os.environ, TOKEN_ENV: ENGINE_TOKEN})
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline().decode()
@@ -123,7 +138,7 @@ def engine(gguf: Path, *, n_ctx: int, log: Path) -> Iterator[str]:
         deadline = time.monotonic() + 300
         while True:  # the model loads before /v1/models answers
             try:
-                with urllib.request.urlopen(url + "/v1/models", timeout=10):
+                with urllib.request.urlopen(_authorized(url + "/v1/models"), timeout=10):
                     break
             except OSError:
                 if time.monotonic() > deadline or proc.poll() is not None:
@@ -140,7 +155,7 @@ def engine(gguf: Path, *, n_ctx: int, log: Path) -> Iterator[str]:
 
 
 def engine_records(url: str) -> list[dict[str, Any]]:
-    with urllib.request.urlopen(url + "/agentls/engine", timeout=10) as reply:
+    with urllib.request.urlopen(_authorized(url + "/agentls/engine"), timeout=10) as reply:
         return list(json.loads(reply.read()).get("requests") or ())
 
 
@@ -154,7 +169,7 @@ def aider_command(aider: str, url: str, workspace: Path, scratch: Path, message:
     restored."""
     command = [
         aider, "--model", f"openai/{MODEL_ID}", "--openai-api-base", url + "/v1",
-        "--openai-api-key", "local", "--edit-format", "whole",
+        "--edit-format", "whole",
         "--no-auto-commits", "--yes-always", "--no-git", "--no-gitignore", "--map-tokens", "0",
         "--no-pretty", "--no-stream", "--no-fancy-input", "--no-show-model-warnings",
         "--no-check-update", "--no-show-release-notes", "--no-analytics",
@@ -182,6 +197,7 @@ def run_aider_exercise(exercise: Exercise, aider: str, url: str, *, tries: int,
     materialize(exercise, workspace)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AIDER_"))}
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # no model list from the network
+    env["OPENAI_API_KEY"] = ENGINE_TOKEN  # in the env: a command line is public
     test_cmd = f"{sys.executable} -m pytest -p no:cacheprovider" if auto_test else None
     seen = {r["id"] for r in engine_records(url)}
     rows: list[dict[str, Any]] = []

@@ -40,12 +40,17 @@ from agentls.core.provider.contract import (
 from agentls.core.settings.schema import InlineCompletionSettings
 from agentls.core.types.errors import AgentlsError, ModelError, ProviderRequestCancelled
 from agentls.features.inline_completion.cache import CompletionCache
-from agentls.features.inline_completion.document import cursor_context
+from agentls.features.inline_completion.document import CursorContext, cursor_context
 from agentls.features.inline_completion.flights import Flights, accepted
 from agentls.features.inline_completion.neighbours import NeighbourIndex, display_path
 from agentls.features.inline_completion.notices import notice_for
 from agentls.features.inline_completion.postprocess import postprocess, reached_end
-from agentls.features.inline_completion.prompt import TokenCounter, build_prompt, context_budget
+from agentls.features.inline_completion.prompt import (
+    CompletionPrompt,
+    TokenCounter,
+    build_prompt,
+    context_budget,
+)
 from agentls.features.inline_completion.scheduler import LatestPerDocument
 from agentls.features.inline_completion.withheld import WithheldBuffers
 
@@ -89,6 +94,8 @@ class InlineCompletionFeature:
         self.neighbours = NeighbourIndex()
         self.withheld = WithheldBuffers()
         self.provider_calls = 0
+        self.warmed = 0  # prompts evaluated ahead at a resting cursor
+        self._warming: asyncio.Task[bool] | None = None
         self._settings: InlineCompletionSettings | None = None
         self.fim = FimChoice()
         self._ids = itertools.count(1)
@@ -109,6 +116,66 @@ class InlineCompletionFeature:
         await self.fim.decide(chosen, settings.model)
         if offers(chosen, Warmable):
             await chosen.warm(settings.model or None, "completion")
+
+    async def warm_at(
+        self,
+        request: InlineRequest,
+        provider: Callable[[], Provider],
+        settings: InlineCompletionSettings,
+    ) -> bool:
+        """The cursor rests at `request`'s position and nothing is asked yet:
+        the engine evaluates the prompt a keystroke there would send, so that
+        keystroke's answer waits for its own few tokens, not for the whole
+        window (docs/local-model.md, "Why the first suggestion at a new place
+        is slow"). Only an engine of the user's own (Warmable) is asked: a
+        paid API would bill every cursor move. A newer cursor supersedes the
+        older one; any inline completion goes before it in the engine.
+        Whether the engine was asked."""
+        if self._warming is not None:
+            self._warming.cancel()
+        if not settings.enabled or self.flights.flying(request.uri) or \
+                self.cache.lookup(request.uri, request.text, request.offset) is not None:
+            return False
+        if self.withheld.now(request.uri) is not None:
+            return False  # a secret's text never goes to the model
+        chosen = provider()
+        local_engine = offers(chosen, Warmable)
+        if not local_engine or not await self.fim.decide(chosen, settings.model):
+            return False
+        task = asyncio.ensure_future(self._warm(chosen, request, settings))
+        self._warming = task
+        try:
+            return await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # this caller was cancelled, not only its warm-up
+            return False  # a newer cursor's warm-up replaced it
+        except ProviderRequestCancelled:  # an inline completion went first
+            return False
+        except (ModelError, AgentlsError) as exc:  # the next request reports it
+            log.debug("Inline completion: no warm-up at the cursor: %s", exc)
+            return False
+        finally:
+            if self._warming is task:
+                self._warming = None
+
+    async def _warm(self, provider: Provider, request: InlineRequest,
+                    settings: InlineCompletionSettings) -> bool:
+        _, prompt = self._prompt(provider, request, settings, True)
+        # One token: llama-cpp-python reads max_tokens 0 as "up to the context".
+        options = CompletionOptions(model=settings.model, max_tokens=1,
+                                    temperature=INLINE_TEMPERATURE, stop=prompt.stop,
+                                    request_id=f"warm-{next(self._ids)}", background=True)
+        stream = provider.stream_fim(  # type: ignore[attr-defined]
+            FimRequest(prefix=prompt.prefix, suffix=prompt.suffix, options=options))
+        try:
+            async for _ in stream:
+                pass
+        finally:
+            await stream.aclose()
+        self.warmed += 1
+        return True
 
     # -- the hot path --------------------------------------------------------------
     async def complete(
@@ -196,15 +263,11 @@ class InlineCompletionFeature:
             lambda streamed: self._ask(provider, after, settings, fim, [0, 0], streamed),
             ahead=True)
 
-    async def _ask(
-        self,
-        provider: Provider,
-        request: InlineRequest,
-        settings: InlineCompletionSettings,
+    def _prompt(
+        self, provider: Provider, request: InlineRequest, settings: InlineCompletionSettings,
         fim: bool,
-        sent: list[int],
-        streamed: list[str],
-    ) -> str:
+    ) -> tuple[CursorContext, CompletionPrompt]:
+        """The cursor's context and the prompt a request there sends."""
         # A provider may prefer less context than the setting allows (the
         # embedded CPU model: prompt length is its latency).
         max_prefix = settings.max_prefix_chars
@@ -240,6 +303,18 @@ class InlineCompletionFeature:
             tokens=counter,
             token_limit=limit,
         )
+        return ctx, prompt
+
+    async def _ask(
+        self,
+        provider: Provider,
+        request: InlineRequest,
+        settings: InlineCompletionSettings,
+        fim: bool,
+        sent: list[int],
+        streamed: list[str],
+    ) -> str:
+        ctx, prompt = self._prompt(provider, request, settings, fim)
         options = CompletionOptions(
             model=settings.model,
             max_tokens=settings.max_tokens,

@@ -92,6 +92,10 @@ class Flights:
         task.add_done_callback(lambda _: self._ended(uri, flight))
         return flight
 
+    def flying(self, uri: str) -> bool:
+        """A model call for `uri` runs (the user is typing there)."""
+        return uri in self._running
+
     def matching(self, uri: str, text: str, offset: int) -> Flight | None:
         """The running flight this request can wait for: the document is the
         flight's with only the typed characters added at its cursor, and they

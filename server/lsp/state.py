@@ -29,6 +29,7 @@ class CompletionCounters:
     shown: int = 0  # textDocument/didShowCompletion received
     accepted: int = 0  # agentls.inlineCompletionAccepted run (or notifyAccepted)
     partially_accepted: int = 0  # items with a didPartiallyAcceptCompletion
+    warmed: int = 0  # prompts the engine evaluated ahead at a resting cursor
     # The newest answers (not superseded): milliseconds from the request to
     # the answer, whether it had a suggestion and whether the cache gave it.
     recent: deque[tuple[float, bool, bool]] = field(
@@ -52,7 +53,8 @@ class CompletionCounters:
 
     def to_wire(self) -> dict[str, Any]:
         return {"served": self.served, "shown": self.shown, "accepted": self.accepted,
-                "partiallyAccepted": self.partially_accepted, "latency": self.latency()}
+                "partiallyAccepted": self.partially_accepted, "warmed": self.warmed,
+                "latency": self.latency()}
 
 
 @dataclass

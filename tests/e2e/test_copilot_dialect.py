@@ -145,7 +145,7 @@ def test_copilot_lua_session_gets_a_signed_in_user_and_a_completion_it_can_accep
             "acceptedLength": 4, "uuid": completion["uuid"], "_": True})
         lsp.request("notifyAccepted", {"uuid": completion["uuid"], "_": True})  # counted once
         assert counters(lsp) == {"served": 1, "shown": 1, "accepted": 1,
-                                 "partiallyAccepted": 0}
+                                 "partiallyAccepted": 0, "warmed": 0}
         # Cycling: the same path, answered from its type-ahead cache
         cycled = lsp.result("getCompletionsCycling", doc_params(uri, 4, 1, 12))
         assert [c["displayText"] for c in cycled["completions"]] == [" + b"]
@@ -278,7 +278,7 @@ def test_copilot_el_session_over_inline_completion(
         # copilot.el runs the item's command object as the executeCommand params
         assert "error" not in lsp.request("workspace/executeCommand", command)
         assert counters(lsp) == {"served": 1, "shown": 1, "accepted": 1,
-                                 "partiallyAccepted": 1}
+                                 "partiallyAccepted": 1, "warmed": 0}
         # copilot.el's panel: `doc` (with its position) and a panelId
         panel_id = "copilot-panel"
         assert lsp.result("getPanelCompletions", {"doc": {

@@ -312,7 +312,7 @@ async def test_shown_and_accepted_counters(tmp_path: Path, fake_backend: FakeBac
         status = await server.request("agentls/status", {})
         latency = status["completions"].pop("latency")
         assert status["completions"] == {"served": 1, "shown": 1, "accepted": 1,
-                                         "partiallyAccepted": 1}
+                                         "partiallyAccepted": 1, "warmed": 0}
         # One answer, with a suggestion, from the model: what the user waited.
         assert latency["answers"] == 1 and latency["empty"] == 0
         assert latency["cacheHits"] == 0 and latency["p50Ms"] is not None

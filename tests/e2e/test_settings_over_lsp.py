@@ -62,7 +62,7 @@ async def test_sources_merge_and_bad_value_is_reported_once(client: LanguageClie
     assert status["provider"]["id"] == "scripted"  # from initializationOptions
     assert status["model"] == "from-workspace"  # from workspace/configuration
     assert status["completions"] == {"served": 0, "shown": 0, "accepted": 0,
-                                     "partiallyAccepted": 0,
+                                     "partiallyAccepted": 0, "warmed": 0,
                                      "latency": {"answers": 0, "p50Ms": None, "p90Ms": None,
                                                  "cacheHits": 0, "empty": 0}}
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.nvim.harness import Editor, scripted_settings, write_script
 
 NS = "vim.api.nvim_get_namespaces()['nvim.lsp.inline_completion']"
@@ -85,3 +87,25 @@ def test_accept_word_line_and_dismiss(editor: Callable[..., Editor], tmp_path: P
     ed.wait_for(f"{GHOST} == nil", message="the suggestion dismissed")
     ed.keys("<Esc>")
     assert ed.buffer_text().splitlines()[1:3] == ["    total = compute(1)", ""]
+
+
+def test_a_resting_cursor_is_told_and_a_local_model_warms_there(
+        editor: Callable[..., Editor]) -> None:
+    """Normal-mode cursor moves reach the server as agentls/didMoveCursor once
+    the cursor rests; the embedded model (the Gemma fixture) evaluates the
+    prompt there, which agentls/status counts."""
+    local = pytest.importorskip("agentls.providers.local")
+    if local.runtime_error() is not None or local.gemma3_chunk_paths() is None:
+        pytest.skip(f"the local model runtime or Gemma is not installed: {local.INSTALL_COMMAND}")
+    ed = editor("main.py")
+    ed.setup_agentls(settings={"provider": "local",
+                               "inlineCompletion": {"model": local.GEMMA3}})
+    ed.wait_attached()
+    ed.keys("j")
+    warmed = ed.wait_until(
+        lambda: ed.request("agentls/status")["completions"]["warmed"],
+        timeout=180, message="the warm-up at the resting cursor")
+    assert warmed == 1
+    ed.keys("j")  # the next line: told again
+    ed.wait_until(lambda: ed.request("agentls/status")["completions"]["warmed"] == 2,
+                  timeout=120, message="the warm-up on the next line")

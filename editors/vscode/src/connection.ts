@@ -101,6 +101,11 @@ export class ServerConnection implements vscode.Disposable {
     return token ? this.client.sendRequest<R>(method, params, token) : this.client.sendRequest<R>(method, params);
   }
 
+  /** Sends a notification if the server runs (never starts it for one). */
+  notify(method: string, params: unknown): void {
+    if (this.client && this.state === "running") void this.client.sendNotification(method, params);
+  }
+
   async refreshStatus(): Promise<void> {
     if (!this.client || this.state !== "running") return;
     try {

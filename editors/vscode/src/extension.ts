@@ -4,6 +4,7 @@ import * as vscode from "vscode";
 import { ChatViewProvider } from "./chat/view";
 import { ServerConnection } from "./connection";
 import { NextEditController } from "./nextEdit";
+import { RestingCursor } from "./restingCursor";
 import { showSessions } from "./sessions";
 import { statusView } from "./status";
 
@@ -25,6 +26,12 @@ export function activate(context: vscode.ExtensionContext): void {
     () => vscode.workspace.getConfiguration("agentls").get<boolean>("nextEdit.enabled", true),
   );
 
+  const resting = new RestingCursor(
+    (uri, line, character) =>
+      connection?.notify("agentls/didMoveCursor", { textDocument: { uri }, position: { line, character } }),
+    300,
+  );
+
   const statusItem = vscode.window.createStatusBarItem("agentls.status", vscode.StatusBarAlignment.Right, 100);
   statusItem.name = "agentls";
   statusItem.command = "agentls.openChat";
@@ -44,6 +51,14 @@ export function activate(context: vscode.ExtensionContext): void {
     connection,
     chat,
     nextEdits,
+    resting,
+    vscode.window.onDidChangeTextEditorSelection((event) => {
+      const document = event.textEditor.document;
+      if (document.uri.scheme !== "file" && document.uri.scheme !== "untitled") return;
+      const at = event.selections[0]?.active;
+      if (at && event.selections[0].isEmpty) resting.moved(document.uri.toString(), at.line, at.character);
+    }),
+    vscode.workspace.onDidChangeTextDocument(() => resting.edited()),
     statusItem,
     connection.onDidChangeState(renderStatus),
     connection.onDidChangeStatus(renderStatus),

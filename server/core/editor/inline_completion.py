@@ -87,3 +87,14 @@ class InlineCompleter(Protocol):
     async def prepare(self, provider: Callable[[], Provider], settings: Any) -> None:
         """Ready what the first request needs (the provider, its prompt
         form, its model) ahead of it; raises what `provider` raises."""
+
+    async def warm_at(
+        self,
+        request: InlineRequest,
+        provider: Callable[[], Provider],
+        settings: Any,
+    ) -> bool:
+        """The cursor rests at `request`'s position: have the model's prompt
+        for it ready before the first keystroke there, when that costs
+        nothing (a local engine). Whether the model was asked; never raises
+        for the model's errors (the next request reports them)."""

@@ -38,6 +38,7 @@ FEATURE_NAME = "inline-completion"
 ACCEPT_COMMAND = "agentls.inlineCompletionAccepted"
 DID_SHOW = "textDocument/didShowCompletion"
 DID_PARTIALLY_ACCEPT = "textDocument/didPartiallyAcceptCompletion"
+DID_MOVE_CURSOR = "agentls/didMoveCursor"
 _EMPTY: dict[str, Any] = {"items": []}
 
 
@@ -96,6 +97,62 @@ async def _prepare(ls: AgentlsLanguageServer) -> None:
         state.inline_prepared = state.host.current_provider
 
 
+def _request_at(ls: AgentlsLanguageServer, uri: str, line: int, character: int, *,
+                invoked: bool, method: str) -> InlineRequest | None:
+    """The feature's request for a position of an open document (None: not
+    open); -32602 naming `method` for a position outside it."""
+    document = ls.workspace.text_documents.get(unquote(uri))
+    if document is None:
+        return None
+    text = document.source
+    try:
+        offset = offset_at(text, line, character, position_encoding(ls))
+    except PositionOutOfRange as exc:
+        raise JsonRpcInvalidParams(f"{method}: {exc}") from None
+    return InlineRequest(
+        uri=uri,
+        language_id=document.language_id or "",
+        text=text,
+        offset=offset,
+        invoked=invoked,
+        neighbours=lambda: _open_documents(ls),
+    )
+
+
+async def warm_at(ls: AgentlsLanguageServer, params: Any) -> None:
+    """agentls/didMoveCursor: the editor's cursor came to rest; the feature
+    readies the prompt there (InlineCompleter.warm_at). A notification gets
+    no error back: bad params are logged and dropped."""
+    plain = to_plain(params)
+    try:
+        uri = plain["textDocument"]["uri"]
+        line, character = plain["position"]["line"], plain["position"]["character"]
+        if not (isinstance(uri, str) and isinstance(line, int) and isinstance(character, int)):
+            raise TypeError
+    except (KeyError, TypeError):
+        log.info("%s: params need textDocument.uri and position {line, character}; got %.200r",
+                 DID_MOVE_CURSOR, plain)
+        return
+    if not ls.settings_ready.is_set():
+        await ls.wait_settings()
+    state = ls.state
+    feature = state.host.feature(FEATURE_NAME, InlineCompleter)
+    try:
+        request = _request_at(ls, uri, line, character, invoked=False, method=DID_MOVE_CURSOR)
+    except JsonRpcInvalidParams as exc:
+        log.info("%s", exc)
+        return
+    if feature is None or request is None:
+        return
+    try:
+        if await feature.warm_at(request, state.host.provider,
+                                 state.host.settings.inline_completion):
+            state.counters.warmed += 1
+            log.debug("Inline completion: the prompt at line %d evaluated ahead", line + 1)
+    except Exception:  # a cursor move must never cost more than its warm-up
+        log.exception("Inline completion: the warm-up at the cursor failed unexpectedly")
+
+
 async def suggest(ls: AgentlsLanguageServer, uri: str, line: int, character: int, *,
                   invoked: bool, method: str) -> Suggestions:
     """Inline completions at a position through the `inline-completion`
@@ -109,22 +166,11 @@ async def suggest(ls: AgentlsLanguageServer, uri: str, line: int, character: int
     feature = state.host.feature(FEATURE_NAME, InlineCompleter)
     if feature is None:
         return _NOTHING
-    document = ls.workspace.text_documents.get(unquote(uri))
-    if document is None:
+    request = _request_at(ls, uri, line, character, invoked=invoked, method=method)
+    if request is None:
         return _NOTHING  # not open: nothing to complete against
-    text = document.source
-    try:
-        offset = offset_at(text, line, character, position_encoding(ls))
-    except PositionOutOfRange as exc:
-        raise JsonRpcInvalidParams(f"{method}: {exc}") from None
-    request = InlineRequest(
-        uri=uri,
-        language_id=document.language_id or "",
-        text=text,
-        offset=offset,
-        invoked=invoked,
-        neighbours=lambda: _open_documents(ls),
-    )
+    document = ls.workspace.text_documents[unquote(uri)]
+    text, offset = request.text, request.offset
     started = time.perf_counter()
     try:
         answer = await feature.complete(request, state.host.provider,
@@ -191,6 +237,10 @@ def register(server: AgentlsLanguageServer) -> None:
                 for served_id, item in found.items
             ]
         }
+
+    @server.feature(DID_MOVE_CURSOR)
+    def did_move_cursor(ls: AgentlsLanguageServer, params: Any) -> None:
+        ls.in_background(warm_at(ls, params))
 
     @server.feature(DID_SHOW)
     def did_show_completion(ls: AgentlsLanguageServer, params: Any) -> None:

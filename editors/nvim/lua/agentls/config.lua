@@ -24,6 +24,10 @@ M.defaults = {
   root_markers = { ".git" },
   inline_completion = {
     enabled = true,
+    -- Tell the server where the cursor rests (normal mode), `warm_debounce` ms
+    -- after it stops: a local model readies the prompt there before you type.
+    warm_at_cursor = true,
+    warm_debounce = 300,
     -- Insert-mode keys; set one to false to leave that key alone.
     keymaps = {
       accept = "<Tab>", -- only while a suggestion is visible; otherwise a plain <Tab>

@@ -37,6 +37,52 @@ function M.attach(bufnr)
     return
   end
   vim.lsp.inline_completion.enable(true, { bufnr = bufnr })
+  if o.warm_at_cursor ~= false then
+    M.watch_cursor(bufnr, o.warm_debounce or 300)
+  end
+end
+
+-- The (buffer, line) last told to the server, and the pending timer's generation.
+local told = {}
+local generation = 0
+
+--- Tells the server where the normal-mode cursor came to rest
+--- (agentls/didMoveCursor), so a local model evaluates the prompt there before
+--- the first keystroke; once per line, `debounce` ms after the cursor stops.
+--- Insert mode needs nothing: Neovim asks for a completion on InsertEnter.
+function M.watch_cursor(bufnr, debounce)
+  local group = api.nvim_create_augroup("agentls.inline." .. bufnr, { clear = true })
+  api.nvim_create_autocmd({ "CursorMoved", "BufEnter" }, {
+    group = group,
+    buffer = bufnr,
+    callback = function()
+      generation = generation + 1
+      local mine = generation
+      vim.defer_fn(function()
+        if mine ~= generation or api.nvim_get_current_buf() ~= bufnr or api.nvim_get_mode().mode ~= "n" then
+          return
+        end
+        local line = api.nvim_win_get_cursor(0)[1]
+        if told[1] == bufnr and told[2] == line then
+          return
+        end
+        for _, client in ipairs(vim.lsp.get_clients({ bufnr = bufnr, name = "agentls" })) do
+          local params = vim.lsp.util.make_position_params(0, client.offset_encoding)
+          client:notify("agentls/didMoveCursor", params)
+          told = { bufnr, line }
+        end
+      end, debounce)
+    end,
+  })
+  api.nvim_create_autocmd("BufWipeout", {
+    group = group,
+    buffer = bufnr,
+    callback = function()
+      if told[1] == bufnr then
+        told = {}
+      end
+    end,
+  })
 end
 
 -- The text of `item` not yet in the buffer, i.e. what accepting inserts at the cursor.
