@@ -67,7 +67,7 @@ async def test_a_local_engine_evaluates_the_prompt_a_keystroke_there_would_send(
     assert asked.prefix == DOC[:AT] and asked.suffix == DOC[AT:]
     assert feature.warmed == 1 and feature.provider_calls == 0
     # the keystroke's request there sends the same prompt, from the cursor on
-    ctx, prompt = feature._prompt(provider, REQUEST, settings(), True)  # type: ignore[arg-type]
+    _, prompt = feature._prompt(provider, REQUEST, settings(), True)  # type: ignore[arg-type]
     assert (prompt.prefix, prompt.suffix) == (asked.prefix, asked.suffix)
 
 
