@@ -321,6 +321,12 @@ async def replay(args: argparse.Namespace, workdir: Path, client: Client, peer: 
             client.notify("textDocument/didOpen", {"textDocument": {
                 "uri": uri, "languageId": "python", "version": 1,
                 "text": "\n".join(lines_now)}})
+            if args.think:  # the cursor rests on the line before the first key
+                if peer is AGENTLS:  # what agentls's editor plugins send (docs/protocol.md)
+                    client.notify("agentls/didMoveCursor", {
+                        "textDocument": {"uri": uri},
+                        "position": {"line": target, "character": len(indent)}})
+                await asyncio.sleep(args.think)
             started = time.perf_counter()
             count = len(pauses)
             await type_line(client, peer, uri, 1, target, indent, code, args.cps,
@@ -381,7 +387,8 @@ def report(args: argparse.Namespace, label: str, modules: list[str],
     use = [p for p in pauses if p["useful"]]
     print(f"bench_typing: {len(pauses)} pauses over {typing_seconds:.0f} s of typing at "
           f"{args.cps} chars/s, seed {args.seed}, modules {', '.join(modules)}")
-    print(f"  {label}; pause wait {args.pause_wait} s")
+    print(f"  {label}; pause wait {args.pause_wait} s; the cursor rests {args.think} s "
+          "on each line before its first key")
     if beside is not None:
         print(f"  {beside}")
     if latencies:
@@ -414,7 +421,16 @@ def report(args: argparse.Namespace, label: str, modules: list[str],
 
 
 def report_embedded(records: list[dict[str, Any]], seen: int, useful: int) -> list[dict[str, Any]]:
-    mine = [r for r in records if r["id"] > seen]
+    ours = [r for r in records if r["id"] > seen]
+    # Background requests here are the warm-ups at a resting cursor (--think).
+    warm = [r for r in ours if r.get("background")]
+    mine = [r for r in ours if not r.get("background")]
+    if warm:
+        warm_evaluated = statistics.median(r["prompt_evaluated"] for r in warm)
+        print(f"  warm-ups at the resting cursor: {len(warm)} ("
+              f"{sum(r['outcome'] == 'preempted' for r in warm)} preempted by a keystroke), "
+              f"prompt tokens evaluated p50 {warm_evaluated:.0f}, "
+              f"{sum(r['eval_ms'] for r in warm) / 1000:.1f} s in decode")
     evaluated = [r["prompt_evaluated"] for r in mine if r["outcome"] != "skipped"]
     outcomes = {k: sum(r["outcome"] == k for r in mine) for k in ("done", "stopped", "skipped")}
     engine_s = sum(r["eval_ms"] for r in mine) / 1000
@@ -426,7 +442,7 @@ def report_embedded(records: list[dict[str, Any]], seen: int, useful: int) -> li
               f"{statistics.median(evaluated):.0f}  p90 {pct(evaluated, 0.9):.0f}  "
               f"max {max(evaluated)}; generated p50 "
               f"{statistics.median([r['generated'] for r in mine]):.0f}")
-    return mine
+    return ours
 
 
 if __name__ == "__main__":
@@ -436,6 +452,9 @@ if __name__ == "__main__":
     parser.add_argument("--modules", type=int, default=3, help="modules the lines come from")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--pause-wait", type=float, default=15.0)
+    parser.add_argument("--think", type=float, default=0.0, metavar="SECONDS",
+                        help="the cursor rests on each line this long before its first key "
+                             "(agentls is told where, as its editor plugins tell it)")
     parser.add_argument("--settings", default='{"provider": "local"}',
                         help="agentls settings (initializationOptions) as JSON")
     parser.add_argument("--json", help="write every pause and engine record here (with the "
