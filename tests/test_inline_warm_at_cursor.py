@@ -1,7 +1,7 @@
 """The warm-up at a resting cursor (InlineCompletionFeature.warm_at): which
 providers are asked, with what, and when it stands aside. Pure logic with a
 recording provider; the real server and the packaged model are
-tests/e2e/test_local_warm_at_cursor.py."""
+tests/e2e/test_local_engine_work.py."""
 
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ engine evaluates its prompt; the engine's own counters (GET /agentls/engine,
 named by agentls/status) show it stopped within a batch, and the next
 keystroke's request, on the same line, evaluates only the tokens from the
 cursor on (its prompt cache holds everything before it: the window and the
-snippets do not move within a line)."""
+snippets do not move within a line). A keystroke where the cursor rested
+first finds its window already evaluated (the warm-up at the cursor)."""
 
 from __future__ import annotations
 
@@ -193,3 +194,52 @@ def test_an_inline_completion_goes_before_a_next_edit_the_engine_is_working_on(
     # The next edit ended (within a batch) before the completion did.
     assert (background["received"] + background["ms"] / 1000
             < typed["received"] + typed["ms"] / 1000), records
+
+
+BODY = "def cheapest(items):\n    "
+
+
+def warmed(lsp: LspProcess) -> int:
+    """How many warm-ups at a resting cursor agentls/status counts."""
+    return int(lsp.result("agentls/status", {})["completions"]["warmed"])
+
+
+def test_a_resting_cursor_warms_the_prompt_its_first_keystroke_sends(tmp_path: Path) -> None:
+    """The first keystroke at a new place, warmed while the cursor rested
+    there (`agentls/didMoveCursor`, docs/protocol.md): the warm-up evaluates
+    the window ahead, and the keystroke that follows evaluates its own few
+    tokens, not the window (without it: hundreds, seconds on 2 cores)."""
+    settings = {"provider": "local", "inlineCompletion": {"debounceMs": 0}}
+    with LspProcess.start(state_dir=tmp_path / "state", workspace=tmp_path,
+                          settings=settings) as lsp:
+        seen = warm_up(lsp, tmp_path)
+        uri = (tmp_path / "shop.py").as_uri()
+        head = HEAD[-1500:]
+        text = head + BODY + LONG_TAIL
+        line = text[: len(head) + len(BODY)].count("\n")
+        lsp.open(uri, text)
+        lsp.notify("agentls/didMoveCursor", {"textDocument": {"uri": uri},
+                                             "position": {"line": line, "character": 4}})
+        wait_until(lambda: warmed(lsp) == 1, "the warm-up at the cursor", 120)
+        records = [r for r in engine(lsp) if r["id"] > seen]
+        (warm,) = records
+        lsp.notify("textDocument/didChange", {
+            "textDocument": {"uri": uri, "version": 2},
+            "contentChanges": [{"range": {"start": {"line": line, "character": 4},
+                                          "end": {"line": line, "character": 4}},
+                                "text": "r"}]})
+        lsp.wait(ask(lsp, uri, line, 5), 120, "the first keystroke's completion")
+        wait_until(lambda: all(r["outcome"] != "running" for r in engine(lsp)),
+                   "the engine settled", 30)
+        records = [r for r in engine(lsp) if r["id"] > seen]
+        # A malformed notification is dropped without an answer or a crash.
+        lsp.notify("agentls/didMoveCursor", {"position": "here"})
+        status: dict[str, Any] = lsp.result("agentls/status", {})
+    assert warm["outcome"] == "done" and warm["generated"] <= 1, records
+    assert warm["prompt_evaluated"] > 300, records  # the window and the suffix, ahead
+    keystroke = records[-1]
+    assert len(records) == 2 and keystroke["generated"], records
+    # The typed key and the few tokens after it: the window came from the cache.
+    assert keystroke["prompt_evaluated"] <= 24, records
+    assert keystroke["prompt_kept"] + keystroke["prompt_moved"] > 300, records
+    assert status["completions"]["warmed"] == 1
