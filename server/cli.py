@@ -360,8 +360,16 @@ def _print_engine_recent(url: str, out: Any) -> None:
     except (OSError, ValueError) as exc:
         print(f"    engine counters: not readable ({exc})", file=out)
         return
-    answered = [r for r in records[-50:] if r.get("generated") and r.get("ms") is not None]
-    superseded = sum(1 for r in records[-50:] if r.get("outcome") == "skipped")
+    recent = records[-50:]
+    # Background requests: next edits and the warm-ups at a resting cursor.
+    answered = [r for r in recent if r.get("generated") and r.get("ms") is not None
+                and not r.get("background")]
+    superseded = sum(1 for r in recent if r.get("outcome") == "skipped")
+    background = [r for r in recent if r.get("background")]
+    if background:
+        preempted = sum(r.get("outcome") == "preempted" for r in background)
+        print(f"    background requests (next edits, warm-ups at a resting cursor): "
+              f"{len(background)}, {preempted} preempted by a completion", file=out)
     if not answered:
         print("    recent requests: none answered yet", file=out)
         return
