@@ -108,3 +108,12 @@ async def test_an_answer_already_cached_there_asks_nothing() -> None:
     feature.cache.store(REQUEST.uri, DOC, AT, DOC[:AT], DOC[AT:], "return 3.14 * r * r")
     assert not await feature.warm_at(REQUEST, lambda: provider, settings())
     assert provider.asked == []
+
+
+async def test_a_provider_that_cannot_be_built_is_no_error_at_a_cursor_move() -> None:
+    from agentls.core.types.errors import AgentlsError
+
+    def broken() -> Any:
+        raise AgentlsError("no API key: set OPENAI_API_KEY")
+
+    assert not await InlineCompletionFeature().warm_at(REQUEST, broken, settings())

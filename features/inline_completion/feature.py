@@ -138,9 +138,13 @@ class InlineCompletionFeature:
             return False
         if self.withheld.now(request.uri) is not None:
             return False  # a secret's text never goes to the model
-        chosen = provider()
-        local_engine = offers(chosen, Warmable)
-        if not local_engine or not await self.fim.decide(chosen, settings.model):
+        try:
+            chosen = provider()
+            local_engine = offers(chosen, Warmable)
+            if not local_engine or not await self.fim.decide(chosen, settings.model):
+                return False
+        except (ModelError, AgentlsError) as exc:  # no provider yet: the next request says why
+            log.debug("Inline completion: no warm-up at the cursor: %s", exc)
             return False
         task = asyncio.ensure_future(self._warm(chosen, request, settings))
         self._warming = task
