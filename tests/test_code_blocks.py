@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -200,3 +201,37 @@ def test_a_file_block_that_just_stops_is_not_taken() -> None:
     # A reply cut short (max tokens): writing it would cut the file's tail off.
     assert find_code_blocks('<file path="robot_name.py">\nclass Robot:\n    def res',
                             ["robot_name.py"]) == []
+
+
+def test_a_reply_that_says_it_changes_a_file_but_writes_none_gets_a_note_once(
+        tmp_path: Path) -> None:
+    """The 1.5B's "Change the content of `simple_cipher.py` to implement the
+    cipher." and nothing more, or the file back unchanged under "Change ...
+    to:": nothing changed, so the model is told to write the file (once per
+    turn, tool_calls.py); an answer in words that changes nothing stands."""
+    from agentls.core.editor.reply_edits import ReplySources
+    from agentls.features.reply_edits.feature import ReplyEditsFeature
+
+    stub = "class Cipher:\n    pass\n"
+    (tmp_path / "simple_cipher.py").write_text(stub)
+    sources = ReplySources((str(tmp_path),), None,
+                           ("Modify the supplied files: simple_cipher.py",
+                            f'<file path="simple_cipher.py">\n{stub}</file>'))
+    feature = ReplyEditsFeature()
+    said = feature.reply_edits(
+        "Change the content of `simple_cipher.py` to implement the Vigenère cipher.", sources)
+    assert said.announced == ("simple_cipher.py",) and not said.calls
+    note = reply_note("...", ["read_file"], said)
+    assert note is not None and 'the complete new simple_cipher.py now as <file path=' in note
+    echoed = feature.reply_edits(
+        f"Change the content of `simple_cipher.py` to:\n\n```python\n{stub}```\n", sources)
+    assert echoed.unchanged == ("simple_cipher.py",) and echoed.announced == echoed.unchanged
+    # Words without a change, a file the session never showed, a real edit: no note.
+    for words in ("simple_cipher.py holds the Cipher class.",
+                  "Change the content of `other.py` to use it.",
+                  "The additional tests in simple_cipher.py expect a key of letters."):
+        assert feature.reply_edits(words, sources).announced == (), words
+    edited = feature.reply_edits(
+        "Change simple_cipher.py:\n```python\nclass Cipher:\n    key = 'a'\n```\n", sources)
+    assert edited.calls and edited.announced == ()
+    assert reply_note("...", ["read_file"], edited) is None

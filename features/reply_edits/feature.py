@@ -22,6 +22,8 @@ files costs the next reply nothing (docs/security.md, "big inputs").
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,12 +92,12 @@ class ReplyEditsFeature:
         return HIDDEN_TOOLS
 
     def reply_edits(self, reply: str, sources: ReplySources) -> ReplyEdits:
-        if "```" not in reply and "~~~" not in reply and "<file" not in reply \
-                and "#" not in reply and not reply.lstrip().startswith("{"):
-            return ReplyEdits()
         folders = sources.workspace_folders
         if not folders:
             return ReplyEdits()
+        if "```" not in reply and "~~~" not in reply and "<file" not in reply \
+                and "#" not in reply and not reply.lstrip().startswith("{"):
+            return ReplyEdits(announced=self._announced(reply, reply, sources, ()))
         workspace = Workspace.of(folders, sources.documents)
         access = ModelFileAccess(folders)
         files: dict[str, str] = {}
@@ -139,8 +141,29 @@ class ReplyEditsFeature:
         written = {block.path for block in blocks}
         calls.extend(ToolCall(tool="read_file", arguments={"path": path})
                      for path in unseen if path in written)
+        prose = prose_of(reply)
         return ReplyEdits(calls=tuple(calls), unchanged=tuple(unchanged),
-                          words=len(prose_of(reply).split()) >= 3)
+                          words=len(prose.split()) >= 3,
+                          announced=() if calls else self._announced(reply, prose, sources,
+                                                                    unchanged))
+
+    def _announced(self, reply: str, prose: str, sources: ReplySources,
+                   unchanged: Sequence[str]) -> tuple[str, ...]:
+        """The files the session showed that the reply's words say it changes
+        (a change verb and the file's name in its prose), when it wrote none
+        of them or only unchanged copies."""
+        if not _CHANGE_WORD.search(prose):
+            return ()
+        seen = "\n".join(sources.seen)
+        workspace = Workspace.of(sources.workspace_folders, sources.documents)
+        access = ModelFileAccess(sources.workspace_folders)
+        found: list[str] = []
+        for word in named_paths(prose):
+            rel = self._readable(workspace, access, word, sources.workspace_folders, {})
+            if rel is None or rel in found or (rel not in seen and rel not in unchanged):
+                continue
+            found.append(rel)
+        return tuple(found)
 
     @staticmethod
     def _readable(workspace: Workspace, access: ModelFileAccess, word: str,
@@ -185,6 +208,13 @@ class ReplyEditsFeature:
         except WorkspacePathError:
             return False
         return not resolved.exists() and not isinstance(access.check(path), Withheld)
+
+
+# Words that say a file is being changed (not "adds up", "additional").
+_CHANGE_WORD = re.compile(
+    r"\b(?:chang(?:e|es|ed|ing)|modif(?:y|ies|ied|ying)|updat(?:e|es|ed|ing)"
+    r"|implement(?:s|ed|ing)?|rewrit(?:e|es|ing|ten)|replac(?:e|es|ed|ing)|add(?:s|ed|ing)?"
+    r"|fix(?:es|ed|ing)?|edit(?:s|ed|ing)?)\b", re.IGNORECASE)
 
 
 def _candidates(reply: str, seen: tuple[str, ...]) -> list[str]:

@@ -69,6 +69,9 @@ class ReplyEdits:
     # A reply that "calls" a function of the code as a tool: name -> the
     # file that defines it (what to write instead).
     defined_in: tuple[tuple[str, str], ...] = ()
+    # Files the reply's words say it changes while it changed none of them
+    # (the 1.5B said "Change the content of x.py to ..." and stopped there).
+    announced: tuple[str, ...] = ()
 
 
 @runtime_checkable
@@ -134,6 +137,13 @@ def reply_note(reply: str, offered: Sequence[str], edits: ReplyEdits | None,
         return (f"Note from agentls: your reply repeated {', '.join(echoed)} without changing "
                 "anything. Answer the user's request in words, or write the file again with "
                 "the change made.")
+    if edits is not None and edits.announced and not edits.calls:
+        files = ", ".join(edits.announced)
+        first = edits.announced[0]
+        return (f"Note from agentls: your reply says it changes {files}, but it holds no "
+                "changed copy, so nothing changed. If the request needs the change, write "
+                f'the complete new {first} now as <file path="{first}">...</file> with the '
+                "change made. If it needs no change, say so in words.")
     return None
 
 
