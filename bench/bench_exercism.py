@@ -256,6 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="draws the subset (default 1)")
     parser.add_argument("--limit", type=int, help="run only the first N of the subset")
     parser.add_argument("--all", action="store_true", help="every practice exercise")
+    parser.add_argument("--only", action="append", default=[], metavar="NAME",
+                        help="of the subset, only this exercise (repeatable)")
     parser.add_argument("--peer", action="append", choices=["aider", "agentls-shared"],
                         default=[],
                         help="also run this peer on the same exercises")
@@ -281,6 +283,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(exc, file=sys.stderr)
         return 2
+    if args.only:
+        unknown = sorted(set(args.only) - {e.name for e in chosen})
+        if unknown:
+            print(f"--only {', '.join(unknown)}: not in the subset "
+                  f"({', '.join(e.name for e in chosen)})", file=sys.stderr)
+            return 2
+        chosen = [e for e in chosen if e.name in args.only]
     aider = None
     if "aider" in args.peer:
         aider = args.aider or shutil.which("aider")
