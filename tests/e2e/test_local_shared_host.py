@@ -8,7 +8,9 @@ And the host's socket path checked before it is used: a planted symbolic
 link, regular file, a socket of the wrong mode or owner is refused with a
 message naming the path and nothing is followed or connected to; the
 models then run in the server's own children. A socket nobody answers (a
-killed host) is replaced."""
+killed host) is replaced. Another user's process cannot reach the host:
+the folder and socket modes keep it out, and where they were loosened the
+host hangs up on a peer of another uid."""
 
 from __future__ import annotations
 
@@ -247,6 +249,69 @@ def test_a_planted_socket_path_is_refused_and_the_models_run_here(
         assert path.is_symlink()  # refused, not removed or followed
     elif planted == "file":
         assert path.read_text() == "not a socket"
+
+
+def _as_user(uid: int, cwd: Path, request: bytes) -> str:
+    """Connect to ./models.sock from `cwd` as `uid` in a forked child, send
+    `request` and say what happened: the refusal, the host's first line, or
+    "closed" when the host hung up without a word."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: socket calls only, then out
+        outcome = "no outcome"
+        try:
+            os.chdir(cwd)
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as peer:
+                peer.settimeout(30)
+                peer.connect("models.sock")
+                peer.sendall(request)
+                answer = peer.makefile("rb").readline()
+                outcome = answer.decode() if answer else "closed"
+        except ConnectionResetError:  # hung up with the request unread
+            outcome = "closed"
+        except OSError as exc:
+            outcome = f"{type(exc).__name__}: {exc}"
+        finally:
+            os.write(write_end, outcome.encode()[:60000])
+            os._exit(0)
+    os.close(write_end)
+    try:
+        with os.fdopen(read_end, "rb") as pipe:
+            return pipe.read().decode()
+    finally:
+        os.waitpid(pid, 0)
+
+
+def test_another_users_process_cannot_reach_the_model_host(tmp_path: Path, runtime: Path) -> None:
+    if os.getuid() != 0:
+        pytest.skip("running a process as another user needs root")
+    ws = workspace(tmp_path, "ws")
+    folder = runtime / "agentls"
+    ask = b'{"id": 1, "op": "list"}\n'
+    with LspProcess.start(state_dir=tmp_path / "state", workspace=ws, settings=SETTINGS,
+                          env={"XDG_RUNTIME_DIR": str(runtime)}) as lsp:
+        editor = LocalModelEditor(lsp, ws)
+        editor.complete()
+        entry = editor.models()[COMPLETION]
+        assert entry["shared"], entry
+        mine = json.loads(_as_user(os.getuid(), folder, ask))  # the user's own process: served
+        assert mine["ok"] and [c["pid"] for c in mine["children"]] == [entry["pid"]]
+        # Another user: the folder (0700) and the socket (0600) keep it out.
+        assert _as_user(65534, folder, ask).startswith("PermissionError"), "reached the socket"
+        # Loosened by hand, the modes let it connect; the host checks the peer's uid and hangs up.
+        os.chmod(folder, 0o711)
+        os.chmod(folder / "models.sock", 0o666)
+        try:
+            assert _as_user(65534, folder, ask) == "closed"
+        finally:
+            os.chmod(folder / "models.sock", 0o600)
+            os.chmod(folder, 0o700)
+        assert "refused a peer running as uid 65534" in (folder / "models.log").read_text()
+        editor.complete()  # the window is still served (no error)
+        assert editor.models()[COMPLETION]["pid"] == entry["pid"]
 
 
 def test_a_socket_nobody_answers_is_replaced(tmp_path: Path, runtime: Path) -> None:
