@@ -314,6 +314,28 @@ def test_another_users_process_cannot_reach_the_model_host(tmp_path: Path, runti
         assert editor.models()[COMPLETION]["pid"] == entry["pid"]
 
 
+def test_an_editor_that_goes_without_shutdown_leaves_a_quiet_window(
+    tmp_path: Path, runtime: Path
+) -> None:
+    """The editor closes the pipe (quit, crashed): the window exits, and its
+    leases end without a 'stopped' warning or a traceback telling a closed
+    editor; the host and its child stay for the other windows."""
+    ws = workspace(tmp_path, "ws")
+    stderr = tmp_path / "stderr.txt"
+    with LspProcess.start(state_dir=tmp_path / "state", workspace=ws, settings=SETTINGS,
+                          stderr_file=stderr, env={"XDG_RUNTIME_DIR": str(runtime)}) as lsp:
+        editor = LocalModelEditor(lsp, ws)
+        editor.complete()
+        child = editor.models()[COMPLETION]["pid"]
+        assert lsp.proc.stdin is not None
+        lsp.proc.stdin.close()
+        assert lsp.proc.wait(60) == 0
+    said = stderr.read_text()
+    assert "Traceback" not in said and "stopped (" not in said, said
+    (host,) = hosts(runtime)
+    assert model_children(host) == [child]
+
+
 def test_a_socket_nobody_answers_is_replaced(tmp_path: Path, runtime: Path) -> None:
     folder = runtime / "agentls"
     folder.mkdir(mode=0o700)

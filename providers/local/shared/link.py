@@ -160,6 +160,7 @@ class HostLink:
 
     async def _read(self) -> None:
         assert self._reader is not None
+        lost = True
         try:
             while True:
                 line = await self._reader.readline()
@@ -176,23 +177,26 @@ class HostLink:
                     process.host_event(message)
         except (ConnectionError, ValueError) as exc:
             logger.warning("local: the model host connection failed: %s", exc)
+        except asyncio.CancelledError:  # this process is going (close(), its loop's end)
+            lost = False
+            raise
         finally:
             self.closed = True
             for future in self._pending.values():
                 if not future.done():
                     future.set_exception(HostUnavailable("the model host went away"))
-            for processes in self.listeners.values():
+            for processes in self.listeners.values() if lost else ():
                 for process in list(processes):
                     process.host_event({"event": "lost"})
             if self._writer is not None:
                 self._writer.close()
 
     def close(self) -> None:
+        self.closed = True
         if self._task is not None:
             self._task.cancel()
         if self._writer is not None:
             self._writer.close()
-        self.closed = True
 
 
 _LINKS: dict[Path, HostLink] = {}
