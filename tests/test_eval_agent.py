@@ -258,3 +258,14 @@ def test_the_cli_names_a_bad_kind_or_task(capsys: pytest.CaptureFixture[str]) ->
     assert "unknown agent task(s) nope" in capsys.readouterr().err
     assert main(["--agent", "--only", "fix_mean", "--kinds", "rename"]) == 2
     assert "no task matches" in capsys.readouterr().err
+
+
+def test_a_shared_engines_earlier_calls_are_not_counted() -> None:
+    # the chat child is shared through the model host: its ledger holds the
+    # previous task's calls too
+    from agentls.eval.agent.runner import calls_since
+
+    ledger = [{"id": 7, "received": 105.0}, {"id": 3, "received": 90.0},
+              {"id": 5, "received": 100.0}, {"id": 1, "received": None}]
+    assert [r["id"] for r in calls_since(ledger, 100.0)] == [5, 7]
+    assert calls_since(ledger, 200.0) == []

@@ -28,8 +28,8 @@ from agentls.eval.agent.workspace_edit import EditRefused, apply_workspace_edit
 from agentls.eval.completion.execute import DEFAULT_TIME_LIMIT
 from agentls.eval.completion.runner import LspProcess
 
-__all__ = ["DEFAULT_TURN_TIME_LIMIT", "AgentEditor", "chat_turn", "engine_calls", "engine_metrics",
-           "run_agent_task", "run_agent_tasks", "start_editor"]
+__all__ = ["DEFAULT_TURN_TIME_LIMIT", "AgentEditor", "calls_since", "chat_turn", "engine_calls",
+           "engine_metrics", "run_agent_task", "run_agent_tasks", "start_editor"]
 
 DEFAULT_TURN_TIME_LIMIT = 300.0
 START_TIMEOUT = 120.0  # spawn + initialize, a local model's first load included
@@ -139,10 +139,12 @@ async def chat_turn(editor: AgentEditor, prompt: str, time_limit: float, *,
         return None, True, f"the cancelled turn did not end ({type(exc).__name__})"
 
 
-async def engine_calls(editor: LspProcess) -> list[dict[str, Any]]:
+async def engine_calls(editor: LspProcess, since: float) -> list[dict[str, Any]]:
     """The local engine's own records of this server's chat model calls
     (providers/local/engine_work.py; the provider renders the chat template
-    and sends /v1/completions), oldest first; [] for other backends."""
+    and sends /v1/completions) received from `since` (time.time()) on, oldest
+    first; [] for other backends. The child may be shared through the model
+    host, so its ledger also holds earlier servers' calls."""
     try:
         status = await editor.request("agentls/status", {}, timeout=30)
     except (TimeoutError, EOFError, RuntimeError):
@@ -162,7 +164,13 @@ async def engine_calls(editor: LspProcess) -> list[dict[str, Any]]:
             except (httpx.HTTPError, ValueError):
                 continue
             calls += list(ledger.get("requests") or ())
-    return sorted(calls, key=lambda r: r.get("received", 0))
+    return calls_since(calls, since)
+
+
+def calls_since(records: Sequence[Mapping[str, Any]], since: float) -> list[dict[str, Any]]:
+    """The engine records received at or after `since`, oldest first."""
+    return sorted((dict(r) for r in records if float(r.get("received") or 0) >= since),
+                  key=lambda r: r["received"])
 
 
 def engine_metrics(calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -196,7 +204,7 @@ async def run_agent_task(task: AgentTask, settings: Mapping[str, Any], *,
     row: dict[str, Any] = task.to_dict()
     result: dict[str, Any] | None = None
     timed_out = False
-    started = time.perf_counter()
+    started, since = time.perf_counter(), time.time()
     editor, error = await start_editor(workspace, settings, command=command, env=env,
                                        state_dir=scratch / "state")
     try:
@@ -204,7 +212,7 @@ async def run_agent_task(task: AgentTask, settings: Mapping[str, Any], *,
         if not error:
             result, timed_out, error = await chat_turn(editor, task.prompt, turn_time_limit)
         ended = time.perf_counter()
-        engine = await engine_calls(editor) if not error else []
+        engine = await engine_calls(editor, since) if not error else []
     finally:
         await editor.close()
     try:

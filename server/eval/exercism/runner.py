@@ -102,6 +102,7 @@ async def run_exercise(exercise: Exercise, settings: Mapping[str, Any], *,
     session_id: str | None = None
     prompt = first_prompt(exercise)
     calls: list[dict[str, Any]] = []
+    since = time.time()
     editor, error = await start_editor(workspace, settings, command=command, env=env,
                                        state_dir=scratch / "state")
     try:
@@ -138,7 +139,7 @@ async def run_exercise(exercise: Exercise, settings: Mapping[str, Any], *,
             if test.passed or error:
                 break
             prompt = failure_prompt(exercise, test.output, output_chars)
-        calls = await engine_calls(editor) if rows else []
+        calls = await engine_calls(editor, since) if rows else []
     finally:
         await editor.close()
         shutil.rmtree(scratch, ignore_errors=True)
