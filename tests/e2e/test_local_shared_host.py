@@ -270,7 +270,7 @@ def _as_user(uid: int, cwd: Path, request: bytes) -> str:
                 peer.sendall(request)
                 answer = peer.makefile("rb").readline()
                 outcome = answer.decode() if answer else "closed"
-        except ConnectionResetError:  # hung up with the request unread
+        except (ConnectionResetError, BrokenPipeError):  # hung up before or while it was sent
             outcome = "closed"
         except OSError as exc:
             outcome = f"{type(exc).__name__}: {exc}"
