@@ -99,6 +99,9 @@ def _clean_env(scratch: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLS_")}
     env[ENGINE_KEY_ENV] = ENGINE_TOKEN
     env["AGENTLS_CONFIG_FILE"] = str(scratch / "no-user-config.toml")  # the defaults
+    # The project's environment active, as in a developer's shell: its pytest
+    # is the one agentls finds to run the exercise's tests after an edit.
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     return env
 
 

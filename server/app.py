@@ -178,6 +178,7 @@ def build_agent(
         limits=TurnLimits(
             max_iterations=session.max_iterations,
             max_tool_result_chars=session.max_tool_result_chars,
+            test_after_edits=session.test_after_edits,
             injection=InjectionLimits(
                 size_limit=session.injection_size_limit,
                 budget_per_turn=session.injection_budget_per_turn,

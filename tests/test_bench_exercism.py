@@ -8,6 +8,7 @@ file on try 1, the right one on try 2 after the failing tests' output."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -171,8 +172,10 @@ async def test_one_exercise_end_to_end_two_tries_through_the_real_server(
     exercise = load_exercise(exercise_folder(tmp_path / "checkout"))
     with FakeBackend(hard_timeout=120) as backend:
         backend.script("POST", "/v1/chat/completions", _whole_file(WRONG), _whole_file(RIGHT))
+        # The two tries alone: agentls's own test runs are off here (below).
         settings = {"provider": "openai", "baseUrl": backend.url + "/v1", "model": "m",
-                    "session": {"editFormat": "file-blocks"}, "approval": {"mode": "message"}}
+                    "session": {"editFormat": "file-blocks", "testAfterEdits": 0},
+                    "approval": {"mode": "message"}}
         row = await run_exercise(exercise, settings, env=server_env(), turn_time_limit=60)
         sent: list[RecordedRequest] = backend.requests_to("/v1/chat/completions")
     assert row["error"] == "", row
@@ -189,3 +192,25 @@ async def test_one_exercise_end_to_end_two_tries_through_the_real_server(
     assert "One for Alice, one for me." in str(users[-1]["content"])  # the failing assertion
     assert "The tests are correct" in str(users[-1]["content"])
     assert row["engine_calls"] == 0  # no local engine behind this backend
+
+
+async def test_agentls_runs_the_exercise_tests_itself_and_fixes_its_reply_within_try_one(
+        tmp_path: Path) -> None:
+    exercise = load_exercise(exercise_folder(tmp_path / "checkout"))
+    with FakeBackend(hard_timeout=120) as backend:
+        backend.script("POST", "/v1/chat/completions", _whole_file(WRONG), _whole_file(RIGHT))
+        settings = {"provider": "openai", "baseUrl": backend.url + "/v1", "model": "m",
+                    "session": {"editFormat": "file-blocks"}, "approval": {"mode": "message"}}
+        # This interpreter's pytest on PATH, as in a shell with the project's venv active.
+        path = f"{Path(sys.executable).parent}:/usr/bin:/bin"
+        row = await run_exercise(exercise, settings, env=server_env(PATH=path),
+                                 turn_time_limit=60)
+        sent: list[RecordedRequest] = backend.requests_to("/v1/chat/completions")
+    assert row["error"] == "", row
+    [first] = row["tries"]
+    assert first["passed"] is True and row["passed_try1"] is True and row["well_formed"]
+    assert len(sent) == 2
+    tool_results = [m for m in sent[1].json["messages"] if m["role"] == "tool"]
+    assert "agentls ran the tests that cover the files you changed" in \
+        str(tool_results[-1]["content"])
+    assert "One for Alice, one for me." in str(tool_results[-1]["content"])

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentls.core.editor.file_access import Withheld
 from agentls.core.editor.reply_edits import (
@@ -37,6 +37,9 @@ from agentls.core.editor.reply_edits import (
 from agentls.features.policy.sensitive import ModelFileAccess
 from agentls.features.prompt.named_files import find_named_file, named_paths
 from agentls.features.tools.workspace import OutsideWorkspace, Workspace, WorkspacePathError
+
+if TYPE_CHECKING:
+    from agentls.core.types.messages import ToolCall
 
 __all__ = ["INSTRUCTIONS", "ReplyEditsFeature", "edit_format"]
 
@@ -143,6 +146,7 @@ class ReplyEditsFeature:
                      for path in unseen if path in written)
         prose = prose_of(reply)
         return ReplyEdits(calls=tuple(calls), unchanged=tuple(unchanged),
+                          checks=_checks(folders[0], calls),
                           words=len(prose.split()) >= 3,
                           announced=() if calls else self._announced(reply, prose, sources,
                                                                     unchanged))
@@ -215,6 +219,21 @@ _CHANGE_WORD = re.compile(
     r"\b(?:chang(?:e|es|ed|ing)|modif(?:y|ies|ied|ying)|updat(?:e|es|ed|ing)"
     r"|implement(?:s|ed|ing)?|rewrit(?:e|es|ing|ten)|replac(?:e|es|ed|ing)|add(?:s|ed|ing)?"
     r"|fix(?:es|ed|ing)?|edit(?:s|ed|ing)?)\b", re.IGNORECASE)
+
+
+def _checks(folder: str, calls: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
+    """The run_command that runs the tests covering the files `calls`
+    write (features/reply_edits/checks.py), when there are such tests and
+    a pytest to run them; none when the reply also reads a file."""
+    from agentls.core.types.messages import ToolCall
+    from agentls.features.reply_edits.checks import covering_tests, pytest_argv
+
+    if any(call.tool != "write_file" for call in calls):
+        return ()
+    root = Path(folder)
+    changed = [str(call.arguments.get("path") or "") for call in calls]
+    argv = pytest_argv(root, covering_tests(root, changed))
+    return () if argv is None else (ToolCall(tool="run_command", arguments={"argv": argv}),)
 
 
 def _candidates(reply: str, seen: tuple[str, ...]) -> list[str]:

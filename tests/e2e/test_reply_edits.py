@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -246,3 +247,89 @@ async def test_a_block_with_a_nul_byte_in_its_path_is_refused_alone(
     refusals = [m for m in second["messages"] if m["role"] == "tool"
                 and "NUL" in str(m["content"])]
     assert len(refusals) == 1, [(m["role"], str(m["content"])[:200]) for m in second["messages"]]
+
+
+PRICING_TESTS = ("from pricing import apply_discount\n\n\n"
+                "def test_ten_percent_off():\n"
+                "    assert apply_discount(200, 10) == 180\n")
+STILL_WRONG = ("The discount is applied now.\n\n```python\n"
+               "def apply_discount(price, percent):\n"
+               '    """The price after taking `percent` percent off."""\n'
+               "    return price * (100 + percent) / 100\n```\n")
+
+
+def with_tests(root: Path) -> Path:
+    """pricing.py with its test, and the project's own pytest in .venv (a
+    wrapper around this interpreter's, as a virtual environment's is)."""
+    (root / "test_pricing.py").write_text(PRICING_TESTS)
+    venv_bin = root / ".venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    (venv_bin / "pytest").write_text(f'#!/bin/sh\nexec {sys.executable} -m pytest "$@"\n')
+    (venv_bin / "pytest").chmod(0o755)
+    return root
+
+
+async def test_the_tests_of_a_changed_file_run_after_the_reply_and_a_failure_goes_back(
+        tmp_path: Path, workspace: Path) -> None:
+    with_tests(workspace)
+    settings, record = scripted(tmp_path, "checked", [{"text": STILL_WRONG}, {"text": FIXED}],
+                                session={"editFormat": "file-blocks"})
+    async with editor_session(workspace, tmp_path / "state", settings,
+                              capabilities(annotations=False)) as ed:
+        result = await chat(ed, prompt="Fix the bug in pricing.py")
+        assert result["status"] == "completed", result
+    tools = tool_messages(result)
+    assert [t["metadata"]["tool_name"] for t in tools] == ["write_file", "run_command"] * 2, \
+        [(m["role"], str(m["content"])[:300]) for m in result["messages"]]
+    failed, passed = tools[1], tools[3]
+    assert failed["toolResult"]["success"] is False and passed["toolResult"]["success"] is True
+    assert failed["content"].startswith("agentls ran the tests that cover the files you changed")
+    assert "assert 220.0 == 180" in failed["content"], failed["content"]
+    assert "Fix the code, not the tests" in failed["content"]
+    # The user was asked about each command as about each edit.
+    assert [".venv/bin/pytest -q --tb=short" in q.message for q in ed.asked] == \
+        [False, True, False, True], [q.message for q in ed.asked]
+    _, second = recorded(record)  # the passing run ended the turn: no third call
+    assert any(m["role"] == "tool" and "assert 220.0 == 180" in str(m["content"])
+               for m in second["messages"]), second["messages"]
+    assert "return price - price * percent / 100" in (workspace / "pricing.py").read_text()
+
+
+async def test_the_tests_run_as_often_as_the_setting_says(
+        tmp_path: Path, workspace: Path) -> None:
+    with_tests(workspace)
+    other_wrong = STILL_WRONG.replace("(100 + percent)", "(100 - 2 * percent)")
+    settings, record = scripted(tmp_path, "once", [{"text": STILL_WRONG}, {"text": other_wrong}],
+                                session={"editFormat": "file-blocks", "testAfterEdits": 1})
+    async with editor_session(workspace, tmp_path / "state", settings,
+                              capabilities(annotations=True)) as ed:
+        result = await chat(ed, prompt="Fix the bug in pricing.py")
+        assert result["status"] == "completed", result
+    assert [t["metadata"]["tool_name"] for t in tool_messages(result)] == \
+        ["write_file", "run_command", "write_file"]
+    assert len(recorded(record)) == 2
+    settings, record = scripted(tmp_path, "never", [{"text": STILL_WRONG}],
+                                session={"editFormat": "file-blocks", "testAfterEdits": 0})
+    async with editor_session(workspace, tmp_path / "state2", settings,
+                              capabilities(annotations=True)) as ed:
+        result = await chat(ed, prompt="Fix the bug in pricing.py")
+        assert result["status"] == "completed", result
+    assert [t["metadata"]["tool_name"] for t in tool_messages(result)] == ["write_file"]
+
+
+async def test_the_tests_do_not_run_after_a_declined_change(
+        tmp_path: Path, workspace: Path) -> None:
+    with_tests(workspace)
+    settings, _ = scripted(tmp_path, "declined-check",
+                                [{"text": STILL_WRONG}, {"text": "Nothing was changed."}],
+                                session={"editFormat": "file-blocks"})
+    async with editor_session(workspace, tmp_path / "state", settings,
+                              capabilities(annotations=False)) as ed:
+        ed.answer = "Deny"
+        result = await chat(ed, prompt="Fix the bug in pricing.py")
+        assert result["status"] == "completed", result
+    edit, check = tool_messages(result)
+    assert edit["toolResult"]["success"] is False
+    assert check["content"] == "Not run: a change before it was not applied."
+    assert len(ed.asked) == 1  # the edit only
+    assert (workspace / "pricing.py").read_text() == PRICING

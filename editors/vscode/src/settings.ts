@@ -50,6 +50,7 @@ export const SERVER_KEYS = [
   "session.maxPromptChars",
   "session.maxToolResultChars",
   "session.editFormat",
+  "session.testAfterEdits",
   "linters",
   "features.disabled",
   "local.shared",

@@ -54,6 +54,8 @@ class TurnLimits:
     injection: InjectionLimits = field(default_factory=lambda: _injection_limits())
     # Tool results over this many characters keep head and tail (size_caps).
     max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS
+    # Runs of the tests that check a reply's edits, per turn (ReplyEdits.checks).
+    test_after_edits: int = 2
 
 
 @dataclass(frozen=True)

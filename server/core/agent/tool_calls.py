@@ -40,7 +40,14 @@ from agentls.core.agent.turn_hooks import HookDispatch
 from agentls.core.approval.gate import ApprovalQuestion, ApprovalRequest, Clearance, decide
 from agentls.core.checkpoints.files import TurnCheckpoints
 from agentls.core.editor.edits import ConfirmingEditor, editor_confirms
-from agentls.core.editor.reply_edits import ReplyEdits, ReplySources, gave_up_text, reply_note
+from agentls.core.editor.reply_edits import (
+    CHECK_ID_PREFIX,
+    ReplyEdits,
+    ReplySources,
+    check_failed_text,
+    gave_up_text,
+    reply_note,
+)
 from agentls.core.sessions.statuses import SessionStatuses
 from agentls.core.support.size_caps import cap_text, cap_tool_result
 from agentls.core.tools.contract import ToolContext, ToolNeed, ToolRefused
@@ -83,9 +90,13 @@ class ToolCallRunner:
         self.stop: TurnStop | None = None  # set when the turn must end after this call
         self.need_kind: str | None = None  # the ToolNeed kind of the call being cleared
         self.reply_noted = False  # a final reply that did nothing was sent back once
+        self.checks_run = 0  # runs of the tests that check a reply's edits (ReplyEdits.checks)
+        self.check_ids: set[str] = set()
 
-    async def run(self, call: ToolCall) -> None:
-        """Run one tool call and store its result."""
+    async def run(self, call: ToolCall, *, failed_note: Callable[[str], str] | None = None
+                  ) -> None:
+        """Run one tool call and store its result (`failed_note` rewrites
+        what the model reads of a failed one)."""
         asked = call  # as the model wrote it: what identical calls are compared by
         again = self.repeats.count_again(call)
         if again is not None:
@@ -142,6 +153,8 @@ class ToolCallRunner:
                 content = note
                 capped = capped.model_copy(update={"output": slimmed_output(capped.output, note)})
         self.repeats.record(asked, capped, content, self.need_kind)
+        if failed_note is not None and ran and not capped.success:
+            content = failed_note(content)
         await self.persist(tool_message(call, capped, content))
 
     async def _clear(self, call: ToolCall, *, approved: bool = False
@@ -225,7 +238,7 @@ class ToolCallRunner:
         sources = ReplySources(
             workspace_folders=tuple(keys.get("workspace_folders") or ()),
             documents=keys.get("documents"),
-            seen=tuple(str(m.content) for m in seen if isinstance(m.content, str)))
+            seen=tuple(_seen_texts(seen)))
         try:
             edits = await asyncio.to_thread(editor.reply_edits, reply, sources)
         except Exception:  # a broken editor loses the edits, never the reply
@@ -235,6 +248,31 @@ class ToolCallRunner:
             call.model_copy(update={"id": call.id or f"reply_edit_{uuid.uuid4().hex[:12]}"})
             for call in edits.calls)
         return replace(edits, calls=calls)
+
+    def checks(self, edits: ReplyEdits | None) -> list[ToolCall]:
+        """The calls that check a reply's edits (its tests), while the turn
+        has runs left (`session.testAfterEdits`)."""
+        if edits is None or not edits.calls or not edits.checks \
+                or self.checks_run >= self.agent.limits.test_after_edits:
+            return []
+        checks = [call.model_copy(update={"id": f"{CHECK_ID_PREFIX}{uuid.uuid4().hex[:12]}"})
+                  for call in edits.checks if self.agent.tools.unknown(call) is None]
+        self.checks_run += bool(checks)
+        self.check_ids.update(call.id for call in checks if call.id)
+        return checks
+
+    async def run_check(self, call: ToolCall, batch: Sequence[ToolCall]) -> None:
+        """A check after the reply's edits: run when every edit before it in
+        `batch` was applied, else answered "not run"."""
+        ids = {c.id for c in batch[:batch.index(call)]}
+        done = {(m.metadata or {}).get("tool_call_id"): bool((m.tool_result or {}).get("success"))
+                for m in self.messages if m.role == "tool"}
+        if not all(done.get(i, False) for i in ids):
+            await self.persist(interrupted_message(
+                call, "Not run: a change before it was not applied.", "skipped",
+                "Not run: a change before it was not applied."))
+            return
+        await self.run(call, failed_note=check_failed_text)
 
     def reply_retry(self, reply: str, edits: ReplyEdits | None) -> Message | None:
         """Once per turn: the note that sends a final reply that did nothing
@@ -260,7 +298,9 @@ class ToolCallRunner:
         call before each result)."""
         previews = {call.id: self.agent.tools.preview(call) for call in calls}
         return message.with_metadata(tool_calls=[call.model_dump() for call in calls],
-                                     tool_call_previews=previews, reply_edits=len(calls))
+                                     tool_call_previews=previews,
+                                     reply_edits=sum(c.id not in self.check_ids for c in calls),
+                                     reply_checks=sum(c.id in self.check_ids for c in calls))
 
     def reply_edits_settled(self, calls: list[ToolCall]) -> bool:
         """The reply's edits were all applied, none was a read (of a file it
@@ -270,6 +310,21 @@ class ToolCallRunner:
         return (all(r.get("success") for r in results)
                 and all(call.tool != "read_file" for call in calls)
                 and not self.hooks.pending_injections and not self.hooks.ephemeral)
+
+
+def _seen_texts(messages: Sequence[Message]) -> list[str]:
+    """The texts the model has seen: the messages, and the files the
+    replies' edits wrote (the model knows what it wrote, merged or not)."""
+    texts = [m.content for m in messages if isinstance(m.content, str)]
+    for message in messages:
+        if message.role != "assistant":
+            continue
+        for call in (message.metadata or {}).get("tool_calls") or ():
+            arguments = call.get("arguments") if isinstance(call, dict) else None
+            if isinstance(arguments, dict) and call.get("tool") == "write_file" \
+                    and isinstance(arguments.get("content"), str):
+                texts.append(arguments["content"])
+    return texts
 
 
 def _refusal(need: ToolNeed, clearance: Clearance) -> tuple[str, str]:

@@ -215,7 +215,8 @@ class Turn:
                 return await self.finish("failed", {"code": "empty_reply", "message": text})
             edits = None if response.tool_calls else await self.calls.read_reply(
                 response.content, self.session.messages)
-            calls = response.tool_calls or list(edits.calls if edits else ())
+            calls = response.tool_calls or [*(edits.calls if edits else ()),
+                                             *self.calls.checks(edits)]
             if calls and not response.tool_calls:  # edits the reply wrote (reply_edits.py)
                 message = self.calls.with_reply_edits(message, calls)
             await self.persist(message)
@@ -228,7 +229,11 @@ class Turn:
                 return await self.finish("completed", None)
             self.unanswered = list(calls)
             while self.unanswered:
-                await self.calls.run(self.unanswered[0])
+                call = self.unanswered[0]
+                if call.id in self.calls.check_ids:
+                    await self.calls.run_check(call, calls)
+                else:
+                    await self.calls.run(call)
                 self.unanswered.pop(0)
                 if self.calls.stop is not None:
                     return await self.stop_after_tool(self.calls.stop)

@@ -27,14 +27,20 @@ if TYPE_CHECKING:
     from agentls.core.types.messages import ToolCall
 
 __all__ = [
+    "CHECK_ID_PREFIX",
     "ReplyEditor",
     "ReplyEdits",
     "ReplySources",
+    "check_failed_text",
     "gave_up_text",
     "reply_note",
     "resolved_edit_format",
     "written_call",
 ]
+
+
+# The ids of the checks' calls (ReplyEdits.checks) once the turn runs them.
+CHECK_ID_PREFIX = "reply_check_"
 
 
 def resolved_edit_format(chosen: str, provider: str) -> str:
@@ -72,6 +78,10 @@ class ReplyEdits:
     # Files the reply's words say it changes while it changed none of them
     # (the 1.5B said "Change the content of x.py to ..." and stopped there).
     announced: tuple[str, ...] = ()
+    # Commands that check the changes (the tests that cover the changed
+    # files), run after them through the gate; a failure goes back to the
+    # model (`check_failed_text`).
+    checks: tuple[ToolCall, ...] = ()
 
 
 @runtime_checkable
@@ -167,3 +177,11 @@ def _echoed(edits: ReplyEdits | None) -> tuple[str, ...]:
     if edits is None or edits.calls or edits.words:
         return ()
     return edits.unchanged
+
+
+def check_failed_text(content: str) -> str:
+    """The result of a failed check, as the model reads it: what ran, and
+    what to do (the code is fixed, not the tests)."""
+    return ("agentls ran the tests that cover the files you changed, and they fail:\n\n"
+            f"{content}\n\nFix the code, not the tests: say in one sentence what was wrong, "
+            "then write each file you change whole again.")

@@ -250,6 +250,11 @@ class SessionSettings(SettingsStruct, frozen=True, kw_only=True):
     # turns into the same approved edits ("file-blocks"); "auto" picks
     # file-blocks for the embedded local models, tool-calls otherwise.
     edit_format: Literal["auto", "tool-calls", "file-blocks"] = "auto"
+    # With file-blocks: how many times in a turn the tests that cover the
+    # files a reply changed are run after it (through the approval gate,
+    # as any command), a failure going back to the model; 0: never
+    # (features/reply_edits/checks.py).
+    test_after_edits: Annotated[int, Meta(ge=0, le=10)] = 2
 
 
 class RunCommandSettings(SettingsStruct, frozen=True, kw_only=True):

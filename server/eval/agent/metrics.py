@@ -32,6 +32,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentls.core.editor.reply_edits import CHECK_ID_PREFIX
+
 __all__ = ["INVALID_CODES", "text_calls", "transcript", "turn_metrics"]
 
 INVALID_CODES = frozenset({"unknown_tool", "invalid_arguments"})
@@ -88,6 +90,7 @@ def turn_metrics(messages: Sequence[Mapping[str, Any]],
     codes: dict[str, str] = {}  # tool_call_id -> error code
     unmatched_codes: list[str] = []
     edit_ids: set[str] = set()
+    check_ids: set[str] = set()  # agentls's own test runs after the edits
     for message in messages:
         role = message.get("role")
         metadata = message.get("metadata") or {}
@@ -101,8 +104,9 @@ def turn_metrics(messages: Sequence[Mapping[str, Any]],
             model_calls += 1
             text = _text(message.get("content"))
             for call in metadata.get("tool_calls") or []:
-                if metadata.get("reply_edits"):
-                    edit_ids.add(str(call.get("id")))
+                if metadata.get("reply_edits") or metadata.get("reply_checks"):
+                    edit_id = str(call.get("id"))
+                    (check_ids if edit_id.startswith(CHECK_ID_PREFIX) else edit_ids).add(edit_id)
                     continue
                 calls.append(call)
                 key = json.dumps([call.get("tool"), call.get("arguments")], sort_keys=True,
@@ -140,6 +144,8 @@ def turn_metrics(messages: Sequence[Mapping[str, Any]],
         "repeated_calls": repeated,
         "reply_edits": len(edit_ids),
         "reply_edits_applied": sum(1 for i in edit_ids if i in codes and not codes[i]),
+        "checks": len(check_ids),
+        "checks_failed": sum(1 for i in check_ids if codes.get(i)),
         "tools": [str(c.get("tool")) for c in calls],
         "call_errors": failures,  # the error codes of the calls that failed
         "input_tokens": int(usage.get("input_tokens") or 0),
