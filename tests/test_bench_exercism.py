@@ -214,3 +214,5 @@ async def test_agentls_runs_the_exercise_tests_itself_and_fixes_its_reply_within
     assert "agentls ran the tests that cover the files you changed" in \
         str(tool_results[-1]["content"])
     assert "One for Alice, one for me." in str(tool_results[-1]["content"])
+    assert (first["checks"], first["checks_failed"]) == (2, 1)
+    assert "tests run by the agent: 2 (1 failed)" in exercise_table([row])

@@ -63,6 +63,11 @@ def exercise_table(rows: Sequence[dict[str, Any]]) -> str:
     for row in rows:
         tries = " ".join("pass" if t["passed"] else "fail" for t in row["tries"]) or "-"
         notes = sorted({m for t in row["tries"] for m in t["malformed"]})
+        checks = [t.get("checks", 0) for t in row["tries"]]
+        if any(checks):  # agentls ran the tests itself after its edits
+            failed = sum(t.get("checks_failed", 0) for t in row["tries"])
+            notes.append(f"tests run by the agent: {'+'.join(map(str, checks))}"
+                         f" ({failed} failed)")
         note = "; ".join([*notes, row["error"][:80]] if row.get("error") else notes)
         lines.append(
             f"| {row['exercise']} | {row['peer']} | {tries} | "
