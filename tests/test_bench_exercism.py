@@ -200,7 +200,8 @@ async def test_agentls_runs_the_exercise_tests_itself_and_fixes_its_reply_within
     with FakeBackend(hard_timeout=120) as backend:
         backend.script("POST", "/v1/chat/completions", _whole_file(WRONG), _whole_file(RIGHT))
         settings = {"provider": "openai", "baseUrl": backend.url + "/v1", "model": "m",
-                    "session": {"editFormat": "file-blocks"}, "approval": {"mode": "message"}}
+                    "session": {"editFormat": "file-blocks", "testAfterEdits": 2},
+                    "approval": {"mode": "message"}}
         # This interpreter's pytest on PATH, as in a shell with the project's venv active.
         path = f"{Path(sys.executable).parent}:/usr/bin:/bin"
         row = await run_exercise(exercise, settings, env=server_env(PATH=path),

@@ -273,7 +273,7 @@ async def test_the_tests_of_a_changed_file_run_after_the_reply_and_a_failure_goe
         tmp_path: Path, workspace: Path) -> None:
     with_tests(workspace)
     settings, record = scripted(tmp_path, "checked", [{"text": STILL_WRONG}, {"text": FIXED}],
-                                session={"editFormat": "file-blocks"})
+                                session={"editFormat": "file-blocks", "testAfterEdits": 2})
     async with editor_session(workspace, tmp_path / "state", settings,
                               capabilities(annotations=False)) as ed:
         result = await chat(ed, prompt="Fix the bug in pricing.py")
@@ -300,7 +300,7 @@ async def test_the_tests_run_as_often_as_the_setting_says(
     with_tests(workspace)
     other_wrong = STILL_WRONG.replace("(100 + percent)", "(100 - 2 * percent)")
     settings, record = scripted(tmp_path, "once", [{"text": STILL_WRONG}, {"text": other_wrong}],
-                                session={"editFormat": "file-blocks", "testAfterEdits": 1})
+                                session={"editFormat": "file-blocks"})  # the default: 1
     async with editor_session(workspace, tmp_path / "state", settings,
                               capabilities(annotations=True)) as ed:
         result = await chat(ed, prompt="Fix the bug in pricing.py")

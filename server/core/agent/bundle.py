@@ -55,7 +55,7 @@ class TurnLimits:
     # Tool results over this many characters keep head and tail (size_caps).
     max_tool_result_chars: int | None = DEFAULT_MAX_TOOL_RESULT_CHARS
     # Runs of the tests that check a reply's edits, per turn (ReplyEdits.checks).
-    test_after_edits: int = 2
+    test_after_edits: int = 1
 
 
 @dataclass(frozen=True)

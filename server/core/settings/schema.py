@@ -254,7 +254,7 @@ class SessionSettings(SettingsStruct, frozen=True, kw_only=True):
     # files a reply changed are run after it (through the approval gate,
     # as any command), a failure going back to the model; 0: never
     # (features/reply_edits/checks.py).
-    test_after_edits: Annotated[int, Meta(ge=0, le=10)] = 2
+    test_after_edits: Annotated[int, Meta(ge=0, le=10)] = 1
 
 
 class RunCommandSettings(SettingsStruct, frozen=True, kw_only=True):
