@@ -167,17 +167,24 @@ def _whole_file(text: str) -> Reply:
                       sse(openai_usage_chunk(500, 40)), SSE_DONE])
 
 
-async def test_one_exercise_end_to_end_two_tries_through_the_real_server(
-        tmp_path: Path) -> None:
+async def _wrong_then_right(tmp_path: Path, test_after_edits: int, **env: str
+                            ) -> tuple[dict[str, Any], list[RecordedRequest]]:
+    """The synthetic exercise through the real server, the model answering
+    a wrong whole file, then the right one."""
     exercise = load_exercise(exercise_folder(tmp_path / "checkout"))
     with FakeBackend(hard_timeout=120) as backend:
         backend.script("POST", "/v1/chat/completions", _whole_file(WRONG), _whole_file(RIGHT))
-        # The two tries alone: agentls's own test runs are off here (below).
         settings = {"provider": "openai", "baseUrl": backend.url + "/v1", "model": "m",
-                    "session": {"editFormat": "file-blocks", "testAfterEdits": 0},
+                    "session": {"editFormat": "file-blocks", "testAfterEdits": test_after_edits},
                     "approval": {"mode": "message"}}
-        row = await run_exercise(exercise, settings, env=server_env(), turn_time_limit=60)
-        sent: list[RecordedRequest] = backend.requests_to("/v1/chat/completions")
+        row = await run_exercise(exercise, settings, env=server_env(**env), turn_time_limit=60)
+        return row, backend.requests_to("/v1/chat/completions")
+
+
+async def test_one_exercise_end_to_end_two_tries_through_the_real_server(
+        tmp_path: Path) -> None:
+    # The two tries alone: agentls's own test runs are off here (below).
+    row, sent = await _wrong_then_right(tmp_path, 0)
     assert row["error"] == "", row
     first, second = row["tries"]
     assert first["passed"] is False and first["solution_changed"] is True
@@ -196,17 +203,9 @@ async def test_one_exercise_end_to_end_two_tries_through_the_real_server(
 
 async def test_agentls_runs_the_exercise_tests_itself_and_fixes_its_reply_within_try_one(
         tmp_path: Path) -> None:
-    exercise = load_exercise(exercise_folder(tmp_path / "checkout"))
-    with FakeBackend(hard_timeout=120) as backend:
-        backend.script("POST", "/v1/chat/completions", _whole_file(WRONG), _whole_file(RIGHT))
-        settings = {"provider": "openai", "baseUrl": backend.url + "/v1", "model": "m",
-                    "session": {"editFormat": "file-blocks", "testAfterEdits": 2},
-                    "approval": {"mode": "message"}}
-        # This interpreter's pytest on PATH, as in a shell with the project's venv active.
-        path = f"{Path(sys.executable).parent}:/usr/bin:/bin"
-        row = await run_exercise(exercise, settings, env=server_env(PATH=path),
-                                 turn_time_limit=60)
-        sent: list[RecordedRequest] = backend.requests_to("/v1/chat/completions")
+    # This interpreter's pytest on PATH, as in a shell with the project's venv active.
+    row, sent = await _wrong_then_right(tmp_path, 2,
+                                        PATH=f"{Path(sys.executable).parent}:/usr/bin:/bin")
     assert row["error"] == "", row
     [first] = row["tries"]
     assert first["passed"] is True and row["passed_try1"] is True and row["well_formed"]

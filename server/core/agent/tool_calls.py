@@ -264,10 +264,9 @@ class ToolCallRunner:
     async def run_check(self, call: ToolCall, batch: Sequence[ToolCall]) -> None:
         """A check after the reply's edits: run when every edit before it in
         `batch` was applied, else answered "not run"."""
-        ids = {c.id for c in batch[:batch.index(call)]}
-        done = {(m.metadata or {}).get("tool_call_id"): bool((m.tool_result or {}).get("success"))
-                for m in self.messages if m.role == "tool"}
-        if not all(done.get(i, False) for i in ids):
+        before = batch.index(call)  # their results are the last messages stored
+        results = self.messages[len(self.messages) - before:]
+        if not all((m.tool_result or {}).get("success") for m in results):
             await self.persist(interrupted_message(
                 call, "Not run: a change before it was not applied.", "skipped",
                 "Not run: a change before it was not applied."))
