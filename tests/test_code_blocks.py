@@ -69,6 +69,46 @@ def test_new_imports_go_after_the_files_own_and_new_functions_at_the_end() -> No
                                 "\n\n\ndef b():\n    return 2\n")
 
 
+CIPHER = "class Cipher:\n    def __init__(self, key=None):\n        pass\n"
+
+
+def test_an_imports_block_beside_the_file_written_without_them_goes_to_its_top() -> None:
+    # The 1.5B's reply to ruff's F821 in an Exercism run: the imports in a
+    # bare block ("add these at the top"), then the file without them.
+    reply = ("The `random` and `string` modules are not imported. Add the following lines "
+             "at the top of the file:\n\n```python\nimport random\nimport string\n```\n\n"
+             '<file path="simple_cipher.py">\nclass Cipher:\n    def __init__(self, key=None):\n'
+             "        self.key = key or ''.join(random.choice(string.ascii_lowercase)"
+             " for _ in range(100))\n</file>\n")
+    [applied] = apply_reply(reply, {"simple_cipher.py": CIPHER, "other.py": "X = 1\n"})
+    assert applied.path == "simple_cipher.py"
+    assert applied.new_text.startswith("import random\nimport string\n\nclass Cipher:")
+    assert "random.choice(string.ascii_lowercase)" in applied.new_text
+
+
+def test_an_imports_block_alone_goes_to_the_one_file_that_lacks_them() -> None:
+    uses = 'import os\n"""Doc."""\n\n\ndef key():\n    return random.random()\n'
+    reply = "Add this import:\n\n```python\nimport random\n```\n"
+    [applied] = apply_reply(reply, {"cipher.py": uses, "other.py": "def f():\n    return 1\n"})
+    assert applied.path == "cipher.py"
+    assert applied.new_text == ('import os\nimport random\n"""Doc."""\n\n\ndef key():\n'
+                                "    return random.random()\n")
+
+
+def test_an_imports_block_no_file_needs_or_a_file_of_imports_named_is_not_merged() -> None:
+    files = {"a.py": "import random\n\n\ndef f():\n    return random.random()\n",
+             "b.py": "def g():\n    return 1\n"}
+    assert apply_reply("```python\nimport random\n```\n", files) == []  # nothing lacks it
+    # Two files lack it: which one is meant is a guess, so neither changes.
+    two = {"a.py": "def f():\n    return random.random()\n",
+           "b.py": "def g():\n    return random.random()\n"}
+    assert apply_reply("```python\nimport random\n```\n", two) == []
+    # A package's __init__.py is imports only: a block naming it is its new text.
+    init = {"pkg/__init__.py": "from .a import f\nfrom .b import g\n"}
+    [applied] = apply_reply('<file path="pkg/__init__.py">\nfrom .a import f\n</file>\n', init)
+    assert applied.new_text == "from .a import f\n" and applied.how == "whole"
+
+
 def test_a_fence_named_on_the_line_before_or_in_its_info_belongs_to_that_file() -> None:
     reply = ("In `report.py`:\n```python\ndef summary(scores):\n    return 'x'\n```\n"
              "```python scores.py\ndef average(values):\n    return 0\n```\n")

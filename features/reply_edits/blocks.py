@@ -8,7 +8,8 @@ and the file each one names, `apply_block` merges a block into a file's
 text. A Python block is merged by definition: each top-level `def`/`class`
 (and constant) of the block replaces the one of the same name in the file,
 new definitions are added at the end, new imports after the file's own;
-the rest of the file is kept as it was. A block that is a whole version of
+the rest of the file is kept as it was. A block of imports alone goes to
+the file that uses what they import without binding it. A block that is a whole version of
 the file (its explicit path, and most of the file's lines or all of its
 definitions) replaces the file. A non-Python block replaces the file only
 when it names it.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import builtins
 import difflib
 import re
 from collections.abc import Iterable, Mapping
@@ -320,6 +322,9 @@ def apply_block(block: CodeBlock, files: Mapping[str, str]) -> AppliedBlock | No
     target: str | None = block.path
     if target is not None and target not in files:
         return None  # a file it names that is not there: not another one
+    imports = _imports_block(block)
+    if imports is not None and (added := _add_imports(block, imports, files)) is not None:
+        return added
     if target is None:
         target = _owner(block, files)
         if target is None:
@@ -339,6 +344,71 @@ def apply_block(block: CodeBlock, files: Mapping[str, str]) -> AppliedBlock | No
     if not names:
         return None
     return AppliedBlock(target, merged, "definitions", tuple(names))
+
+
+def _imports_block(block: CodeBlock) -> ast.Module | None:
+    """The block's tree when it holds imports and nothing else (a small
+    model's "add these lines at the top of the file", beside or after the
+    file it wrote without them)."""
+    if block.lang not in _PYTHON_LANGS or (block.path is not None
+                                           and not _is_python(block.path, block.lang)):
+        return None
+    tree = _parse(block.text)
+    return tree if tree is not None and _only_imports(tree) else None
+
+
+def _only_imports(tree: ast.Module) -> bool:
+    return bool(tree.body) and all(isinstance(node, ast.Import | ast.ImportFrom)
+                                   for node in tree.body)
+
+
+def _add_imports(block: CodeBlock, tree: ast.Module,
+                 files: Mapping[str, str]) -> AppliedBlock | None:
+    """An imports-only block added to the file it names or, when it names
+    none, to the one Python file that uses a name the imports bind without
+    binding it itself; None when no import is new or no file is that one."""
+    bound = {alias.asname or alias.name.split(".")[0]
+             for node in tree.body for alias in node.names if alias.name != "*"}
+    if block.path is not None:
+        if _only_imports(_parse(files[block.path]) or ast.Module(body=[], type_ignores=[])):
+            return None  # a file of imports (an __init__.py): the block is its new text
+        candidates = [block.path]
+    else:
+        candidates = [path for path, text in files.items()
+                      if path.endswith((".py", ".pyi")) and bound & _unbound_names(text)]
+    if len(candidates) != 1:
+        return None
+    target = candidates[0]
+    old = files[target]
+    old_tree = _parse(old)
+    if old_tree is None:
+        return None
+    merged, _ = _merge(old, old_tree, block.text, tree, imports_only=True)
+    if merged == old:
+        return None
+    return AppliedBlock(target, merged, "definitions", tuple(sorted(bound)))
+
+
+def _unbound_names(text: str) -> set[str]:
+    """Names `text` reads that nothing in it binds (nor builtins): what an
+    import it lacks would bind. Empty when it does not parse."""
+    tree = _parse(text)
+    if tree is None:
+        return set()
+    loaded: set[str] = set()
+    bound: set[str] = set(dir(builtins))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            bound.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+    return loaded - bound
 
 
 def _is_python(path: str, lang: str) -> bool:
@@ -413,7 +483,7 @@ def _span(node: ast.stmt) -> tuple[int, int]:
 
 
 def _merge(
-    old: str, old_tree: ast.Module, new: str, new_tree: ast.Module
+    old: str, old_tree: ast.Module, new: str, new_tree: ast.Module, *, imports_only: bool = False
 ) -> tuple[str, list[str]]:
     old_lines = old.splitlines(keepends=True)
     if old_lines and not old_lines[-1].endswith("\n"):
@@ -449,7 +519,7 @@ def _merge(
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             added.append(segment)
             names.append(node_names[0])
-    if not names and not (imports and (replacements or added)):
+    if not names and not (imports and (replacements or added or imports_only)):
         return old, []
     out: list[str] = []
     index = 0
