@@ -95,6 +95,18 @@ def test_an_imports_block_alone_goes_to_the_one_file_that_lacks_them() -> None:
                                 "    return random.random()\n")
 
 
+def test_an_import_a_later_whole_file_of_the_same_reply_dropped_is_kept() -> None:
+    stub = "def private_key(p):\n    pass\n\n\ndef public_key(p, g, private):\n    pass\n"
+    reply = ("### Change 1\n\n```python\nimport secrets\n\ndef private_key(p):\n"
+             "    return secrets.randbelow(p - 2) + 2\n```\n\nThe whole file:\n\n"
+             '<file path="dh.py">\ndef private_key(p):\n    return secrets.randbelow(p - 2) + 2'
+             "\n\n\ndef public_key(p, g, private):\n    return pow(g, private, p)\n</file>\n")
+    [applied] = apply_reply(reply, {"dh.py": stub})
+    assert applied.new_text.startswith("import secrets\n")
+    assert "return pow(g, private, p)" in applied.new_text
+    assert applied.new_text.count("import secrets") == 1
+
+
 def test_an_imports_block_no_file_needs_or_a_file_of_imports_named_is_not_merged() -> None:
     files = {"a.py": "import random\n\n\ndef f():\n    return random.random()\n",
              "b.py": "def g():\n    return 1\n"}

@@ -251,7 +251,8 @@ def read_reply(reply: str, files: Mapping[str, str]) -> tuple[list[AppliedBlock]
     current = dict(files)
     changed: dict[str, AppliedBlock] = {}
     unchanged: list[str] = []
-    for block in find_code_blocks(reply, current):
+    blocks = find_code_blocks(reply, current)
+    for block in blocks:
         applied = apply_block(block, current)
         if applied is None:
             continue
@@ -264,7 +265,35 @@ def read_reply(reply: str, files: Mapping[str, str]) -> tuple[list[AppliedBlock]
         names = (earlier.names if earlier else ()) + applied.names
         how = applied.how if earlier is None or earlier.how == applied.how else "definitions"
         changed[applied.path] = AppliedBlock(applied.path, applied.new_text, how, names)
+    for path, applied in changed.items():
+        kept = _with_reply_imports(path, applied.new_text, blocks)
+        if kept != applied.new_text:
+            changed[path] = AppliedBlock(path, kept, applied.how, applied.names)
     return list(changed.values()), [path for path in unchanged if path not in changed]
+
+
+def _with_reply_imports(path: str, text: str, blocks: Iterable[CodeBlock]) -> str:
+    """`text` with the imports the reply wrote anywhere (a block of its own,
+    or with a function a later whole file replaced) that it uses and lacks."""
+    if not path.endswith((".py", ".pyi")):
+        return text
+    missing = _unbound_names(text)
+    if not missing:
+        return text
+    wanted: list[str] = []
+    for block in blocks:
+        tree = _parse(block.text) if block.lang in _PYTHON_LANGS else None
+        for node in tree.body if tree is not None else ():
+            if isinstance(node, ast.Import | ast.ImportFrom) and missing & {
+                    alias.asname or alias.name.split(".")[0] for alias in node.names}:
+                source = ast.unparse(node) + "\n"
+                if source not in wanted:
+                    wanted.append(source)
+    tree = _parse(text)
+    if not wanted or tree is None:
+        return text
+    imports = "".join(wanted)
+    return _merge(text, tree, imports, ast.parse(imports), imports_only=True)[0]
 
 
 def _same_code(a: str, b: str) -> bool:
