@@ -171,6 +171,7 @@ class ScriptedProvider(BaseProvider):
                 "model": options.model or self.default_model,
                 "max_tokens": options.max_tokens,
                 "stop": list(options.stop),
+                "retry": options.retry,
             }
         )
         return self._play(self._next("responses"), messages)

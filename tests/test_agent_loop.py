@@ -150,6 +150,19 @@ async def test_a_reply_with_text_still_completes() -> None:
     assert result.status == "completed" and result.messages[-1].content == "It failed."
 
 
+async def test_a_call_after_a_failure_is_marked_retry_and_one_after_a_success_is_not() -> None:
+    orch, provider, _ = make([
+        {"tool_calls": [{"name": "echo", "arguments": {"text": "a"}}]},
+        {"tool_calls": [{"name": "boom", "arguments": {}}]},
+        {"text": "Reading.", "tool_calls": [{"name": "echo", "raw_arguments": "{text: b}"}]},
+        {"text": "It failed."},
+    ])
+    result = await orch.run_turn(Session("s1"), "x")
+    assert result.status == "completed"
+    # first call; after echo's success; after boom's failure; after the malformed call's note
+    assert [r["retry"] for r in provider.requests] == [False, False, True, True]
+
+
 # --------------------------------------------------------------------------- malformed calls
 
 

@@ -25,7 +25,7 @@ from agentls.core.types.messages import StreamChunk
 from agentls.providers.local.models import catalog
 from agentls.providers.local.models.gguf_meta import model_facts
 from agentls.providers.local.process import _ModelProcess
-from agentls.providers.local.provider import LocalProvider
+from agentls.providers.local.provider import DEFAULT_TEMPERATURE, RETRY_TEMPERATURE, LocalProvider
 from agentls.providers.local.tool_calls.chat_template import (
     render_prompt,
     template_messages,
@@ -497,6 +497,25 @@ async def test_hermes_model_without_tools_uses_the_chat_endpoint(
     finally:
         await provider.aclose()
     assert text_of(out) == "Hello"
+
+
+async def test_an_answer_to_a_failure_samples_wider_than_a_first_answer(
+    backend: FakeBackend, tmp_path: Path
+) -> None:
+    gguf = write_gguf(tmp_path / "tiny-tools.gguf", _qwen_meta(HERMES))
+    reply = sse_reply([sse(openai_chunk("Hi")), sse(openai_chunk(finish_reason="stop")),
+                       SSE_DONE])
+    backend.script("POST", "/v1/chat/completions", reply, reply, reply)
+    provider = make_provider(backend, gguf)
+    try:
+        for options in (CompletionOptions(), CompletionOptions(retry=True),
+                        CompletionOptions(retry=True, temperature=0.1)):
+            await collect(provider.stream([Message("user", "hi")], options=options))
+    finally:
+        await provider.aclose()
+    sent = [r.json["temperature"] for r in backend.requests_to("/v1/chat/completions")]
+    assert sent == [DEFAULT_TEMPERATURE, RETRY_TEMPERATURE, 0.1]  # a set one always wins
+    assert RETRY_TEMPERATURE > DEFAULT_TEMPERATURE
 
 
 class Display:

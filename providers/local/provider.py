@@ -88,6 +88,11 @@ DEFAULT_NATIVE_MAX_TOKENS = 2048
 DEFAULT_COMPLETION_PREFIX_CHARS = 2000
 DEFAULT_COMPLETION_MAX_TOKENS = 128  # llama.cpp's own default (16) is too short
 DEFAULT_TEMPERATURE = 0.2
+# An answer to a failure (CompletionOptions.retry) samples wider: at 0.2 the
+# 1.5B wrote its failed reply again word for word (bench/README.md,
+# Exercism); pass@k's best temperature rises with k (Codex paper: 0.2 for 1,
+# 0.8 for 100).
+RETRY_TEMPERATURE = 0.8
 _CHARS_PER_TOKEN_FLOOR = 2.5  # prefix trimming: code averages 3-4 chars a token
 # The chat model's child runs this much nicer than the completion model's, so
 # a completion asked while the agent decodes gets the CPU first
@@ -317,7 +322,8 @@ class LocalProvider(BaseProvider):
                 model=spec.alias,
                 code="bad_request",
             )
-        temperature = DEFAULT_TEMPERATURE if options.temperature is None else options.temperature
+        temperature = options.temperature if options.temperature is not None else (
+            RETRY_TEMPERATURE if options.retry else DEFAULT_TEMPERATURE)
         # The GGUF's own tool-call format, unless chat_format overrides its template.
         tool_format = facts.tool_format if facts is not None and not spec.chat_format else "none"
         native = tool_format in NATIVE_FORMATS

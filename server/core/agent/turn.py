@@ -146,6 +146,7 @@ class Turn:
                                     context=context, persist=self.persist,
                                     messages=self.messages)
         self.malformed = False  # the last reply was a tool call that could not be read
+        self.retry = False  # the next model call answers a failure (CompletionOptions.retry)
 
     # -- the loop ------------------------------------------------------------
     async def run(self, prompt: str | Message) -> TurnResult:
@@ -176,11 +177,13 @@ class Turn:
         for iteration in range(1, agent.limits.max_iterations + 1):
             for injection in await self.hooks.take_injections():
                 await self.persist(injection)
+                self.retry = True  # a linter's findings on the last edit
             try:
                 response = await self.call_model_retrying(iteration)
             except MalformedToolCall as exc:
                 if not self.malformed:  # one retry, with a tool error it can correct
                     self.malformed = True
+                    self.retry = True
                     await self.answer_malformed(exc)
                     continue
                 await self.answer_malformed(exc, note=False)
@@ -222,6 +225,7 @@ class Turn:
             await self.persist(message)
             if not calls and (retry := self.calls.reply_retry(response.content, edits)):
                 await self.persist(retry)
+                self.retry = True
                 continue
             if not calls:
                 if (gave_up := self.calls.reply_gave_up(response.content, edits)) is not None:
@@ -237,6 +241,8 @@ class Turn:
                 self.unanswered.pop(0)
                 if self.calls.stop is not None:
                     return await self.stop_after_tool(self.calls.stop)
+            self.retry = any(not (m.tool_result or {}).get("success", True)
+                             for m in self.messages[-len(calls):])
             if not response.tool_calls and self.calls.reply_edits_settled(calls):
                 return await self.finish("completed", None)
 
@@ -326,8 +332,10 @@ class Turn:
         )
         await self.observer.on_progress(self.sid, "Calling model")
         options = CompletionOptions(
-            model=agent.model, max_tokens=agent.max_tokens, request_id=f"{self.sid}:{iteration}"
+            model=agent.model, max_tokens=agent.max_tokens, request_id=f"{self.sid}:{iteration}",
+            retry=self.retry,
         )
+        self.retry = False
         index = len(self.session.messages)
         self.partial_text = ""
         self.partial_reasoning = ""

@@ -84,6 +84,10 @@ class CompletionOptions:
     # Nobody is typing against it (next edits): a provider whose engine serves
     # one request at a time lets an inline completion go first (local).
     background: bool = False
+    # The model's last answer in this turn failed (a call or the tests
+    # failed, a note sent it back): a provider that samples near-greedily
+    # samples wider, so the next answer is not the same one again (local).
+    retry: bool = False
 
 
 @dataclass(frozen=True)
