@@ -163,6 +163,21 @@ async def test_a_call_after_a_failure_is_marked_retry_and_one_after_a_success_is
     assert [r["retry"] for r in provider.requests] == [False, False, True, True]
 
 
+@pytest.mark.parametrize("passed", [False, True])
+async def test_a_prompt_after_a_turn_whose_own_test_run_failed_is_answered_as_a_retry(
+    passed: bool,
+) -> None:
+    check = {"id": "reply_check_1", "tool": "run_command", "arguments": {"command": "pytest"}}
+    earlier = [Message("user", "finish bob.py"),
+               Message("assistant", "<file path=\"bob.py\">...</file>", {"tool_calls": [check]}),
+               Message("tool", "1 failed" if not passed else "1 passed",
+                       {"tool_call_id": "reply_check_1"}, tool_result={"success": passed}),
+               Message("assistant", "Done.")]
+    orch, provider, _ = make([{"text": "Fixed."}])
+    await orch.run_turn(Session("s1", messages=earlier), "The tests still fail.")
+    assert provider.requests[0]["retry"] is not passed
+
+
 # --------------------------------------------------------------------------- malformed calls
 
 

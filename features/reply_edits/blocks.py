@@ -397,7 +397,8 @@ def _add_imports(block: CodeBlock, tree: ast.Module,
     none, to the one Python file that uses a name the imports bind without
     binding it itself; None when no import is new or no file is that one."""
     bound = {alias.asname or alias.name.split(".")[0]
-             for node in tree.body for alias in node.names if alias.name != "*"}
+             for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)
+             for alias in node.names if alias.name != "*"}
     if block.path is not None:
         if _only_imports(_parse(files[block.path]) or ast.Module(body=[], type_ignores=[])):
             return None  # a file of imports (an __init__.py): the block is its new text

@@ -44,6 +44,7 @@ from agentls.core.agent.turn_hooks import HookDispatch
 from agentls.core.checkpoints.files import TurnCheckpoints
 from agentls.core.checkpoints.store import CheckpointStore
 from agentls.core.context.fitting import ContextHost, ContextManager, ContextOverflow, RequestPlan
+from agentls.core.editor.reply_edits import CHECK_ID_PREFIX
 from agentls.core.provider.contract import CompletionOptions
 from agentls.core.provider.stream_collect import ToolCallAccumulator
 from agentls.core.sessions.statuses import SessionStatuses
@@ -166,6 +167,9 @@ class Turn:
                 "user", new_prompt, user_message.metadata, user_message.multipart_content
             )
         await self.close_interrupted_tool_calls()
+        # "The tests still fail: ..." after a turn whose own test run failed
+        # answers that failure as much as a note within the turn does.
+        self.retry = _ended_with_failed_check(self.session.messages)
         instructions = self.services.context.prompt_instructions()
         if instructions:  # shown with the prompt in the chat views
             user_message = user_message.with_metadata(instructions=instructions)
@@ -521,6 +525,16 @@ class Turn:
     def _result(self, status: TurnStatus, error: dict[str, str] | None) -> TurnResult:
         return TurnResult(self.session, status, list(self.messages), self.usage, error,
                           self.statuses.get(self.sid))
+
+
+def _ended_with_failed_check(messages: list[Message]) -> bool:
+    """Whether the last turn ran the tests of its edits and they failed."""
+    for message in reversed(messages):
+        if message.role == "user":
+            return False
+        if message.role == "tool" and (message.tool_call_id or "").startswith(CHECK_ID_PREFIX):
+            return not (message.tool_result or {}).get("success", True)
+    return False
 
 
 async def _close_stream(stream: Any) -> None:
