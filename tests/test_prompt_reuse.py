@@ -4,7 +4,7 @@ here; the real engine under typing is tests/e2e/test_local_engine_work.py."""
 
 from __future__ import annotations
 
-from agentls.providers.local.prompt_reuse import MIN_RUN, REFRESH, Move, plan
+from agentls.providers.local.prompt_reuse import MIN_RUN, REFRESH, Move, changed_tokens, plan
 
 SUFFIX = list(range(1000, 1300))
 
@@ -68,3 +68,17 @@ def test_a_window_that_dropped_its_first_lines_and_a_keystroke_move_two_runs() -
     assert first.end == 1 + len(prefix)
     assert second.start == first.end and second.inserted == 1 + REFRESH
     assert second.end == len(prompt)
+
+
+def test_the_drift_counts_the_keys_typed_and_removed_not_the_tokens_evaluated_again() -> None:
+    cached = list(range(200)) + SUFFIX
+    typed = plan(cached, [*range(200), 7777, *SUFFIX])
+    removed = plan([*range(200), 8, 9, *SUFFIX], list(range(200)) + SUFFIX)
+    replaced = plan([*range(200), 5, *SUFFIX], [*range(200), 6, *SUFFIX])
+    line = plan(cached, list(range(200)) + list(range(9000, 9040)) + SUFFIX)
+    assert [changed_tokens(m) for m in (typed, removed, replaced, line)] == [1, 2, 2, 40]
+    # Two runs: 30 tokens the window dropped, then one key.
+    head, prefix = [1], list(range(100, 400))
+    two = plan(head + list(range(10, 40)) + prefix + SUFFIX, head + prefix + [7777] + SUFFIX)
+    assert len(two) == 2 and changed_tokens(two) == 31
+    assert changed_tokens([]) == 0

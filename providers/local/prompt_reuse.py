@@ -135,9 +135,7 @@ class PromptReuse:
         llama = self.llama
         cached = [int(t) for t in llama.input_ids[:llama.n_tokens]]
         moves = plan(cached, prompt) if self.usable and cached else []
-        changed = sum(m.inserted for m in moves) + (  # inserted, and removed before the last run
-            moves[-1].source + moves[-1].length - moves[0].start - sum(m.length for m in moves)
-            if moves else 0)
+        changed = changed_tokens(moves)
         if not moves or self.stale + changed > STALE_LIMIT:
             if _first_difference(cached, prompt) <= self.stale_from:
                 self.stale, self.stale_from = 0, -1  # the moved text is evaluated whole again
@@ -168,6 +166,18 @@ class PromptReuse:
         self.stale += changed
         self.stale_from = moves[0].target
         return moves
+
+
+def changed_tokens(moves: Sequence[Move]) -> int:
+    """The tokens typed or removed in front of the moved runs: what the moved
+    text did not see. The REFRESH tokens evaluated again on both sides of
+    each change are the same text and do not count (counted, one key weighed
+    9 and every ~20th key evaluated the whole suffix)."""
+    changed, cache_end = 0, moves[0].start if moves else 0
+    for move in moves:
+        changed += (move.inserted - REFRESH) + (move.source - cache_end - REFRESH)
+        cache_end = move.source + move.length
+    return changed
 
 
 def _first_difference(cached: Sequence[int], prompt: Sequence[int]) -> int:
