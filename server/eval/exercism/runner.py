@@ -39,6 +39,7 @@ __all__ = ["DEFAULT_TRIES", "DEFAULT_TURN_TIME_LIMIT", "engine_totals", "exercis
 DEFAULT_TRIES = 2
 DEFAULT_TURN_TIME_LIMIT = 600.0  # a whole-file reply of a 1.5B on 2 cores takes minutes
 _BAD_ENDS = ("invalid_response", "empty_reply")
+TRANSCRIPT_CHARS = 8000  # per message, in the JSON: enough for a whole-file reply
 
 
 def malformed_reasons(metrics: Mapping[str, Any], result: Mapping[str, Any] | None,
@@ -135,7 +136,8 @@ async def run_exercise(exercise: Exercise, settings: Mapping[str, Any], *,
                                            "reply_edits", "reply_edits_applied", "checks",
                                            "checks_failed", "tools",
                                            "call_errors", "input_tokens", "output_tokens")},
-                "transcript": transcript(messages, chars=300),
+                # Whole replies: a failed try is read for why (a reply cut at 300 hid its edits).
+                "transcript": transcript(messages, chars=TRANSCRIPT_CHARS),
             })
             if test.passed or error:
                 break
