@@ -211,6 +211,8 @@ class InlineCompletionFeature:
                     return InlineAnswer((cached,), from_cache=True, model_answered=True)
                 adopted = True
             self.flights.cancel(request.uri)  # the user went elsewhere: the engine is theirs
+            if self._warming is not None:  # an HTTP engine would serve the warm-up first
+                self._warming.cancel()
             # A secret file's text never goes to the model (read_file asks
             # for it); checked while the request debounces.
             pending = self.withheld.start(request.uri)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentls.core.provider.contract import (
@@ -34,6 +34,7 @@ from agentls.core.provider.contract import (
     ProviderConfig,
     ToolSpec,
 )
+from agentls.core.support.loopback import is_loopback_url
 from agentls.core.types.errors import ModelError
 from agentls.providers.fim.probe import (
     PROBE_MAX_TOKENS,
@@ -77,9 +78,14 @@ class OpenAIProvider(HttpProvider):
     default_api_key_env = DEFAULT_API_KEY_ENV
     default_model_id = DEFAULT_MODEL
     hints = _HINTS
+    # Warmable only for a server on this machine (set in __init__): the
+    # cursor's prompt is then evaluated ahead; a paid API would bill each move.
+    warm: Callable[[str | None, str], Awaitable[None]]
 
     def __init__(self, config: ProviderConfig) -> None:
         super().__init__(config)
+        if is_loopback_url(self._http.base_url):
+            self.warm = self._warm_own_engine
         self._llama_cpp: bool | None = None  # GET /props said so; None: not asked yet
         # The server's tokenizer route; "": none answered; None: not asked yet
         self._tokenize_route: str | None = None
@@ -118,6 +124,13 @@ class OpenAIProvider(HttpProvider):
             async for chunk in reader.sse_chunks(events, reader.chat_chunk):
                 yield chunk
         yield reader.usage_chunk()
+
+    async def _warm_own_engine(self, model: str | None, role: str) -> None:
+        """Warmable: the server holds its model already; what the first
+        keystroke would still wait for is how FIM is sent (GET /props,
+        /tokenize, the probe), found out now."""
+        if role == "completion":
+            await self.fim.plan(model or self.default_model)
 
     # -- fill in the middle ---------------------------------------------------
     def model_supports_fim(self, model: str | None = None) -> bool:

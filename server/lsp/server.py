@@ -115,6 +115,7 @@ class AgentlsLanguageServer(LanguageServer):
         """Serve on TCP; a client must present the token first (transport.py).
         Without `token`, a random one is written to `token_file` (default: the
         user's runtime folder), mode 0600."""
+        from agentls.core.support.loopback import is_loopback
         from agentls.lsp.wire import transport
 
         written: list[Path] = []
@@ -134,7 +135,7 @@ class AgentlsLanguageServer(LanguageServer):
                 where = f"the token is the one in ${transport.TOKEN_ENV}"
             transport.announce(f"listening on {host}:{bound}; a client sends the token in "
                                f"initializationOptions.{transport.TOKEN_OPTION}; {where}")
-            if not transport.is_loopback(host):
+            if not is_loopback(host):
                 transport.announce(f"warning: {host} is reachable from other machines and "
                                    "the connection is not encrypted; prefer --socket, or "
                                    "127.0.0.1 with an SSH tunnel")

@@ -36,6 +36,7 @@ from agentls.providers.fim.templates import FimTokens, family_by_name
 
 from .http_backend import (
     SSE_DONE,
+    STALL,
     FakeBackend,
     RecordedRequest,
     Reply,
@@ -169,14 +170,18 @@ def lm_studio(backend: FakeBackend, model: FimModel, model_id: str) -> None:
     _models(backend, model_id)
 
 
-def llama_cpp_server(backend: FakeBackend, model: FimModel,
-                     model_id: str = "model.gguf") -> None:
+def llama_cpp_server(backend: FakeBackend, model: FimModel, model_id: str = "model.gguf",
+                     busy: Callable[[dict[str, Any]], bool] | None = None) -> None:
     """llama.cpp's llama-server: GET /props, /tokenize (`content`, special
     tokens parsed), /infill (its FIM, from the GGUF's tokens) and a
-    /v1/completions that rejects `suffix` with HTTP 500."""
+    /v1/completions that rejects `suffix` with HTTP 500. A completion whose
+    body `busy` picks is still being evaluated: nothing comes until the
+    client hangs up."""
 
     def completions(request: RecordedRequest) -> Reply:
         body = request.json or {}
+        if busy is not None and busy(body):
+            return Reply(chunks=[STALL])
         if "suffix" in body:
             return Reply(500, body={"error": {"code": 500, "message": "Unsupported param: suffix",
                                               "type": "server_error"}})

@@ -461,17 +461,6 @@ async def listen_tcp(service: SocketService, host: str, port: int) -> asyncio.Se
     return await asyncio.start_server(service.handle, host, port, limit=MAX_HEADER_LINE_BYTES)
 
 
-def is_loopback(host: str) -> bool:
-    import ipaddress
-
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def announce(message: str) -> None:
     """Where the server listens, on stderr (editors and scripts read it) and
     in the log."""
