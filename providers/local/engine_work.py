@@ -213,10 +213,11 @@ def install(llama_class: Any, lib: Any = None) -> None:
         return
 
     def batches(work: Work, tokens: Sequence[int], step: int,
-                decode: Callable[[Sequence[int], int], None], prompt: bool) -> None:
+                decode: Callable[[Sequence[int], int], None], prompt: bool,
+                stoppable: bool = True) -> None:
         # Batches of at most 128 tokens: a gone client stops the engine within one.
         for start in range(0, len(tokens), step):
-            if work.gone.is_set():
+            if stoppable and work.gone.is_set():
                 work.outcome = work.stop_outcome(bool(work.prompt_evaluated or work.generated))
                 raise Superseded(f"request {work.id}: the client is gone")
             PRIORITY.before_batch(work)
@@ -254,11 +255,17 @@ def install(llama_class: Any, lib: Any = None) -> None:
         if reuse is None:
             reuse = self._agentls_reuse = PromptReuse(self, lib)
         work = _CURRENT.get()
+        if work is not None and work.gone.is_set():
+            # Before llama-cpp-python's prefix match cuts the cache back to
+            # this prompt's: gone already, the next prompt finds it whole.
+            work.outcome = work.stop_outcome(False)
+            raise Superseded(f"request {work.id}: the client is gone")
         if work is not None and kwargs.get("reset", True) and reuse.fim_prompt(tokens):
 
-            def decode_at(inserted: Sequence[int], position: int) -> None:
+            def decode_at(inserted: Sequence[int], position: int, stoppable: bool) -> None:
                 batches(work, inserted, step_of(self),
-                        lambda batch, start: reuse.decode(batch, position + start), True)
+                        lambda batch, start: reuse.decode(batch, position + start), True,
+                        stoppable)
 
             moves = reuse.before_generate(tokens, decode_at)
             work.prompt_moved = sum(move.length for move in moves)

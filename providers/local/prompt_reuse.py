@@ -39,6 +39,10 @@ MIN_RUN = 16  # tokens: a shorter run is evaluated again rather than moved
 REFRESH = 4
 MAX_RUNS = 3  # each waits in its own sequence while the text before it is evaluated
 STALE_LIMIT = 192  # tokens changed in front of a moved run before it is evaluated whole
+# A rearrangement that evaluates at most this many tokens (a keystroke's) is
+# not stopped midway: stopped, it would drop the moved runs, and the next
+# keystroke would evaluate the whole suffix again (seconds on a laptop CPU).
+UNSTOPPABLE_TOKENS = 64
 
 
 @dataclass(frozen=True)
@@ -129,9 +133,10 @@ class PromptReuse:
         self.llama._ctx.decode(batch)
 
     def before_generate(self, prompt: Sequence[int],
-                        evaluate: Callable[[Sequence[int], int], None]) -> list[Move]:
-        """Rearrange the cache for `prompt`; `evaluate(tokens, position)` decodes
-        the tokens before each run in sequence 0. Returns the moves made."""
+                        evaluate: Callable[[Sequence[int], int, bool], None]) -> list[Move]:
+        """Rearrange the cache for `prompt`; `evaluate(tokens, position,
+        stoppable)` decodes the tokens before each run in sequence 0, and may
+        raise to stop only when `stoppable`. Returns the moves made."""
         llama = self.llama
         cached = [int(t) for t in llama.input_ids[:llama.n_tokens]]
         moves = plan(cached, prompt) if self.usable and cached else []
@@ -142,13 +147,14 @@ class PromptReuse:
             return []
         memory, lib = llama._ctx.memory, self.lib
         common = moves[0].start
+        stoppable = sum(move.inserted for move in moves) > UNSTOPPABLE_TOKENS
         for parked, move in enumerate(moves, 1):  # each run waits in a sequence of its own
             lib.llama_memory_seq_cp(memory, 0, parked, move.source, move.source + move.length)
         lib.llama_memory_seq_rm(memory, 0, common, -1)
         try:
             for parked, move in enumerate(moves, 1):
                 if move.inserted:
-                    evaluate(prompt[move.start:move.target], move.start)
+                    evaluate(prompt[move.start:move.target], move.start, stoppable)
                 if move.target != move.source:
                     lib.llama_memory_seq_add(memory, parked, move.source,
                                              move.source + move.length, move.target - move.source)
