@@ -1,6 +1,7 @@
 """A provider may ask inline completion for less context than
-inlineCompletion.maxPrefixChars (the embedded CPU model does:
-providerOptions.completion_prefix_chars, default 2000); never for more."""
+inlineCompletion.maxPrefixChars and maxSuffixChars (the embedded CPU model
+does: providerOptions.completion_prefix_chars, default 2000, and
+completion_suffix_chars, default 600); never for more."""
 
 from __future__ import annotations
 
@@ -12,21 +13,28 @@ from agentls.features.inline_completion import InlineCompletionFeature, InlineRe
 from agentls.providers.scripted import ScriptedProvider
 
 TEXT = "".join(f"value_{n} = compute({n})\n" for n in range(400)) + "result = "
+AFTER = "\n" + "".join(f"print(value_{n})\n" for n in range(300))
 
 
-def prefix_sent(preferred: int | None, max_prefix_chars: int) -> str:
+def sent(preferred: int | None, max_prefix_chars: int, *, side: str = "prefix",
+         max_suffix_chars: int = 2000) -> str:
     provider = ScriptedProvider(ProviderConfig(name="scripted", options={
         "script": {"fim": [{"text": "42"}]}}))
     if preferred is not None:
-        provider.preferred_prefix_chars = preferred  # type: ignore[attr-defined]
+        setattr(provider, f"preferred_{side}_chars", preferred)
     feature = InlineCompletionFeature()
-    settings = InlineCompletionSettings(max_prefix_chars=max_prefix_chars, debounce_ms=0)
-    request = InlineRequest(uri="file:///w/a.py", language_id="python", text=TEXT,
+    settings = InlineCompletionSettings(max_prefix_chars=max_prefix_chars,
+                                        max_suffix_chars=max_suffix_chars, debounce_ms=0)
+    request = InlineRequest(uri="file:///w/a.py", language_id="python", text=TEXT + AFTER,
                             offset=len(TEXT), invoked=True)
     answer = asyncio.run(feature.complete(request, lambda: provider, settings))
     assert answer.items == ("42",)
-    prefix: str = provider.requests[-1]["prefix"]
-    return prefix
+    text: str = provider.requests[-1][side]
+    return text
+
+
+def prefix_sent(preferred: int | None, max_prefix_chars: int) -> str:
+    return sent(preferred, max_prefix_chars)
 
 
 def test_the_providers_smaller_budget_applies() -> None:
@@ -39,3 +47,10 @@ def test_the_providers_smaller_budget_applies() -> None:
 
 def test_a_larger_preference_does_not_raise_the_setting() -> None:
     assert len(prefix_sent(10_000, 1000)) <= 1000
+
+
+def test_the_providers_smaller_suffix_budget_applies_and_never_raises_the_setting() -> None:
+    assert 2000 - 20 < len(sent(None, 6000, side="suffix")) <= 2000
+    suffix = sent(600, 6000, side="suffix")
+    assert 600 - 20 < len(suffix) <= 600 and suffix.endswith("\n")  # whole lines
+    assert len(sent(10_000, 6000, side="suffix", max_suffix_chars=800)) <= 800

@@ -276,15 +276,13 @@ class InlineCompletionFeature:
         """The cursor's context and the prompt a request there sends."""
         # A provider may prefer less context than the setting allows (the
         # embedded CPU model: prompt length is its latency).
-        max_prefix = settings.max_prefix_chars
-        preferred = getattr(provider, "preferred_prefix_chars", None)
-        if isinstance(preferred, int) and 0 < preferred < max_prefix:
-            max_prefix = preferred
+        max_prefix = _preferred(provider, "preferred_prefix_chars", settings.max_prefix_chars)
         ctx = cursor_context(
             request.text,
             request.offset,
             max_prefix_chars=max_prefix,
-            max_suffix_chars=settings.max_suffix_chars,
+            max_suffix_chars=_preferred(provider, "preferred_suffix_chars",
+                                        settings.max_suffix_chars),
         )
         snippets = []
         if request.neighbours is not None:
@@ -374,6 +372,12 @@ class InlineCompletionFeature:
                 request.uri, request.text, request.offset, ctx.prefix, ctx.suffix, completion
             )
         return completion
+
+
+def _preferred(provider: Provider, name: str, most: int) -> int:
+    """The setting's budget, or the provider's smaller preference."""
+    preferred = getattr(provider, name, None)
+    return preferred if isinstance(preferred, int) and 0 < preferred < most else most
 
 
 def _token_limit(provider: Provider, max_tokens: int) -> tuple[TokenCounter | None, int | None]:

@@ -5,6 +5,7 @@ providerOptions are choice.py's job.
 providerOptions: model_path (any .gguf; used for chat and completion),
 completion_model (a catalog id), completion_model_path, n_ctx, n_threads,
 completion_prefix_chars (inline completion context before the cursor, default 2000),
+completion_suffix_chars (after the cursor, default 600),
 chat_nice (the chat model child's nice value, default 10: "Completions first"),
 chat_format (default: the GGUF's own template), startup_timeout (s),
 cache_dir. `model` (chat) and a request's model (inlineCompletion.model)
@@ -86,6 +87,10 @@ DEFAULT_CHAT_MAX_TOKENS = 512  # tiny models loop; a reply longer than this is n
 # write_file call carrying a whole file.
 DEFAULT_NATIVE_MAX_TOKENS = 2048
 DEFAULT_COMPLETION_PREFIX_CHARS = 2000
+# The code after the cursor is half of a 2,000-character window's cold
+# prompt; `agentls eval` scored no worse with 600 (bench/README.md, "Typing
+# replay": the first key at a new place waits for all of it).
+DEFAULT_COMPLETION_SUFFIX_CHARS = 600
 DEFAULT_COMPLETION_MAX_TOKENS = 128  # llama.cpp's own default (16) is too short
 DEFAULT_TEMPERATURE = 0.2
 # An answer to a failure (CompletionOptions.retry) samples wider: at 0.2 the
@@ -130,6 +135,8 @@ class LocalProvider(BaseProvider):
         # no worse with 2,000 characters before the cursor than with 6,000.
         self.preferred_prefix_chars = (_int_option(config.options, "completion_prefix_chars")
                                        or DEFAULT_COMPLETION_PREFIX_CHARS)
+        self.preferred_suffix_chars = (_int_option(config.options, "completion_suffix_chars")
+                                       or DEFAULT_COMPLETION_SUFFIX_CHARS)
         self._progress: ProgressSink = NullProgress()
         self.models = ServingModels(self._new_process, lambda: self._progress, self._loaded)
         self._processes = self.models.processes  # the same dict: status, listing
