@@ -396,6 +396,20 @@ def report(args: argparse.Namespace, label: str, modules: list[str],
               f"p90 {pct(latencies, 0.9):.2f} s  ({len(answered)} of {len(pauses)} pauses)")
     else:
         print(f"  keystroke -> non-empty suggestion  none in {len(pauses)} pauses")
+    # Every pause, one left without a suggestion counted as the whole wait:
+    # the rows above leave those out, which flatters a run that answers fewer.
+    waits = [p["seconds"] if p["answered"] and not p["empty"] else args.pause_wait
+             for p in pauses]
+    lines: dict[int, list[float]] = {}
+    for pause, wait in zip(pauses, waits, strict=True):
+        lines.setdefault(pause["line"], []).append(wait)
+    firsts = [f"{waited[0]:.2f}" for waited in lines.values()]
+    mid = [wait for waited in lines.values() for wait in waited[1:]]
+    if waits:
+        print(f"  every pause (unanswered = {args.pause_wait:g} s)  "
+              f"p50 {statistics.median(waits):.2f} s  p90 {pct(waits, 0.9):.2f} s; "
+              f"first key of each line {', '.join(firsts)} s"
+              + (f"; the others p90 {pct(mid, 0.9):.2f} s, max {max(mid):.2f} s" if mid else ""))
     print(f"  empty answers {sum(p['empty'] for p in pauses)}, no answer within the wait "
           f"{sum(not p['answered'] for p in pauses)}, useful {len(use)} of {len(pauses)}")
     minutes = typing_seconds / 60 or 1
