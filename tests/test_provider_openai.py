@@ -610,3 +610,19 @@ def test_line_splitter_and_sse_decoder() -> None:
     assert [(e.event, e.data) for e in events] == [("ping", "a\nb")]
     with pytest.raises(ResponseFormatError):
         splitter.feed(b"z" * 65)
+
+
+def test_a_server_on_this_machine_is_sent_the_own_engine_budgets_a_remote_one_the_settings() -> None:
+    """providers/fim/budget.py: on a CPU the prompt is the first key's wait."""
+    own = OpenAIProvider(ProviderConfig(name="openai", base_url="http://127.0.0.1:8080/v1"))
+    assert (own.preferred_prefix_chars, own.preferred_suffix_chars) == (2000, 600)
+    raised = OpenAIProvider(ProviderConfig(
+        name="openai", base_url="http://localhost:8080/v1",
+        options={"completion_prefix_chars": 8000, "completionSuffixChars": 3000}))
+    assert (raised.preferred_prefix_chars, raised.preferred_suffix_chars) == (8000, 3000)
+    hosted = OpenAIProvider(ProviderConfig(name="openai"))
+    assert not hasattr(hosted, "preferred_prefix_chars")  # the settings' budgets apply
+    with pytest.raises(ModelError, match=r"providerOptions.completion_suffix_chars must be a "
+                                         r"whole number of characters, 1 or more .*'lots'"):
+        OpenAIProvider(ProviderConfig(name="openai", base_url="http://127.0.0.1:8080/v1",
+                                      options={"completion_suffix_chars": "lots"}))

@@ -52,9 +52,10 @@ from agentls.core.provider.progress import NullProgress, ProgressSink
 from agentls.core.types.conversation import Message
 from agentls.core.types.errors import ModelError
 from agentls.core.types.messages import ConfigField, ModelInfo, ProviderInfo, StreamChunk
+from agentls.providers.fim.budget import own_engine_budgets
 from agentls.providers.fim.templates import build_fim_prompt
 from agentls.providers.local.child_calls import ChildCalls
-from agentls.providers.local.choice import LAST_SERVED, ModelChoice, _int_option, _option
+from agentls.providers.local.choice import LAST_SERVED, ModelChoice, _option
 from agentls.providers.local.engine_work import PRIORITY_FIELD
 from agentls.providers.local.models.catalog import (
     CATALOG,
@@ -86,11 +87,6 @@ DEFAULT_CHAT_MAX_TOKENS = 512  # tiny models loop; a reply longer than this is n
 # A model with native tool calls is a real instruct model: room for a
 # write_file call carrying a whole file.
 DEFAULT_NATIVE_MAX_TOKENS = 2048
-DEFAULT_COMPLETION_PREFIX_CHARS = 2000
-# The code after the cursor is half of a 2,000-character window's cold
-# prompt; `agentls eval` scored no worse with 600 (bench/README.md, "Typing
-# replay": the first key at a new place waits for all of it).
-DEFAULT_COMPLETION_SUFFIX_CHARS = 600
 DEFAULT_COMPLETION_MAX_TOKENS = 128  # llama.cpp's own default (16) is too short
 DEFAULT_TEMPERATURE = 0.2
 # An answer to a failure (CompletionOptions.retry) samples wider: at 0.2 the
@@ -129,14 +125,10 @@ class LocalProvider(BaseProvider):
         self._n_threads = self.choice.n_threads
         self._startup_timeout = self.choice.startup_timeout
         self._cache_dir = self.choice.cache_dir
-        # Inline completion reads this (features/inline_completion/feature.py):
-        # on CPU the prompt's length is most of the latency, and the eval of
-        # the embedded model (bench/README.md, "Completion quality") scored
-        # no worse with 2,000 characters before the cursor than with 6,000.
-        self.preferred_prefix_chars = (_int_option(config.options, "completion_prefix_chars")
-                                       or DEFAULT_COMPLETION_PREFIX_CHARS)
-        self.preferred_suffix_chars = (_int_option(config.options, "completion_suffix_chars")
-                                       or DEFAULT_COMPLETION_SUFFIX_CHARS)
+        # Inline completion reads these (features/inline_completion/feature.py):
+        # on CPU the prompt's length is most of the latency (providers/fim/budget.py).
+        self.preferred_prefix_chars, self.preferred_suffix_chars = own_engine_budgets(
+            "local", config.options)
         self._progress: ProgressSink = NullProgress()
         self.models = ServingModels(self._new_process, lambda: self._progress, self._loaded)
         self._processes = self.models.processes  # the same dict: status, listing

@@ -36,6 +36,7 @@ from agentls.core.provider.contract import (
 )
 from agentls.core.support.loopback import is_loopback_url
 from agentls.core.types.errors import ModelError
+from agentls.providers.fim.budget import own_engine_budgets
 from agentls.providers.fim.probe import (
     PROBE_MAX_TOKENS,
     PROPS_TIMEOUT,
@@ -86,6 +87,10 @@ class OpenAIProvider(HttpProvider):
         super().__init__(config)
         if is_loopback_url(self._http.base_url):
             self.warm = self._warm_own_engine
+            # Inline completion sends an engine of the user's own less text
+            # (providers/fim/budget.py): on a CPU the prompt is the wait.
+            self.preferred_prefix_chars, self.preferred_suffix_chars = own_engine_budgets(
+                "openai", config.options)
         self._llama_cpp: bool | None = None  # GET /props said so; None: not asked yet
         # The server's tokenizer route; "": none answered; None: not asked yet
         self._tokenize_route: str | None = None
