@@ -612,7 +612,7 @@ def test_line_splitter_and_sse_decoder() -> None:
         splitter.feed(b"z" * 65)
 
 
-def test_a_server_on_this_machine_is_sent_the_own_engine_budgets_a_remote_one_the_settings() -> None:
+def test_a_server_on_this_machine_is_sent_the_own_engine_budgets_a_remote_the_settings() -> None:
     """providers/fim/budget.py: on a CPU the prompt is the first key's wait."""
     own = OpenAIProvider(ProviderConfig(name="openai", base_url="http://127.0.0.1:8080/v1"))
     assert (own.preferred_prefix_chars, own.preferred_suffix_chars) == (2000, 600)
