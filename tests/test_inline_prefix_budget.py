@@ -33,20 +33,16 @@ def sent(preferred: int | None, max_prefix_chars: int, *, side: str = "prefix",
     return text
 
 
-def prefix_sent(preferred: int | None, max_prefix_chars: int) -> str:
-    return sent(preferred, max_prefix_chars)
-
-
 def test_the_providers_smaller_budget_applies() -> None:
     # At least three quarters of the budget: the window starts in steps of
     # an eighth (document.py), a line of TEXT is under 30 characters.
-    assert 4500 - 30 < len(prefix_sent(None, 6000)) <= 6000
-    sent = prefix_sent(500, 6000)
-    assert 375 - 30 < len(sent) <= 500 and sent.endswith("result = ")
+    assert 4500 - 30 < len(sent(None, 6000)) <= 6000
+    prefix = sent(500, 6000)
+    assert 375 - 30 < len(prefix) <= 500 and prefix.endswith("result = ")
 
 
 def test_a_larger_preference_does_not_raise_the_setting() -> None:
-    assert len(prefix_sent(10_000, 1000)) <= 1000
+    assert len(sent(10_000, 1000)) <= 1000
 
 
 def test_the_providers_smaller_suffix_budget_applies_and_never_raises_the_setting() -> None:

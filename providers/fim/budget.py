@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from agentls.core.settings.keys import camel_case
 from agentls.core.types.errors import ModelError
 
 __all__ = ["OWN_ENGINE_PREFIX_CHARS", "OWN_ENGINE_SUFFIX_CHARS", "own_engine_budgets"]
@@ -33,8 +34,7 @@ def own_engine_budgets(provider: str, options: Mapping[str, Any]) -> tuple[int, 
 
 
 def _chars(provider: str, options: Mapping[str, Any], key: str, default: int) -> int:
-    head, *rest = key.split("_")
-    value = options.get(key, options.get(head + "".join(word.capitalize() for word in rest)))
+    value = options.get(key, options.get(camel_case(key)))
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -258,6 +258,8 @@ def install(llama_class: Any, lib: Any = None) -> None:
         if work is not None and work.gone.is_set():
             # Before llama-cpp-python's prefix match cuts the cache back to
             # this prompt's: gone already, the next prompt finds it whole.
+            # The outcome is set here: the server may still end the response
+            # whole, and the ledger would count it done.
             work.outcome = work.stop_outcome(False)
             raise Superseded(f"request {work.id}: the client is gone")
         if work is not None and kwargs.get("reset", True) and reuse.fim_prompt(tokens):

@@ -15,11 +15,27 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
 if TYPE_CHECKING:  # the harness imports this module
+    from types import ModuleType
+
     from tests.reliability.harness import LspProcess
+
+
+def require_completion_model() -> ModuleType:
+    """agentls.providers.local, or a skip of the calling module saying what
+    to install: the llama.cpp runtime and the packaged completion model."""
+    local = pytest.importorskip("agentls.providers.local")
+    if local.runtime_error() is not None:
+        pytest.skip(f"the local model runtime is not installed: {local.INSTALL_COMMAND}",
+                    allow_module_level=True)
+    if local.installed_parts(local.DEFAULT_COMPLETION_MODEL) is None:
+        pytest.skip(f"the default completion model is not installed: {local.INSTALL_COMMAND}",
+                    allow_module_level=True)
+    return local
 
 
 def plain(value: Any) -> Any:

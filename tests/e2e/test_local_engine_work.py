@@ -18,15 +18,10 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.helpers import require_completion_model
 from tests.reliability.harness import LspProcess, wait_until
 
-local = pytest.importorskip("agentls.providers.local")
-if local.runtime_error() is not None:
-    pytest.skip(f"the local model runtime is not installed: {local.INSTALL_COMMAND}",
-                allow_module_level=True)
-if local.installed_parts(local.DEFAULT_COMPLETION_MODEL) is None:
-    pytest.skip(f"the default completion model is not installed: {local.INSTALL_COMMAND}",
-                allow_module_level=True)
+local = require_completion_model()
 
 pytestmark = pytest.mark.slow
 

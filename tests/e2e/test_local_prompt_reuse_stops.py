@@ -17,13 +17,9 @@ from typing import Any
 
 import pytest
 
-local = pytest.importorskip("agentls.providers.local")
-if local.runtime_error() is not None:
-    pytest.skip(f"the local model runtime is not installed: {local.INSTALL_COMMAND}",
-                allow_module_level=True)
-if local.installed_parts(local.DEFAULT_COMPLETION_MODEL) is None:
-    pytest.skip(f"the default completion model is not installed: {local.INSTALL_COMMAND}",
-                allow_module_level=True)
+from tests.e2e.helpers import require_completion_model
+
+local = require_completion_model()
 
 from agentls.providers.local import engine_work, prompt_reuse  # noqa: E402
 from agentls.providers.local.models.catalog import locate_model_file  # noqa: E402
