@@ -52,6 +52,7 @@ def test_check_says_which_tools_file_blocks_keep_from_the_model(tmp_path: Path) 
     lines = result.stdout.splitlines()
     offered = next(line for line in lines if line.startswith("agent tools: "))[13:].split(", ")
     assert "read_file" in offered and "edit_file" not in offered and "write_file" not in offered
+    assert "run_command" not in offered  # agentls runs the covering tests itself
     kept = next(line for line in lines if "file changes:" in line)
     assert "edit_file" in kept and "write_file" in kept and "file-blocks" in kept
 

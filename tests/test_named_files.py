@@ -44,6 +44,34 @@ def test_a_named_file_is_attached_with_its_text(tmp_path: Path) -> None:
     assert out.text == "The test in test_pricing.py fails. Fix pricing.py."
 
 
+def test_a_named_module_brings_what_it_imports_and_what_imports_it(tmp_path: Path) -> None:
+    (tmp_path / "config.py").write_text('HOST = "127.0.0.5"\n')
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "util.py").write_text("def port():\n    return 8421\n")
+    (tmp_path / "server.py").write_text("import os, config\nfrom pkg.util import port\n")
+    (tmp_path / "unrelated.py").write_text("import json\n")
+    out = enrich(tmp_path, "Where does server.py listen?")
+    assert out.metadata["mentions"] == ["server.py", "config.py", "pkg/util.py"]
+
+    rename = tmp_path / "rename"  # a folder of its own: the listing is cached a while
+    rename.mkdir()
+    (rename / "geometry.py").write_text("def area_of(w, h):\n    return w * h\n")
+    (rename / "report.py").write_text("from geometry import area_of\n")
+    (rename / "test_geometry.py").write_text("import geometry\n")
+    out = enrich(rename, "Rename area_of in geometry.py to rectangle_area.")
+    assert out.metadata["mentions"] == ["geometry.py", "report.py"]  # not its test
+    # Named files come first and the limit holds for the neighbours too.
+    many = tmp_path / "many"
+    many.mkdir()
+    (many / "geometry.py").write_text("def area_of(w, h):\n    return w * h\n")
+    for n in range(6):
+        (many / f"use{n}.py").write_text("import geometry\n")
+    out = enrich(many, "Rename area_of in geometry.py to rectangle_area.")
+    assert len(out.metadata["mentions"]) == named_files.MAX_NAMED_FILES
+    assert out.metadata["mentions"][0] == "geometry.py"
+
+
 def test_a_name_alone_finds_the_one_file_that_has_it(tmp_path: Path) -> None:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "lists.py").write_text("def chunk(): ...\n")

@@ -421,6 +421,34 @@ async def test_request_body_headers_and_message_conversion(
     assert all(a != b for a, b in itertools.pairwise(roles))
 
 
+async def test_a_history_with_tool_calls_and_no_tools_offered_declares_them_and_allows_none(
+    fake_backend: FakeBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Messages API refuses tool_use/tool_result blocks in a request that
+    defines no tools ("Requests which include tool_use or tool_result blocks
+    must define tools"); a turn with files attached offers none."""
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    fake_backend.script("POST", MESSAGES, text_stream("ok"))
+    provider = make_provider(fake_backend)
+    messages = [
+        Message(role="user", content="Fix a.py"),
+        Message(role="assistant", content="", metadata={"tool_calls": [
+            {"tool": "write_file", "arguments": {"path": "a.py", "content": "x = 1\n"},
+             "id": "toolu_1"}]}),
+        Message(role="tool", content="Replaced a.py.",
+                metadata={"tool_call_id": "toolu_1", "tool_name": "write_file"},
+                tool_result={"success": True, "output": "Replaced a.py.", "error": None}),
+        Message(role="user", content="Now b.py"),
+    ]
+    await asyncio.wait_for(provider.complete(messages, None), 5)
+    await asyncio.wait_for(provider.complete(messages[:1], None), 5)
+    await provider.aclose()
+    with_history, without = (r.json for r in fake_backend.requests_to(MESSAGES))
+    assert [t["name"] for t in with_history["tools"]] == ["write_file"]
+    assert with_history["tool_choice"] == {"type": "none"}
+    assert "tools" not in without and "tool_choice" not in without
+
+
 async def test_no_key_no_header_default_max_tokens_and_v1_suffix_tolerated(
     fake_backend: FakeBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -51,21 +51,31 @@ MAX_SEEN_PYTHON_FILES = 100
 MAX_NAMED_WORDS = 500  # words of a reply and its session looked up as files
 # Kept from the model: the small models reached for rename_file to "rename"
 # a function (the file went) and for write_file with the attachment's tags
-# inside the content (bench/HISTORY.md, "edits written in the reply").
-HIDDEN_TOOLS = frozenset({"write_file", "edit_file", "rename_file", "delete_file"})
+# inside the content (bench/HISTORY.md, "edits written in the reply"); and
+# for run_command first thing, running the file they were asked to change
+# and then writing it back unchanged (bench/README.md, "Agent tasks"):
+# agentls itself runs the tests that cover a changed file (`_checks`).
+HIDDEN_TOOLS = frozenset({"write_file", "edit_file", "rename_file", "delete_file",
+                          "run_command"})
 EXAMPLE_PATH = "relative/path"
 # Aider's lessons for small models: whole files, names kept; and a question
 # is answered in words (the 1.5B wrote the attached files back unchanged
-# instead). No worked example: the 1.5B copied its code into the user's file
-# (bench/README.md, "Agent tasks").
+# instead). No worked example: the 1.5B copied its code into the user's file.
+# The question comes first: worded "To change files: ...", the 1.5B began
+# its answers to questions with that sentence and then changed the files
+# (bench/README.md, "Agent tasks"). The form on lines of its own: written
+# inline in the sentence, the 1.5B wrote whole files on one line.
 INSTRUCTIONS = (
-    "To change files: first say in one sentence what you change, then write the complete "
-    f'new content of each file you change as <file path="{EXAMPLE_PATH}">...</file>, with '
-    "the change made (a new path creates the file). Never write a file you do not change. "
-    "Keep the names of existing functions and classes unless the user asks to rename them. "
-    "agentls shows each change to the user for approval and applies it. When the user asks "
-    "a question, answer it in words and write no file. Use tools only to read files, search "
-    "and run commands."
+    "When the user asks a question, answer it in words and write no file. When the request "
+    "needs code changed, say in one sentence what you change, then write each file you "
+    "change whole, with the change made, in this form:\n"
+    f'<file path="{EXAMPLE_PATH}">\n'
+    "the complete new content, line by line\n"
+    "</file>\n"
+    "A new path creates the file. Never write a file you do not change. Keep the names of "
+    "existing functions and classes unless the user asks to rename them. agentls shows each "
+    "change to the user for approval, applies it and runs the tests that cover the changed "
+    "file."
 )
 
 
@@ -93,6 +103,13 @@ class ReplyEditsFeature:
 
     def hidden_tools(self) -> frozenset[str]:
         return HIDDEN_TOOLS
+
+    def offers_tools(self, attached: Sequence[str]) -> bool:
+        """No tools in a turn whose prompt carries files: the small models
+        called one first (a read of the attached file, a search in it) and
+        then wrote the file back unchanged; the edits they wrote straight
+        away passed (bench/README.md, "Agent tasks"). Aider offers none."""
+        return not attached
 
     def reply_edits(self, reply: str, sources: ReplySources) -> ReplyEdits:
         folders = sources.workspace_folders

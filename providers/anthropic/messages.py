@@ -18,7 +18,8 @@ from agentls.core.types.conversation import Message
 from agentls.core.types.errors import ModelError
 from agentls.providers.http.provider import apply_extra, text_of, tool_result_text
 
-__all__ = ["apply_options", "prompt_chars", "to_anthropic_messages", "to_anthropic_tools"]
+__all__ = ["apply_options", "prompt_chars", "to_anthropic_messages", "to_anthropic_tools",
+           "used_tools"]
 
 def to_anthropic_messages(
     messages: Iterable[Message], *, model: str = ""
@@ -85,6 +86,15 @@ def _convert(message: Message, model: str) -> tuple[str, list[dict[str, Any]]]:
     if isinstance(parts, list):
         return "user", [b for b in (_part(p) for p in parts) if b is not None]
     return "user", _text_blocks(text_of(parts))
+
+
+def used_tools(converted: Iterable[dict[str, Any]]) -> list[str]:
+    """The tool names the converted messages' tool_use blocks call, each once."""
+    names = [block.get("name") for message in converted
+             if isinstance(message.get("content"), list)
+             for block in message["content"]
+             if isinstance(block, dict) and block.get("type") == "tool_use"]
+    return list(dict.fromkeys(str(name) for name in names if name))
 
 
 def to_anthropic_tools(tools: Iterable[ToolSpec]) -> list[dict[str, Any]]:

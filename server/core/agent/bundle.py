@@ -18,7 +18,7 @@ implements them (lsp/agent/channels.py, lsp/agent/edits.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -136,16 +136,20 @@ class AgentBundle:
         """The model requests name: the bundle's, else the provider's default."""
         return self.model or getattr(self.provider, "default_model", "") or ""
 
-    def offered_tools(self) -> list[ToolSpec]:
-        """The tools the model is offered: all but those the reply editor
-        keeps from it (it still runs them for the reply's edits)."""
+    def offered_tools(self, attached: Sequence[str] = ()) -> list[ToolSpec]:
+        """The tools the model is offered in a turn whose prompt carries the
+        `attached` files: all but those the reply editor keeps from it (it
+        still runs them for the reply's edits), or none when it says so."""
         specs = self.tools.specs
-        if self.reply_editor is None:
+        editor = self.reply_editor
+        if editor is None:
             return specs
-        hidden = self.reply_editor.hidden_tools()
+        if not editor.offers_tools(attached):
+            return []
+        hidden = editor.hidden_tools()
         return [spec for spec in specs if spec.get("name") not in hidden]
 
-    def system_text(self) -> str:
+    def system_text(self, attached: Sequence[str] = ()) -> str:
         """The system prompt sent: the bundle's own, else the default one for
         its workspace, offered tools and reply editor."""
         if self.system_prompt is not None:
@@ -153,7 +157,7 @@ class AgentBundle:
         editor = self.reply_editor
         return default_system_prompt(
             workspace=self.workspace,
-            tools=[spec["name"] for spec in self.offered_tools()],
+            tools=[spec["name"] for spec in self.offered_tools(attached)],
             extra=editor.instructions() if editor is not None else "",
         )
 

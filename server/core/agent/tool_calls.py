@@ -279,7 +279,8 @@ class ToolCallRunner:
         if self.reply_noted:
             return None
         editor = self.agent.reply_editor
-        note = reply_note(reply, [spec["name"] for spec in self.agent.offered_tools()], edits,
+        offered = self.agent.offered_tools(attached_files(self.messages))
+        note = reply_note(reply, [spec["name"] for spec in offered], edits,
                           editor.instructions() if editor is not None else "")
         if note is None:
             return None
@@ -352,6 +353,15 @@ def interrupted_message(call: ToolCall, message: str, code: str, content: str) -
     """The synthetic failed result of a call that never finished."""
     return tool_message(call, ToolResult(success=False, error={"message": message, "code": code}),
                         content)
+
+
+def attached_files(messages: Sequence[Message]) -> tuple[str, ...]:
+    """The files attached to this turn's prompt (mentions, named files)."""
+    for message in messages:
+        if message.role == "user":
+            mentions = (message.metadata or {}).get("mentions")
+            return tuple(str(m) for m in mentions) if isinstance(mentions, list | tuple) else ()
+    return ()
 
 
 def _request(messages: Sequence[Message]) -> str:

@@ -39,7 +39,7 @@ from agentls.core.agent.endings import (
 )
 from agentls.core.agent.observer import TurnObserver
 from agentls.core.agent.stream_guard import StreamGuard, StreamStop
-from agentls.core.agent.tool_calls import ToolCallRunner, interrupted_message
+from agentls.core.agent.tool_calls import ToolCallRunner, attached_files, interrupted_message
 from agentls.core.agent.turn_hooks import HookDispatch
 from agentls.core.checkpoints.files import TurnCheckpoints
 from agentls.core.checkpoints.store import CheckpointStore
@@ -321,10 +321,11 @@ class Turn:
     async def call_model(self, iteration: int, *, force_compact: bool = False) -> ModelResponse:
         agent = self.agent
         model = agent.model_name()
-        offered = agent.offered_tools()
+        attached = attached_files(self.session.messages[self.turn_start:])
+        offered = agent.offered_tools(attached)
         self.plan = await self.services.context.prepare(
             self.context_host(), provider=agent.provider, model=model,
-            system=agent.system_text(), ephemeral=self.hooks.ephemeral, tools=offered,
+            system=agent.system_text(attached), ephemeral=self.hooks.ephemeral, tools=offered,
             turn_start=self.turn_start, output_cap=agent.output_cap or agent.max_tokens,
             force_compact=force_compact,
         )

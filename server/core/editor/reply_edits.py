@@ -96,6 +96,11 @@ class ReplyEditor(Protocol):
         """Tools kept from the model (still run for the reply's edits)."""
         ...
 
+    def offers_tools(self, attached: Sequence[str]) -> bool:
+        """Whether the model is offered tools at all in a turn whose prompt
+        carries these attached files (their workspace paths)."""
+        ...
+
     def reply_edits(self, reply: str, sources: ReplySources) -> ReplyEdits:
         """The tool calls that make the changes `reply` writes (none: no
         change), and the files it only repeated."""
