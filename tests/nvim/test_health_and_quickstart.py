@@ -225,6 +225,8 @@ def test_the_quick_start_request_in_neovim_with_the_packaged_model(tmp_path: Pat
         ed.lua(SELECT_STUB)
         ed.wait_attached()
         ed.cmd(f"AgentChat {QUICK_START_REQUEST}")
+        ed.wait_for(f"{CHAT}.get() ~= nil and {CHAT}.get().busy", message="the turn to start",
+                    timeout=60)
         deadline = time.monotonic() + 900
         while ed.lua(f"return {CHAT}.get() ~= nil and {CHAT}.get().busy"):
             assert time.monotonic() < deadline, ("the turn did not end", asked)
