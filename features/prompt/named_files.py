@@ -176,8 +176,8 @@ def _neighbours(workspace: Workspace, named: list[str], root: str) -> list[Path]
             resolved = workspace.resolve(rel)
         except WorkspacePathError:
             continue
-        text = _read(workspace, resolved)
-        if text and wanted & set(imported_modules(text)) and resolved not in found:
+        other = _read(workspace, resolved)
+        if other and wanted & set(imported_modules(other)) and resolved not in found:
             found.append(resolved)
     return found
 
