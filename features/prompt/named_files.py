@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from agentls.core.editor.file_access import Withheld
 from agentls.core.editor.prompt_enrichment import PromptDraft, PromptSources
 from agentls.features.policy.sensitive import ModelFileAccess
 from agentls.features.prompt.mentions import LISTINGS, render_attachments
+from agentls.features.reply_edits.checks import is_test
 from agentls.features.tools.workspace import Workspace, WorkspacePathError
 
 __all__ = ["NAMED_FILE_MAX_CHARS", "NamedFilesFeature", "find_named_file", "named_paths"]
@@ -90,7 +91,8 @@ class NamedFilesFeature:
             resolved = find_named_file(workspace, word, sources.workspace_folders)
             if resolved is not None:
                 attach(resolved)
-        named = [str(a["path"]) for a in attachments if str(a["path"]).endswith(".py")]
+        named = {str(a["path"]): str(a["content"]) for a in attachments
+                 if str(a["path"]).endswith(".py")}
         for resolved in _neighbours(workspace, named, sources.workspace_folders[0]):
             if len(attachments) >= MAX_NAMED_FILES:
                 break
@@ -131,8 +133,7 @@ def imported_modules(text: str) -> list[str]:
 
 
 def _is_test(rel: str) -> bool:
-    name = rel.rsplit("/", 1)[-1]
-    return name.startswith("test_") or name.endswith("_test.py") or "tests/" in f"/{rel}"
+    return is_test(PurePosixPath(rel)) or "tests/" in f"/{rel}"
 
 
 def _module_file(workspace: Workspace, module: str, folders: tuple[str, ...]) -> Path | None:
@@ -150,14 +151,13 @@ def _module_file(workspace: Workspace, module: str, folders: tuple[str, ...]) ->
     return None
 
 
-def _neighbours(workspace: Workspace, named: list[str], root: str) -> list[Path]:
-    """The workspace modules the named Python files import, then the
-    non-test modules that import one of them (see the module doc)."""
+def _neighbours(workspace: Workspace, named: dict[str, str], root: str) -> list[Path]:
+    """The workspace modules the named Python files (path -> text) import,
+    then the non-test modules that import one of them (see the module doc)."""
     if not named:
         return []
     found: list[Path] = []
-    for rel in named:
-        text = _read(workspace, workspace.resolve(rel)) or ""
+    for rel, text in named.items():
         folder = rel.rsplit("/", 1)[0] + "/" if "/" in rel else ""
         for module in imported_modules(text):
             resolved = _module_file(workspace, module, ("", folder) if folder else ("",))

@@ -18,7 +18,7 @@ import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
-__all__ = ["PYTEST_ARGS", "covering_tests", "pytest_argv"]
+__all__ = ["PYTEST_ARGS", "covering_tests", "is_test", "pytest_argv"]
 
 # Short tracebacks, a few failures: the failing assertion is what the model
 # needs, and a small model's context has no room for thirty of them.
@@ -27,7 +27,8 @@ MAX_TEST_FILES = 8
 WORKSPACE_PYTESTS = (".venv/bin/pytest", "venv/bin/pytest")
 
 
-def _is_test(path: PurePosixPath) -> bool:
+def is_test(path: PurePosixPath) -> bool:
+    """A test module by its name: `test_x.py` or `x_test.py`."""
     return path.name.startswith("test_") or path.stem.endswith("_test")
 
 
@@ -40,7 +41,7 @@ def covering_tests(root: Path, changed: Sequence[str]) -> list[str]:
         path = PurePosixPath(rel)
         if path.suffix != ".py" or ".." in path.parts or path.is_absolute():
             continue
-        if _is_test(path):
+        if is_test(path):
             candidates = [path]
         else:
             folder, stem = path.parent, path.stem
