@@ -172,7 +172,8 @@ async def test_vllm_refuses_suffix_and_its_tokenizer_names_the_family(
     assert await fill(provider) == "volume_l"
     await provider.aclose()
     sent = fake_backend.requests_to(COMPLETIONS)[-1].json
-    assert sent["prompt"].startswith("<fim_prefix>") and sent["prompt"].endswith("<fim_middle>")
+    assert sent["prompt"].startswith("<fim_prefix>")
+    assert sent["prompt"].endswith("<fim_middle>return box.")  # the line's code, last
 
 
 async def test_a_server_whose_suffix_fim_works_keeps_it(fake_backend: FakeBackend) -> None:

@@ -116,6 +116,11 @@ FIM_CASES = [
         "1   \n\n",
         "1",
     ),
+    ("a space typed is not doubled", "size = len(data) █\n", " - 2", "- 2"),
+    ("nor before a word", "for item in █\n", " items:", "items:"),
+    ("a comment keeps its two spaces", "x = 1 █\n", " # why", " # why"),
+    ("two typed spaces are left alone", "x = (1,  █\n", " 2)", " 2)"),
+    ("no space typed: the model's space stays", "x =█\n", " 1", " 1"),
     (
         "crlf documents get crlf",
         "if ok:\r\n    █\r\n",

@@ -1,8 +1,8 @@
-"""A prompt the engine can keep: while the user types within a line, every
-keystroke's FIM prompt shares everything before the cursor's line with the
-one before (the engine's prompt cache holds it: the snippets and the
-window, whose start moves in steps, not with each keystroke), so the engine
-evaluates only the cursor's line and the suffix again."""
+"""A prompt the engine can keep: while the user types within a line, each
+keystroke's FIM prompt is the one before with the typed characters added at
+its end (the code typed on the cursor's line goes after the middle token,
+and the window's start moves in steps, not with each keystroke), so every
+engine's prompt cache keeps all of it and evaluates only the new tokens."""
 
 from __future__ import annotations
 
@@ -35,27 +35,12 @@ def prompts_while_typing(budget: int) -> list[str]:
     return out
 
 
-def shared(a: str, b: str) -> int:
-    """How many leading characters two prompts share."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
-def line_start(prompt: str) -> int:
-    """Where the cursor's line (LINE, typed so far) starts in a prompt."""
-    return prompt.index("<|fim_suffix|>") - prompt[: prompt.index("<|fim_suffix|>")][::-1].index(
-        "\n")
-
-
-def test_a_keystroke_within_a_line_keeps_everything_before_the_line() -> None:
+def test_a_keystroke_within_a_line_only_adds_to_the_prompts_end() -> None:
     prompts = prompts_while_typing(2000)
     for before, after in pairwise(prompts):
-        assert shared(before, after) >= line_start(before)
-    assert LINE + "<|fim_suffix|>" in prompts[-1]
+        assert after.startswith(before) and len(after) == len(before) + 1
+    assert prompts[-1].endswith("<|fim_middle|>" + LINE)
+    assert "\n<|fim_suffix|>\n\nprint(result)\n" in prompts[-1]  # the line starts the fill
 
 
 def test_the_window_start_moves_in_steps_of_an_eighth_of_the_budget() -> None:
@@ -103,4 +88,4 @@ def test_with_neighbour_snippets_the_prompt_start_still_stays_within_a_line() ->
         prompts.append(build_fim_prompt(QWEN, prompt.prefix, prompt.suffix))
     assert "other.py" in prompts[0] and "combine_" in prompts[0]  # the snippets are there
     for before, now in pairwise(prompts):
-        assert shared(before, now) >= line_start(before)
+        assert now.startswith(before)

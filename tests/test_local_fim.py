@@ -120,13 +120,14 @@ def test_older_files_are_known_by_their_token_strings(tmp_path: Path) -> None:
     starcoder = ["<|endoftext|>", "<fim_prefix>", "<fim_middle>", "<fim_suffix>", "<fim_pad>"]
     tokens = fim_tokens({"tokenizer.ggml.tokens": starcoder})
     assert tokens is not None and tokens.family == "starcoder"
-    assert build_fim_prompt(tokens, "x\na", "b") == "<fim_prefix>x\na<fim_suffix>b<fim_middle>"
+    # the code typed on the cursor's line starts the fill; its indentation stays
+    assert build_fim_prompt(tokens, "x\n  a", "b") == "<fim_prefix>x\n  <fim_suffix>b<fim_middle>a"
     deepseek = ["<\uff5cfim\u2581begin\uff5c>", "<\uff5cfim\u2581hole\uff5c>",
                 "<\uff5cfim\u2581end\uff5c>", "<|EOT|>"]
     tokens = fim_tokens({"tokenizer.ggml.tokens": deepseek})
     assert tokens is not None and tokens.family == "deepseek-coder"
-    assert build_fim_prompt(tokens, "a", "b") == "".join([deepseek[0], "a", deepseek[1], "b",
-                                                         deepseek[2]])
+    assert build_fim_prompt(tokens, "a", "b") == "".join([deepseek[0], deepseek[1], "b",
+                                                         deepseek[2], "a"])
     codestral = fim_tokens({"tokenizer.ggml.tokens": ["</s>", "[PREFIX]", "[SUFFIX]"]})
     assert codestral is not None and codestral.suffix_first
     assert build_fim_prompt(codestral, "a", "b") == "[SUFFIX]b[PREFIX]a"  # suffix first
@@ -138,7 +139,7 @@ def test_declared_ids_of_an_unknown_family_are_used_as_declared() -> None:
             "tokenizer.ggml.middle_token_id": 2}
     tokens = fim_tokens(meta)
     assert tokens == FimTokens("<P>", "<S>", "<M>", family="declared")
-    assert build_fim_prompt(tokens, "a", "b") == "<P>a<S>b<M>"
+    assert build_fim_prompt(tokens, "a", "b") == "<P><S>b<M>a"
     meta["tokenizer.ggml.prefix_token_id"] = 99  # out of the vocabulary: not FIM
     assert fim_tokens(meta) is None
 

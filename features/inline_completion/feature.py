@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -41,7 +42,7 @@ from agentls.core.settings.schema import InlineCompletionSettings
 from agentls.core.types.errors import AgentlsError, ModelError, ProviderRequestCancelled
 from agentls.features.inline_completion.cache import CompletionCache
 from agentls.features.inline_completion.document import CursorContext, cursor_context
-from agentls.features.inline_completion.flights import Flights, accepted
+from agentls.features.inline_completion.flights import Flights, Streamed, accepted
 from agentls.features.inline_completion.neighbours import NeighbourIndex, display_path
 from agentls.features.inline_completion.notices import notice_for
 from agentls.features.inline_completion.postprocess import postprocess, reached_end
@@ -196,6 +197,7 @@ class InlineCompletionFeature:
             if settings != self._settings:  # other model or budgets: old answers are stale
                 self.cache.clear()
             self._settings = settings
+        began = asyncio.get_running_loop().time()
         ticket = self.scheduler.begin(request.uri)
         fim = False
         try:
@@ -205,7 +207,11 @@ class InlineCompletionFeature:
             adopted = False
             flight = self.flights.matching(request.uri, request.text, request.offset)
             if flight is not None:  # the model is producing what the user typed: wait for it
-                await self.flights.wait(flight)
+                part, partial = await self.flights.wait_or_part(
+                    flight, self._show_at(began, request, settings),
+                    flight.typed_since(request.text, request.offset) or "")
+                if partial:
+                    return InlineAnswer((part,), model_answered=True)
                 cached = self.cache.lookup(request.uri, request.text, request.offset)
                 if cached is not None:
                     return InlineAnswer((cached,), from_cache=True, model_answered=True)
@@ -225,16 +231,19 @@ class InlineCompletionFeature:
             chosen = provider()
             fim = await self.fim.decide(chosen, settings.model)
             sent: list[int] = [0, 0]
+            show_at = self._show_at(began, request, settings)
             try:
-                completion = await self._fly(chosen, request, settings, fim, sent)
+                completion, partial = await self._fly(chosen, request, settings, fim, sent,
+                                                      show_at)
             except FimUnsupported as exc:
                 # The provider found out (its probe) that the server has no
                 # FIM for this model: this request, and the next ones, chat.
                 log.info("Inline completion: %s; using chat prompts", exc)
                 self.fim.refused(chosen, settings.model)
                 fim = False
-                completion = await self._fly(chosen, request, settings, fim, sent)
-            if completion and settings.speculative:
+                completion, partial = await self._fly(chosen, request, settings, fim, sent,
+                                                      show_at)
+            if completion and settings.speculative and not partial:
                 self._ask_ahead(chosen, request, settings, fim, completion)
             return InlineAnswer((completion,) if completion else (), model_answered=True,
                                 prompt_chars=sent[0], input_tokens=sent[1])
@@ -251,23 +260,43 @@ class InlineCompletionFeature:
         finally:
             self.scheduler.finish(ticket)
 
+    @staticmethod
+    def _show_at(began: float, request: InlineRequest,
+                 settings: InlineCompletionSettings) -> float:
+        """When a request may be answered with part of the model's answer
+        (the loop's clock): never for one the user asked for."""
+        if request.invoked or not settings.show_partial_after_ms:
+            return math.inf
+        return began + settings.show_partial_after_ms / 1000
+
     async def _fly(self, provider: Provider, request: InlineRequest,
-                   settings: InlineCompletionSettings, fim: bool, sent: list[int]) -> str:
-        """The model call as the document's flight (flights.py), awaited."""
+                   settings: InlineCompletionSettings, fim: bool, sent: list[int],
+                   show_at: float) -> tuple[str, bool]:
+        """The model call as the document's flight (flights.py), awaited
+        whole or, after `show_at`, in part: (completion, partial)."""
+        ctx, prompt = self._prompt(provider, request, settings, fim)
+
+        def shown(text: str) -> str:  # a FIM model's text so far, whole lines if several
+            return postprocess(text, ctx, truncated=True)
+
         flight = self.flights.start(
             request.uri, request.text, request.offset,
-            lambda streamed: self._ask(provider, request, settings, fim, sent, streamed))
-        return await self.flights.wait(flight, adopted=False)
+            lambda streamed: self._ask(provider, request, settings, fim, sent, streamed,
+                                       ctx, prompt),
+            shown=shown if fim else None)
+        return await self.flights.wait_or_part(flight, show_at, adopted=False)
 
     def _ask_ahead(self, provider: Provider, request: InlineRequest,
                    settings: InlineCompletionSettings, fim: bool, completion: str) -> None:
         """The completion after `completion`, in the background (flights.py)."""
         text, offset = accepted(request.text, request.offset, completion)
         after = replace(request, text=text, offset=offset, invoked=False)
-        self.flights.start(
-            request.uri, text, offset,
-            lambda streamed: self._ask(provider, after, settings, fim, [0, 0], streamed),
-            ahead=True)
+
+        async def ask(streamed: Streamed) -> str:
+            ctx, prompt = self._prompt(provider, after, settings, fim)
+            return await self._ask(provider, after, settings, fim, [0, 0], streamed, ctx, prompt)
+
+        self.flights.start(request.uri, text, offset, ask, ahead=True)
 
     def _prompt(
         self, provider: Provider, request: InlineRequest, settings: InlineCompletionSettings,
@@ -316,9 +345,10 @@ class InlineCompletionFeature:
         settings: InlineCompletionSettings,
         fim: bool,
         sent: list[int],
-        streamed: list[str],
+        streamed: Streamed,
+        ctx: CursorContext,
+        prompt: CompletionPrompt,
     ) -> str:
-        ctx, prompt = self._prompt(provider, request, settings, fim)
         options = CompletionOptions(
             model=settings.model,
             max_tokens=settings.max_tokens,

@@ -21,6 +21,7 @@ __all__ = [
     "cut_repeated_lines",
     "cut_suffix_repeat",
     "cut_unbalanced",
+    "drop_doubled_space",
     "open_brackets",
     "postprocess",
     "reached_end",
@@ -67,6 +68,7 @@ def postprocess(
         text = strip_echo(strip_fences(text).replace(FILL_MARKER, ""), ctx)
     if not text.strip():
         return ""
+    text = drop_doubled_space(text, ctx)
     if ctx.mid_line:
         text = trim_line_overlap(text.split("\n", 1)[0], ctx)
     else:
@@ -81,6 +83,19 @@ def postprocess(
     if not text.strip():
         return ""
     return text.replace("\n", "\r\n") if ctx.eol == "\r\n" else text
+
+
+def drop_doubled_space(text: str, ctx: CursorContext) -> str:
+    """After code that ends with a space (`x = len(data) `), a completion
+    that starts with one more (` - 2`) would leave two: the model saw the
+    typed space as the end of its own text (a space before a word is part
+    of the word's token) and wrote it again. A comment keeps its two
+    spaces (`x = 1  # why`)."""
+    line = ctx.line_prefix
+    if (line.endswith(" ") and not line.endswith("  ") and line.strip()
+            and text.startswith(" ") and text[1:2].strip() and text[1:2] != "#"):
+        return text[1:]
+    return text
 
 
 def reached_end(text: str, ctx: CursorContext) -> bool:

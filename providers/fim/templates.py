@@ -103,12 +103,22 @@ def family_in_text(text: str) -> FimTokens | None:
 
 def build_fim_prompt(tokens: FimTokens, prefix: str, suffix: str) -> str:
     """The raw prompt: PSM (<pre>prefix<suf>suffix<mid>) for most families,
-    Codestral's [SUFFIX]suffix[PREFIX]prefix."""
+    Codestral's [SUFFIX]suffix[PREFIX]prefix.
+
+    The code typed on the cursor's line goes after the middle token, as the
+    start of the fill the model continues (llama.vim's layout): a keystroke
+    within a line then adds tokens only at the prompt's end, which every
+    engine's prompt cache keeps. The line's indentation stays before the
+    suffix token: after the middle token it made the packaged 0.5B answer
+    nothing (bench/README.md, "Typing replay")."""
     if tokens.suffix_first:
         return f"{tokens.suffix}{suffix}{tokens.prefix}{prefix}"
     if tokens.family == "codellama":  # spaces as Meta's reference code lays them out
         return f"<PRE> {prefix} <SUF>{suffix} <MID>"
-    return f"{tokens.prefix}{prefix}{tokens.suffix}{suffix}{tokens.middle or ''}"
+    line = prefix.rfind("\n") + 1
+    code = len(prefix) - len(prefix[line:].lstrip(" \t"))
+    return (f"{tokens.prefix}{prefix[:code]}{tokens.suffix}{suffix}{tokens.middle or ''}"
+            f"{prefix[code:]}")
 
 
 # ----------------------------------------------------------------- the known-answer probe

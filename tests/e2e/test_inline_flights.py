@@ -26,10 +26,12 @@ def slow_fill(pieces: list[str], pause: float = 0.3, at_once: int = 0) -> Any:
     return sse_reply([*parts, sse(openai_chunk(text="", finish_reason="stop")), SSE_DONE])
 
 
-def settings(backend: FakeBackend) -> dict[str, Any]:
+def settings(backend: FakeBackend, partial_ms: int = 0) -> dict[str, Any]:
+    """The whole answer is waited for unless `partial_ms` says otherwise."""
     return {"provider": "openai", "baseUrl": backend.url + "/v1",
             "model": "qwen2.5-coder-1.5b", "apiKeyEnv": "AGENTLS_E2E_NO_KEY",
-            "providerOptions": {"fim": True}, "inlineCompletion": {"debounceMs": 0}}
+            "providerOptions": {"fim": True},
+            "inlineCompletion": {"debounceMs": 0, "showPartialAfterMs": partial_ms}}
 
 
 def keystroke(lsp: LspProcess, uri: str, old_id: int, new_id: int, typed: str,
@@ -88,3 +90,27 @@ def test_typing_something_else_hangs_up_on_the_stream(
         answer = lsp.wait(second, 10, "the request after another key")
         assert fake_backend.wait_for_disconnect(streaming, 2.0)
     assert [item["insertText"] for item in answer["result"]["items"]] == ["adius"]
+
+
+def test_a_slow_answer_is_shown_in_part_and_the_next_keys_get_its_rest(
+    tmp_path: Path, fake_backend: FakeBackend
+) -> None:
+    """Past showPartialAfterMs the request is answered with what streamed so
+    far; the stream runs on, and a key typed into that part is answered
+    from the same model call."""
+    fake_backend.script("POST", COMPLETIONS, slow_fill(PIECES, 0.4, at_once=2),
+                        slow_fill(["never"]))
+    with LspProcess.start(state_dir=tmp_path / "state", workspace=tmp_path,
+                          settings=settings(fake_backend, partial_ms=200)) as lsp:
+        uri = (tmp_path / "area.py").as_uri()
+        lsp.open(uri, TEXT)
+        first = first_request(lsp, uri)
+        answer = lsp.wait(first, 10, "the request answered in part")
+        assert [item["insertText"] for item in answer["result"]["items"]] == ["3.14"]
+        second = keystroke(lsp, uri, 601, 602, "3.", 2, 11)
+        rest = lsp.wait(second, 10, "the key typed into the part")
+    # What the stream holds 200 ms after the key, less the typed "3.": its
+    # rest so far (more pieces may have come meanwhile).
+    (shown,) = [item["insertText"] for item in rest["result"]["items"]]
+    assert shown.startswith("14") and "14 * r * r".startswith(shown)
+    assert len(fake_backend.requests) == 1  # no second model call

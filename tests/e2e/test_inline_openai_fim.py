@@ -104,7 +104,8 @@ def test_llama_cpp_python_ignoring_the_suffix_gets_the_models_fim_template(
     _, *sent = fake_backend.requests_to(COMPLETIONS)
     assert all("suffix" not in r.json for r in sent)
     assert sent[0].json["prompt"].startswith("<|fim_prefix|>")
-    assert sent[0].json["prompt"].endswith("<|fim_suffix|>\n\nprint(area(2))\n<|fim_middle|>")
+    assert sent[0].json["prompt"].endswith(
+        "    <|fim_suffix|>\n\nprint(area(2))\n<|fim_middle|>return ")
     assert "<|endoftext|>" in sent[0].json["stop"]
     plan = status["fim"]["models"][model]
     assert plan["form"] == "template" and plan["family"] == "qwen2.5-coder"

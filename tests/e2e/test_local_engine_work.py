@@ -113,9 +113,11 @@ LONG_TAIL = "\n\n\n" + "".join(
 def test_a_keystroke_before_a_long_suffix_evaluates_its_own_tokens_not_the_suffix(
     tmp_path: Path,
 ) -> None:
-    """The suffix after the cursor is kept by moving it in the cache
-    (providers/local/prompt_reuse.py): a key typed within the line, and a
-    new line started, each evaluate a few tokens, not the ~150 after them."""
+    """A key typed within the line adds to the prompt's end only (the line's
+    code goes after the middle token), and the cache keeps the rest; a new
+    line started moves the suffix in the cache past the finished line
+    (providers/local/prompt_reuse.py). Each evaluates a few tokens, not the
+    ~150 after the cursor."""
     settings = {"provider": "local", "inlineCompletion": {"debounceMs": 0}}
     with LspProcess.start(state_dir=tmp_path / "state", workspace=tmp_path,
                           settings=settings) as lsp:
@@ -141,8 +143,11 @@ def test_a_keystroke_before_a_long_suffix_evaluates_its_own_tokens_not_the_suffi
     for record in records:
         # Ran to its end, or to the end of a line once its time was up.
         assert record["outcome"] in ("done", "stopped") and record["generated"], records
-        assert record["prompt_moved"] > 100, records  # the suffix, moved rather than evaluated
-        assert record["prompt_evaluated"] <= 24, records  # the typed text and a few after it
+    within, new_line = records
+    assert within["prompt_moved"] == 0 and within["prompt_kept"] > 300, records  # all kept
+    assert within["prompt_evaluated"] <= 4, records  # "i" and what the model wrote after it
+    assert new_line["prompt_moved"] > 100, records  # the suffix, moved rather than evaluated
+    assert new_line["prompt_evaluated"] <= 40, records  # the finished line and a few after it
 
 
 def test_an_inline_completion_goes_before_a_next_edit_the_engine_is_working_on(

@@ -96,10 +96,14 @@ class FimModel:
             suffix, prefix = prompt[len(f.suffix):].split(f.prefix, 1)
             return prefix, suffix
         middle = f.middle or ""
-        if not (prompt.startswith(f.prefix) and prompt.endswith(middle) and f.suffix in prompt):
+        if not (prompt.startswith(f.prefix) and f.suffix in prompt and middle in prompt):
             return None
-        prefix, suffix = prompt[len(f.prefix):len(prompt) - len(middle)].split(f.suffix, 1)
-        return prefix, suffix
+        # PSM; the text after the middle token (the code typed on the
+        # cursor's line) starts the fill, so it belongs to the prefix.
+        body, typed = (prompt[len(f.prefix):].rsplit(middle, 1) if middle
+                       else (prompt[len(f.prefix):], ""))
+        prefix, suffix = body.split(f.suffix, 1)
+        return prefix + typed, suffix
 
     def answer_raw(self, prompt: str) -> str:
         """A raw completion: FIM when the prompt is laid out with this

@@ -35,6 +35,7 @@ export const SERVER_KEYS = [
   "inlineCompletion.maxSuffixChars",
   "inlineCompletion.maxTokens",
   "inlineCompletion.speculative",
+  "inlineCompletion.showPartialAfterMs",
   "nextEdit.enabled",
   "nextEdit.model",
   "nextEdit.debounceMs",

@@ -192,6 +192,11 @@ class InlineCompletionSettings(SettingsStruct, frozen=True, kw_only=True):
     # bill each one, and the embedded engine (one llama.cpp context) loses
     # its prompt cache to it (bench/README.md, "Typing replay").
     speculative: bool = False
+    # A request the editor sent while the user types is answered with what
+    # the model has streamed after this long (Continue's "show whatever we
+    # have"); the rest comes to the next keystrokes from the cache. 0: read
+    # the whole answer first.
+    show_partial_after_ms: Annotated[int, Meta(ge=0, le=10000)] = 300
 
 
 class NextEditSettings(SettingsStruct, frozen=True, kw_only=True):
