@@ -13,11 +13,13 @@ uses it so that both clients run on the same engine and model.
 
 from __future__ import annotations
 
+import http.client
 import json
 import select
 import socket
 import threading
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -196,16 +198,36 @@ def _closed(sock: socket.socket) -> bool:
 def _stream(url: str, payload: dict[str, Any], gone: Callable[[], bool],
             timeout: float = 300.0) -> dict[str, Any]:
     """A streamed completion gathered into one reply; closed as soon as
-    `gone()` (then the reply has `gone`: True)."""
-    request = urllib.request.Request(url, data=json.dumps(payload).encode(),
-                                     headers={"Content-Type": "application/json"})
+    `gone()` (then the reply has `gone`: True), also while the engine is
+    still evaluating the prompt (a watcher shuts the engine's socket, as a
+    Tabby server drops its engine call when the client aborts): read only
+    between its lines, a request abandoned during a long prompt kept
+    llama-server's one slot busy, and the next ones queued behind it."""
+    parsed = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parsed.hostname or "127.0.0.1", parsed.port, timeout=timeout)
+    conn.request("POST", parsed.path, body=json.dumps(payload).encode(),
+                 headers={"Content-Type": "application/json"})
+    done = threading.Event()
+    dropped = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(0.02):
+            if gone():
+                dropped.set()
+                if conn.sock is not None:
+                    try:
+                        conn.sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+                return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
     reply: dict[str, Any] = {"choices": [{"index": 0, "text": ""}]}
     parts: list[str] = []
-    with urllib.request.urlopen(request, timeout=timeout) as resp:
+    try:
+        resp = conn.getresponse()
         for raw in resp:
-            if gone():
-                reply["gone"] = True
-                break
             line = raw.decode().strip()
             if not line.startswith("data:") or line == "data: [DONE]":
                 continue
@@ -214,5 +236,13 @@ def _stream(url: str, payload: dict[str, Any], gone: Callable[[], bool],
             for key in ("id", "usage", "timings"):
                 if chunk.get(key):
                     reply[key] = chunk[key]
+    except (OSError, http.client.HTTPException):
+        if not dropped.is_set():
+            raise
+    finally:
+        done.set()
+        conn.close()
+    if dropped.is_set():
+        reply["gone"] = True
     reply["choices"][0]["text"] = "".join(parts)
     return reply
