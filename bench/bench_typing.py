@@ -224,11 +224,14 @@ async def start_agentls(args: argparse.Namespace, workdir: Path, settings: dict[
 
 def prompt_of(pause: dict[str, Any], indent: str, prompts: list[dict[str, Any]]) -> str | None:
     """The prompt rendered for the pause's keystroke: the first recorded after
-    it whose prefix ends at the cursor (none: answered from the type-ahead cache)."""
+    it whose prefix ends at the cursor (none: answered from the type-ahead
+    cache). The code typed on the cursor's line is after the middle token."""
     seconds = pause["seconds"] or 0.0
     for record in prompts:
+        head, _, rest = str(record["prompt"]).partition("<|fim_suffix|>")
+        before_cursor = head + rest.rpartition("<|fim_middle|>")[2]
         if pause["keyed_at"] <= record["t"] <= pause["keyed_at"] + seconds + 0.5 and \
-                record["prompt"].split("<|fim_suffix|>", 1)[0].endswith(indent + pause["typed"]):
+                before_cursor.endswith(indent + pause["typed"]):
             return str(record["prompt"])
     return None
 
