@@ -211,7 +211,7 @@ class InlineCompletionFeature:
                     flight, self._show_at(began, request, settings),
                     flight.typed_since(request.text, request.offset) or "")
                 if partial:
-                    return InlineAnswer((part,), model_answered=True)
+                    return InlineAnswer((part,), model_answered=True, partial=True)
                 cached = self.cache.lookup(request.uri, request.text, request.offset)
                 if cached is not None:
                     return InlineAnswer((cached,), from_cache=True, model_answered=True)
@@ -246,7 +246,7 @@ class InlineCompletionFeature:
             if completion and settings.speculative and not partial:
                 self._ask_ahead(chosen, request, settings, fim, completion)
             return InlineAnswer((completion,) if completion else (), model_answered=True,
-                                prompt_chars=sent[0], input_tokens=sent[1])
+                                prompt_chars=sent[0], input_tokens=sent[1], partial=partial)
         except asyncio.CancelledError:
             if self.scheduler.absorb(ticket):
                 return InlineAnswer(superseded=True)

@@ -31,25 +31,29 @@ class CompletionCounters:
     partially_accepted: int = 0  # items with a didPartiallyAcceptCompletion
     warmed: int = 0  # prompts the engine evaluated ahead at a resting cursor
     # The newest answers (not superseded): milliseconds from the request to
-    # the answer, whether it had a suggestion and whether the cache gave it.
-    recent: deque[tuple[float, bool, bool]] = field(
+    # the answer, whether it had a suggestion, whether the cache gave it and
+    # whether it was a part of the answer (showPartialAfterMs).
+    recent: deque[tuple[float, bool, bool, bool]] = field(
         default_factory=lambda: deque(maxlen=RECENT_ANSWERS))
 
-    def answered(self, ms: float, *, suggested: bool, cached: bool) -> None:
-        self.recent.append((ms, suggested, cached))
+    def answered(self, ms: float, *, suggested: bool, cached: bool,
+                 partial: bool = False) -> None:
+        self.recent.append((ms, suggested, cached, partial))
 
     def latency(self) -> dict[str, Any]:
         """What the user waited for the last answers: p50/p90 of those with a
-        suggestion, and how many came from the cache or were empty."""
-        times = sorted(ms for ms, suggested, _ in self.recent if suggested)
+        suggestion, and how many came from the cache, were empty, or were
+        the part of a model's answer streamed by `showPartialAfterMs`."""
+        times = sorted(ms for ms, suggested, _, _ in self.recent if suggested)
 
         def at(share: float) -> float | None:
             return round(times[min(len(times) - 1, int(share * len(times)))], 1) \
                 if times else None
 
         return {"answers": len(self.recent), "p50Ms": at(0.5), "p90Ms": at(0.9),
-                "cacheHits": sum(cached for _, _, cached in self.recent),
-                "empty": sum(not suggested for _, suggested, _ in self.recent)}
+                "cacheHits": sum(cached for _, _, cached, _ in self.recent),
+                "empty": sum(not suggested for _, suggested, _, _ in self.recent),
+                "partial": sum(partial for *_, partial in self.recent)}
 
     def to_wire(self) -> dict[str, Any]:
         return {"served": self.served, "shown": self.shown, "accepted": self.accepted,

@@ -109,8 +109,10 @@ def test_a_slow_answer_is_shown_in_part_and_the_next_keys_get_its_rest(
         assert [item["insertText"] for item in answer["result"]["items"]] == ["3.14"]
         second = keystroke(lsp, uri, 601, 602, "3.", 2, 11)
         rest = lsp.wait(second, 10, "the key typed into the part")
+        latency = lsp.result("agentls/status", {})["completions"]["latency"]
     # What the stream holds 200 ms after the key, less the typed "3.": its
     # rest so far (more pieces may have come meanwhile).
     (shown,) = [item["insertText"] for item in rest["result"]["items"]]
     assert shown.startswith("14") and "14 * r * r".startswith(shown)
     assert len(fake_backend.requests) == 1  # no second model call
+    assert latency["answers"] == 2 and latency["partial"] >= 1  # agentls/status counts the parts

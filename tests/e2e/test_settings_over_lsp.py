@@ -64,7 +64,8 @@ async def test_sources_merge_and_bad_value_is_reported_once(client: LanguageClie
     assert status["completions"] == {"served": 0, "shown": 0, "accepted": 0,
                                      "partiallyAccepted": 0, "warmed": 0,
                                      "latency": {"answers": 0, "p50Ms": None, "p90Ms": None,
-                                                 "cacheHits": 0, "empty": 0}}
+                                                 "cacheHits": 0, "empty": 0,
+                                                 "partial": 0}}
 
 
 @pytest.mark.asyncio(loop_scope="function")

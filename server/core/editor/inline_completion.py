@@ -58,6 +58,7 @@ class InlineAnswer:
     superseded: bool = False  # a newer request (or cancel_request) replaced this one
     notice: UserNotice | None = None  # something the user should fix
     model_answered: bool = False  # the provider call succeeded
+    partial: bool = False  # the part streamed so far; the model call runs on
     # What was sent (for agentls/status and `agentls eval`): prompt characters,
     # and input tokens when the provider reported usage.
     prompt_chars: int = 0

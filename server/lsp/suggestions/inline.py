@@ -194,7 +194,8 @@ async def suggest(ls: AgentlsLanguageServer, uri: str, line: int, character: int
         dialect.tell_status(ls, "Normal")
     if not answer.superseded:
         state.counters.answered((time.perf_counter() - started) * 1000,
-                                suggested=bool(answer.items), cached=answer.from_cache)
+                                suggested=bool(answer.items), cached=answer.from_cache,
+                                partial=answer.partial)
     if not answer.items:
         return Suggestions((), document.version)
     state.counters.served += 1
