@@ -59,7 +59,8 @@ def test_a_resting_cursor_on_a_loopback_server_evaluates_the_keystrokes_prompt_a
                  if (r.json or {}).get("stream") and not is_warm_up(r.json or {})][-1]
     # The same prompt the keystroke then sent: llama-server's cache holds it.
     assert warm.json["prompt"] == keystroke.json["prompt"]
-    assert "def double(x):\n    return " in warm.json["prompt"]
+    assert "def double(x):\n    <|fim_suffix|>" in warm.json["prompt"]
+    assert warm.json["prompt"].endswith("<|fim_middle|>return ")  # the line's code, last
     assert items == ["x * 2"]
 
 
