@@ -197,7 +197,7 @@ class InlineCompletionFeature:
             if settings != self._settings:  # other model or budgets: old answers are stale
                 self.cache.clear()
             self._settings = settings
-        began = asyncio.get_running_loop().time()
+        show_at = self._show_at(asyncio.get_running_loop().time(), request, settings)
         ticket = self.scheduler.begin(request.uri)
         fim = False
         try:
@@ -208,8 +208,7 @@ class InlineCompletionFeature:
             flight = self.flights.matching(request.uri, request.text, request.offset)
             if flight is not None:  # the model is producing what the user typed: wait for it
                 part, partial = await self.flights.wait_or_part(
-                    flight, self._show_at(began, request, settings),
-                    flight.typed_since(request.text, request.offset) or "")
+                    flight, show_at, flight.typed_since(request.text, request.offset) or "")
                 if partial:
                     return InlineAnswer((part,), model_answered=True, partial=True)
                 cached = self.cache.lookup(request.uri, request.text, request.offset)
@@ -231,7 +230,6 @@ class InlineCompletionFeature:
             chosen = provider()
             fim = await self.fim.decide(chosen, settings.model)
             sent: list[int] = [0, 0]
-            show_at = self._show_at(began, request, settings)
             try:
                 completion, partial = await self._fly(chosen, request, settings, fim, sent,
                                                       show_at)
