@@ -189,20 +189,26 @@ def test_totals_and_tables() -> None:
 def test_the_local_engines_counters_say_what_later_calls_evaluated() -> None:
     from agentls.eval.agent.runner import engine_metrics
 
-    calls = [{"prompt_kept": 0, "prompt_evaluated": 1200},
-             {"prompt_kept": 1150, "prompt_evaluated": 150},
-             {"prompt_kept": 1300, "prompt_evaluated": 100}]
+    calls = [{"prompt_kept": 0, "prompt_evaluated": 1200, "generated": 40},
+             {"prompt_kept": 1150, "prompt_evaluated": 150, "generated": 20},
+             {"prompt_kept": 1319, "prompt_evaluated": 81, "generated": 5},
+             {"prompt_kept": 300, "prompt_evaluated": 100}]  # compacted: shorter
     metrics = engine_metrics(calls)
-    assert metrics["engine_prompt_evaluated"] == [1200, 150, 100]
-    assert metrics["engine_prompt_tokens"] == [1200, 1300, 1400]
-    assert metrics["later_calls_evaluated_share"] == round(250 / 2700, 3)
+    assert metrics["engine_prompt_evaluated"] == [1200, 150, 81, 100]
+    assert metrics["engine_prompt_tokens"] == [1200, 1300, 1400, 400]
+    assert metrics["later_calls_evaluated_share"] == round(331 / 3100, 3)
+    # the second call evaluated 50 of the prompt and 40 of the reply before it again;
+    # the third lost only the reply's last token; the fourth, compacted, evaluated
+    # positions the call before had filled
+    assert metrics["engine_seen_evaluated"] == [90, 1, 100]
     assert engine_metrics([]) == {}
     row = {"id": "a", "kind": "rename", "passed": True, "tool_calls": 1, "valid_calls": 1,
            "repeated_calls": 0, "model_calls": 3, "total_tokens": 10, "time_s": 1.0,
            "timed_out": False, "error": "", "status": "completed", **metrics}
     totals = agent_summary([row])
     assert totals["all"]["prompt_evaluated_p50"] == 150
-    assert "later calls evaluated 9% of their prompts" in agent_table(totals)
+    assert "later calls evaluated 11% of their prompts" in agent_table(totals)
+    assert "191 tokens evaluated again (at most 100 in a call)" in agent_table(totals)
 
 
 # --------------------------------------------------------------------------- applyEdit

@@ -49,9 +49,13 @@ def _engine_totals(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         return {}
     later_evaluated = sum(sum((r.get("engine_prompt_evaluated") or [0])[1:]) for r in rows)
     later_prompt = sum(sum((r.get("engine_prompt_tokens") or [0])[1:]) for r in rows)
+    seen = [n for r in rows for n in r.get("engine_seen_evaluated") or ()]
     return {
         "engine_calls": len(evaluated),
         "prompt_evaluated_p50": round(percentile(evaluated, 0.5)),
+        # what later calls evaluated again of the call before them (runner.seen_evaluated)
+        "later_calls_seen_evaluated": sum(seen),
+        "later_calls_seen_evaluated_max": max(seen, default=0),
         "later_calls_evaluated_share": (round(later_evaluated / later_prompt, 3)
                                         if later_prompt else None),
     }
@@ -89,7 +93,9 @@ def agent_table(totals: dict[str, Any]) -> str:
             f"local engine: {every['engine_calls']} model calls, p50 "
             f"{every['prompt_evaluated_p50']} prompt tokens evaluated per call; a turn's later "
             "calls evaluated " + (f"{share:.0%}" if share is not None else "-")
-            + " of their prompts (the rest from llama.cpp's prompt cache)")
+            + " of their prompts (the rest from llama.cpp's prompt cache); of the call "
+            f"before them, {every.get('later_calls_seen_evaluated', 0)} tokens evaluated "
+            f"again (at most {every.get('later_calls_seen_evaluated_max', 0)} in a call)")
     return "\n".join(lines)
 
 

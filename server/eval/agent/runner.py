@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from agentls.eval.completion.execute import DEFAULT_TIME_LIMIT
 from agentls.eval.completion.runner import LspProcess
 
 __all__ = ["DEFAULT_TURN_TIME_LIMIT", "AgentEditor", "calls_since", "chat_turn", "engine_calls",
-           "engine_metrics", "run_agent_task", "run_agent_tasks", "start_editor"]
+           "engine_metrics", "run_agent_task", "run_agent_tasks", "seen_evaluated", "start_editor"]
 
 DEFAULT_TURN_TIME_LIMIT = 300.0
 START_TIMEOUT = 120.0  # spawn + initialize, a local model's first load included
@@ -185,10 +186,28 @@ def engine_metrics(calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "engine_prompt_evaluated": [int(r.get("prompt_evaluated", 0)) for r in calls],
         "engine_prompt_tokens": [int(r.get("prompt_kept", 0) + r.get("prompt_evaluated", 0))
                                  for r in calls],
+        "engine_seen_evaluated": seen_evaluated(calls),
         "later_calls_evaluated_share": (
             round(sum(r.get("prompt_evaluated", 0) for r in later) / later_prompt, 3)
             if later_prompt else None),
     }
+
+
+def seen_evaluated(calls: Sequence[Mapping[str, Any]]) -> list[int]:
+    """Per call after the first, the tokens of the call before it (its prompt
+    and its reply) that the engine evaluated again instead of taking from its
+    prompt cache (up to the shorter of the two, for a prompt may shrink when
+    the conversation is compacted): 0 when a call paid only for what is new
+    in its prompt. A call's last generated token is never in the cache
+    (llama.cpp evaluates a token only to sample the next), so up to one per
+    call is expected."""
+    seen = []
+    for before, call in pairwise(calls):
+        held = (int(before.get("prompt_kept", 0)) + int(before.get("prompt_evaluated", 0))
+                + int(before.get("generated", 0)))
+        prompt = int(call.get("prompt_kept", 0)) + int(call.get("prompt_evaluated", 0))
+        seen.append(max(0, min(held, prompt) - int(call.get("prompt_kept", 0))))
+    return seen
 
 
 async def run_agent_task(task: AgentTask, settings: Mapping[str, Any], *,

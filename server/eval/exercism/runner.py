@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agentls.eval.agent.metrics import transcript, turn_metrics
-from agentls.eval.agent.runner import chat_turn, engine_calls, start_editor
+from agentls.eval.agent.runner import chat_turn, engine_calls, seen_evaluated, start_editor
 from agentls.eval.exercism.exercises import (
     DEFAULT_OUTPUT_CHARS,
     TEST_TIME_LIMIT,
@@ -70,6 +70,8 @@ def engine_totals(calls: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {
         "engine_calls": len(calls),
         "prompt_evaluated": [int(c.get("prompt_evaluated", 0)) for c in calls],
+        # of the call before, what each later call evaluated again (0: only what is new)
+        "seen_evaluated": seen_evaluated(calls),
         "tokens_in": sum(int(c.get("prompt_evaluated", 0)) + int(c.get("prompt_kept", 0))
                          for c in calls),
         "tokens_out": sum(int(c.get("generated", 0)) for c in calls),
