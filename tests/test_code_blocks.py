@@ -4,6 +4,7 @@ tasks: edits written in the reply")."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -287,3 +288,27 @@ def test_a_reply_that_says_it_changes_a_file_but_writes_none_gets_a_note_once(
         "Change simple_cipher.py:\n```python\nclass Cipher:\n    key = 'a'\n```\n", sources)
     assert edited.calls and edited.announced == ()
     assert reply_note("...", ["read_file"], edited) is None
+
+
+def test_files_echoed_with_a_tool_call_written_as_text_get_the_note(tmp_path: Path) -> None:
+    """After failing tests the 1.5B wrote transpose.py back unchanged and a
+    `{"tool": "write_file", ...}` after it: that is no answer in words, so
+    the echo is sent back (once per turn) instead of ending the turn."""
+    from agentls.core.editor.reply_edits import ReplySources
+    from agentls.features.reply_edits.feature import ReplyEditsFeature
+
+    code = "def transpose(text):\n    return text\n"
+    (tmp_path / "transpose.py").write_text(code)
+    sources = ReplySources((str(tmp_path),), None,
+                           (f'<file path="transpose.py">\n{code}</file>',))
+    block = f'<file path="transpose.py">\n{code}</file>\n'
+    call = json.dumps({"tool": "write_file",
+                       "arguments": {"path": "transpose.py", "content": code}})
+    echoed = ReplyEditsFeature().reply_edits(block + call + "\n", sources)
+    assert echoed.unchanged == ("transpose.py",) and not echoed.calls and not echoed.words
+    note = reply_note(block + call, ["read_file"], echoed)
+    assert note is not None and "repeated transpose.py without changing anything" in note
+    # Words beside the call and the echo still make an answer.
+    worded = ReplyEditsFeature().reply_edits(
+        block + "The function already returns the text unchanged.\n" + call, sources)
+    assert worded.words and reply_note("...", ["read_file"], worded) is None

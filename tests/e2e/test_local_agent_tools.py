@@ -12,15 +12,18 @@ with a small iteration limit and a generous timeout; no timing is asserted.
 from __future__ import annotations
 
 import importlib
+import json
 import shutil
 import sys
 import tempfile
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agentls.eval.agent.runner import seen_evaluated
 from tests.reliability.harness import LspProcess
 
 local = pytest.importorskip("agentls.providers.local")
@@ -53,7 +56,10 @@ def test_default_chat_model_reads_a_file_through_a_native_tool_call(tmp_path: Pa
             "prompt": "Use the read_file tool to read notes.txt, then tell me the secret word.",
         }, timeout=900)
         status = lsp.result("agentls/status", {}, timeout=60)
-    chat_model = next(m for m in status["localModels"] if m["model"] == local.DEFAULT_CHAT_MODEL)
+        chat_model = next(m for m in status["localModels"]
+                          if m["model"] == local.DEFAULT_CHAT_MODEL)
+        with urllib.request.urlopen(chat_model["engineCounters"], timeout=10) as answer:
+            records = sorted(json.load(answer)["requests"], key=lambda r: r["id"])
     assert chat_model["toolFormat"] == "hermes"  # the GGUF's own format, not the grammar
     messages = turn["messages"]
     calls = [call for m in messages if m["role"] == "assistant"
@@ -68,6 +74,13 @@ def test_default_chat_model_reads_a_file_through_a_native_tool_call(tmp_path: Pa
         (m["role"], str(m.get("content"))[:300]) for m in messages])
     answer = messages[-1]
     assert answer["role"] == "assistant" and answer["content"].strip(), messages
+    # The engine's own counters: the call after the tool's result found the
+    # first call's prompt and its reply (the tool call, as the model wrote it)
+    # in llama.cpp's prompt cache and evaluated only the result and what
+    # follows it (at most the reply's last token again: it is never evaluated).
+    chat_calls = [r for r in records if r["generated"]]
+    assert len(chat_calls) >= 2, records
+    assert all(n <= 1 for n in seen_evaluated(chat_calls)), chat_calls
 
 
 # A client that asks the user in messages and applies edits (message mode).
