@@ -312,3 +312,41 @@ def test_files_echoed_with_a_tool_call_written_as_text_get_the_note(tmp_path: Pa
     worded = ReplyEditsFeature().reply_edits(
         block + "The function already returns the text unchanged.\n" + call, sources)
     assert worded.words and reply_note("...", ["read_file"], worded) is None
+
+
+def test_a_standard_module_the_reply_uses_without_importing_it_is_imported(
+        tmp_path: Path) -> None:
+    """simple-cipher on Exercism: the 1.5B wrote `random.choice(string.
+    ascii_lowercase)` with neither imported; the tests failed on a NameError
+    and took a second call to fix (diffie-hellman: never fixed). The edit
+    the user is asked about carries the imports; what was missing before the
+    reply, a name the file binds, a module used but not as `x.name`, and a
+    module that is not the standard library's are left alone."""
+    from agentls.core.editor.reply_edits import ReplySources
+    from agentls.features.reply_edits.blocks import with_stdlib_imports
+    from agentls.features.reply_edits.feature import ReplyEditsFeature
+
+    body = ("class Cipher:\n    def __init__(self):\n"
+            "        self.key = ''.join(random.choice(string.ascii_lowercase) for _ in range(9))\n")
+    (tmp_path / "simple_cipher.py").write_text("class Cipher:\n    pass\n")
+    sources = ReplySources((str(tmp_path),), None, ("class Cipher:\n    pass\n",))
+    edits = ReplyEditsFeature().reply_edits(f'<file path="simple_cipher.py">\n{body}</file>',
+                                            sources)
+    [call] = edits.calls
+    written = call.arguments["content"]
+    assert written.startswith("import random\nimport string\n\nclass Cipher:"), written
+    namespace: dict[str, object] = {}
+    exec(compile(written, "simple_cipher.py", "exec"), namespace)
+    assert len(namespace["Cipher"]().key) == 9  # type: ignore[operator]
+    # A new file gets them too, after its docstring and __future__ import.
+    new = ReplyEditsFeature().reply_edits(
+        '<file path="keys.py">\n"""Keys."""\nfrom __future__ import annotations\n\n\n'
+        'def pick():\n    return secrets.token_hex(4)\n</file>', sources)
+    assert new.calls[0].arguments["content"].startswith(
+        '"""Keys."""\nfrom __future__ import annotations\nimport secrets\n')
+    text = "def f(json):\n    return json.dumps(os) + numpy.x + random\n"
+    assert with_stdlib_imports("a.py", text) == text
+    assert with_stdlib_imports("a.txt", "random.x\n") == "random.x\n"
+    old = "def f():\n    return random.random()\n"
+    assert with_stdlib_imports("a.py", old + "\n\ndef g():\n    return 1\n", old).startswith(
+        "def f()")

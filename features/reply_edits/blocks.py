@@ -22,6 +22,7 @@ import bisect
 import builtins
 import difflib
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -266,10 +267,38 @@ def read_reply(reply: str, files: Mapping[str, str]) -> tuple[list[AppliedBlock]
         how = applied.how if earlier is None or earlier.how == applied.how else "definitions"
         changed[applied.path] = AppliedBlock(applied.path, applied.new_text, how, names)
     for path, applied in changed.items():
-        kept = _with_reply_imports(path, applied.new_text, blocks)
+        kept = with_stdlib_imports(path, _with_reply_imports(path, applied.new_text, blocks),
+                                   files[path])
         if kept != applied.new_text:
             changed[path] = AppliedBlock(path, kept, applied.how, applied.names)
     return list(changed.values()), [path for path in unchanged if path not in changed]
+
+
+def with_stdlib_imports(path: str, text: str, before: str = "") -> str:
+    """`text` with `import X` for each standard-library module it uses as
+    `X.name` and never binds, where `before` (the file's text before the
+    reply) did not lack it already: the 1.5B's most common broken edit
+    (`random.choice(...)` with no `import random`), which the tests then
+    fail with a NameError and the model, told by the linter, often writes
+    back unchanged. What was missing before the reply stays the user's."""
+    if not path.endswith((".py", ".pyi")):
+        return text
+    tree = _parse(text)
+    missing = _unbound_names(text) - _unbound_names(before)
+    if tree is None or not missing:
+        return text
+    modules = sorted({node.value.id for node in ast.walk(tree)
+                      if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                      and node.value.id in missing and node.value.id in _STDLIB_MODULES})
+    if not modules:
+        return text
+    imports = "".join(f"import {name}\n" for name in modules)
+    return _merge(text, tree, imports, ast.parse(imports), imports_only=True)[0]
+
+
+# Top-level standard-library modules a name may stand for (not private ones).
+_STDLIB_MODULES = frozenset(name for name in sys.stdlib_module_names
+                            if not name.startswith("_") and name not in {"this", "antigravity"})
 
 
 def _with_reply_imports(path: str, text: str, blocks: Iterable[CodeBlock]) -> str:

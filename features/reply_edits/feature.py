@@ -140,6 +140,7 @@ class ReplyEditsFeature:
             find_code_blocks,
             prose_of,
             read_reply,
+            with_stdlib_imports,
         )
 
         named = written_call(reply)
@@ -151,7 +152,8 @@ class ReplyEditsFeature:
                  for a in applied]
         blocks = find_code_blocks(reply, [*files, *unseen])
         calls.extend(ToolCall(tool="write_file",
-                              arguments={"path": block.path, "content": block.text})
+                              arguments={"path": block.path,
+                                         "content": with_stdlib_imports(block.path, block.text)})
                      for block in blocks
                      if block.path is not None and block.path not in files
                      and block.path not in unseen
