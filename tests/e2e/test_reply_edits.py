@@ -172,6 +172,36 @@ async def test_a_second_reply_that_does_nothing_ends_the_turn_saying_nothing_cha
     assert len(recorded(record)) == 2  # the model was not called a third time
 
 
+async def test_the_last_reply_again_word_for_word_goes_back_with_a_note_and_is_sampled(
+        tmp_path: Path, workspace: Path) -> None:
+    """Exercism's second try with the greedy 1.5B: "the tests still fail"
+    was answered with the first try's reply, word for word, whose fix was
+    already on disk; the turn ended there. Now the model is told, and the
+    call after the note samples (CompletionOptions.retry)."""
+    fixed = FIXED.replace("```python", '<file path="pricing.py">').replace(
+        "\n```\n", "\n\n\ndef double(x):\n    return 2 * x\n</file>\n")
+    other = fixed.replace("price - price * percent / 100", "price * (100 - percent) / 100")
+    settings, record = scripted(tmp_path, "again", [{"text": fixed}, {"text": fixed},
+                                                   {"text": other}],
+                                session={"editFormat": "file-blocks"})
+    async with editor_session(workspace, tmp_path / "state", settings,
+                              capabilities(annotations=True)) as ed:
+        first = await chat(ed, prompt="Fix the bug in pricing.py")
+        assert first["status"] == "completed", first
+        assert "return price - price * percent / 100" in (workspace / "pricing.py").read_text()
+        second = await chat(ed, sessionId=first["sessionId"],
+                            prompt="The tests still fail: test_discount expects 150.")
+        assert second["status"] == "completed", second
+    calls = recorded(record)
+    assert len(calls) == 3, calls
+    note = calls[2]["messages"][-1]
+    assert note["role"] == "system" and note["content"].startswith(
+        "Note from agentls: this reply is your previous one word for word, and pricing.py is "
+        "unchanged by it"), note
+    assert calls[1]["retry"] is False and calls[2]["retry"] is True
+    assert "price * (100 - percent) / 100" in (workspace / "pricing.py").read_text()
+
+
 async def test_a_file_the_model_never_saw_is_not_overwritten_from_its_reply(
         tmp_path: Path, workspace: Path) -> None:
     """The 1.5B, asked to read notes.txt, "wrote" it whole with invented

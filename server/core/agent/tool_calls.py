@@ -273,15 +273,19 @@ class ToolCallRunner:
             return
         await self.run(call, failed_note=check_failed_text)
 
-    def reply_retry(self, reply: str, edits: ReplyEdits | None) -> Message | None:
+    def reply_retry(self, reply: str, edits: ReplyEdits | None,
+                    history: Sequence[Message] = ()) -> Message | None:
         """Once per turn: the note that sends a final reply that did nothing
-        (a call written as text, files repeated unchanged) back to the model."""
+        (a call written as text, files repeated unchanged, the last reply
+        again) back to the model. `history`: the session, the reply last."""
         if self.reply_noted:
             return None
         editor = self.agent.reply_editor
         offered = self.agent.offered_tools(attached_files(self.messages))
+        previous = next((m.content for m in reversed(history[:-1])
+                         if m.role == "assistant" and isinstance(m.content, str)), "")
         note = reply_note(reply, [spec["name"] for spec in offered], edits,
-                          editor.instructions() if editor is not None else "")
+                          editor.instructions() if editor is not None else "", previous)
         if note is None:
             return None
         self.reply_noted = True

@@ -227,7 +227,8 @@ class Turn:
             if calls and not response.tool_calls:  # edits the reply wrote (reply_edits.py)
                 message = self.calls.with_reply_edits(message, calls)
             await self.persist(message)
-            if not calls and (retry := self.calls.reply_retry(response.content, edits)):
+            if not calls and (retry := self.calls.reply_retry(response.content, edits,
+                                                              self.session.messages)):
                 await self.persist(retry)
                 self.retry = True
                 continue

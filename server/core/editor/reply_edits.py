@@ -130,10 +130,11 @@ def written_call(text: str) -> str | None:
 
 
 def reply_note(reply: str, offered: Sequence[str], edits: ReplyEdits | None,
-               hint: str = "") -> str | None:
+               hint: str = "", previous: str = "") -> str | None:
     """What the model is told, once per turn, about a final reply that did
-    nothing: a tool call written as text (never run), or files repeated
-    unchanged with no answer. None when the reply stands."""
+    nothing: a tool call written as text (never run), files repeated
+    unchanged with no answer, or the last reply (`previous`) again word for
+    word with its files unchanged. None when the reply stands."""
     tools = ", ".join(offered) or "none"
     named = written_call(reply)
     if named is not None:
@@ -152,6 +153,17 @@ def reply_note(reply: str, offered: Sequence[str], edits: ReplyEdits | None,
         return (f"Note from agentls: your reply repeated {', '.join(echoed)} without changing "
                 "anything. Answer the user's request in words, or write the file again with "
                 "the change made.")
+    if edits is not None and edits.unchanged and not edits.calls \
+            and previous.strip() == reply.strip():
+        # Greedy decoding answers "the tests still fail" with the reply that
+        # failed (the 1.5B on Exercism's second tries); the note is new text,
+        # and its call samples (docs/local-model.md, file-blocks).
+        first = edits.unchanged[0]
+        return (f"Note from agentls: this reply is your previous one word for word, and "
+                f"{', '.join(edits.unchanged)} is unchanged by it: the fix it describes was "
+                "already made and did not work (the message before it says what still fails). "
+                f'Write the complete {first} again as <file path="{first}">...</file> with a '
+                "different fix, or say in words why it needs none.")
     if edits is not None and edits.announced and not edits.calls:
         files = ", ".join(edits.announced)
         first = edits.announced[0]
