@@ -74,13 +74,19 @@ def test_default_chat_model_reads_a_file_through_a_native_tool_call(tmp_path: Pa
         (m["role"], str(m.get("content"))[:300]) for m in messages])
     answer = messages[-1]
     assert answer["role"] == "assistant" and answer["content"].strip(), messages
-    # The engine's own counters: the call after the tool's result found the
-    # first call's prompt and its reply (the tool call, as the model wrote it)
-    # in llama.cpp's prompt cache and evaluated only the result and what
-    # follows it (at most the reply's last token again: it is never evaluated).
+    # The engine's own counters: each call after the first found the call
+    # before it (its prompt and its reply, the tool call as the model wrote
+    # it) in llama.cpp's prompt cache and evaluated only what is new after it.
+    # Here the first call streams until the model opens its tool call and
+    # the second decodes the call under the tools' grammar from the prompt
+    # plus the opener (constrained.py); seen run: 1,704 prompt tokens, then
+    # 2 and 29 evaluated, of which 2 and 1 the engine had held (the opener,
+    # and a reply's last token, which llama.cpp never evaluates).
     chat_calls = [r for r in records if r["generated"]]
     assert len(chat_calls) >= 2, records
-    assert all(n <= 1 for n in seen_evaluated(chat_calls)), chat_calls
+    seen = seen_evaluated(chat_calls)
+    assert all(n <= 2 for n in seen), (seen, [
+        {k: r[k] for k in ("prompt_evaluated", "prompt_kept", "generated")} for r in chat_calls])
 
 
 # A client that asks the user in messages and applies edits (message mode).
