@@ -30,7 +30,8 @@ from agentls.eval.completion.execute import DEFAULT_TIME_LIMIT
 from agentls.eval.completion.runner import LspProcess
 
 __all__ = ["DEFAULT_TURN_TIME_LIMIT", "AgentEditor", "calls_since", "chat_turn", "engine_calls",
-           "engine_metrics", "run_agent_task", "run_agent_tasks", "seen_evaluated", "start_editor"]
+           "engine_metrics", "fixed_scratch", "run_agent_task", "run_agent_tasks",
+           "seen_evaluated", "start_editor"]
 
 DEFAULT_TURN_TIME_LIMIT = 300.0
 START_TIMEOUT = 120.0  # spawn + initialize, a local model's first load included
@@ -210,13 +211,25 @@ def seen_evaluated(calls: Sequence[Mapping[str, Any]]) -> list[int]:
     return seen
 
 
+def fixed_scratch(kind: str, name: str) -> Path:
+    """An empty folder for one task, at the same path on every run: the
+    system prompt names the workspace, and at temperature 0 a path of other
+    random letters is a different prompt and may get another reply (an
+    Exercism exercise passed in one run and failed in the next on that
+    alone). One run of a task at a time per temporary folder ($TMPDIR)."""
+    scratch = Path(tempfile.gettempdir()) / kind / name
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    return scratch
+
+
 async def run_agent_task(task: AgentTask, settings: Mapping[str, Any], *,
                          command: Sequence[str] | None = None,
                          env: Mapping[str, str] | None = None,
                          turn_time_limit: float = DEFAULT_TURN_TIME_LIMIT,
                          check_time_limit: float = DEFAULT_TIME_LIMIT) -> dict[str, Any]:
     """One task, start to check, in a workspace of its own (removed after)."""
-    scratch = Path(tempfile.mkdtemp(prefix="agentls-agent-eval-"))
+    scratch = fixed_scratch("agentls-agent-eval", task.id)
     workspace = scratch / "repo"
     workspace.mkdir()
     materialize(task, workspace)

@@ -15,14 +15,19 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from agentls.eval.agent.metrics import transcript, turn_metrics
-from agentls.eval.agent.runner import chat_turn, engine_calls, seen_evaluated, start_editor
+from agentls.eval.agent.runner import (
+    chat_turn,
+    engine_calls,
+    fixed_scratch,
+    seen_evaluated,
+    start_editor,
+)
 from agentls.eval.exercism.exercises import (
     DEFAULT_OUTPUT_CHARS,
     TEST_TIME_LIMIT,
@@ -97,7 +102,7 @@ async def run_exercise(exercise: Exercise, settings: Mapping[str, Any], *,
                        peer: str = "agentls") -> dict[str, Any]:
     """One exercise, start to last test run, in a workspace of its own
     (removed after); the row bench_exercism.py reports, named `peer`."""
-    scratch = Path(tempfile.mkdtemp(prefix="agentls-exercism-"))
+    scratch = fixed_scratch("agentls-exercism", exercise.name)
     workspace = scratch / exercise.name
     workspace.mkdir()
     materialize(exercise, workspace)
