@@ -344,8 +344,15 @@ def test_a_standard_module_the_reply_uses_without_importing_it_is_imported(
         'def pick():\n    return secrets.token_hex(4)\n</file>', sources)
     assert new.calls[0].arguments["content"].startswith(
         '"""Keys."""\nfrom __future__ import annotations\nimport secrets\n')
-    text = "def f(json):\n    return json.dumps(os) + numpy.x + random\n"
+    text = "def f(json):\n    return json.dumps(os) + numpy.x + random + random.nope()\n"
     assert with_stdlib_imports("a.py", text) == text
+    # swift-scheduling: names the 1.5B used without their `from ... import`;
+    # `datetime.now()` is the class, `datetime.date` the module.
+    used = "def due(start):\n    return datetime.now() + timedelta(hours=2)\n"
+    assert with_stdlib_imports("a.py", used).startswith(
+        "from datetime import datetime\nfrom datetime import timedelta\n\ndef due")
+    assert with_stdlib_imports("a.py", "X = datetime.date(2020, 1, 1)\n").startswith(
+        "import datetime\n")
     assert with_stdlib_imports("a.txt", "random.x\n") == "random.x\n"
     old = "def f():\n    return random.random()\n"
     assert with_stdlib_imports("a.py", old + "\n\ndef g():\n    return 1\n", old).startswith(

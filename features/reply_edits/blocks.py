@@ -22,7 +22,6 @@ import bisect
 import builtins
 import difflib
 import re
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -275,30 +274,67 @@ def read_reply(reply: str, files: Mapping[str, str]) -> tuple[list[AppliedBlock]
 
 
 def with_stdlib_imports(path: str, text: str, before: str = "") -> str:
-    """`text` with `import X` for each standard-library module it uses as
-    `X.name` and never binds, where `before` (the file's text before the
-    reply) did not lack it already: the 1.5B's most common broken edit
-    (`random.choice(...)` with no `import random`), which the tests then
-    fail with a NameError and the model, told by the linter, often writes
-    back unchanged. What was missing before the reply stays the user's."""
+    """`text` with the import of each standard-library name it uses and
+    never binds (`random.choice(...)` with no `import random`, `timedelta(
+    hours=2)` with no `from datetime import timedelta`), where `before` (the
+    file's text before the reply) did not lack it already: the 1.5B's most
+    common broken edit, which the tests then fail with a NameError and the
+    model, told by the linter, often writes back unchanged. A name is
+    imported only when the module (or class) has every attribute the code
+    reads of it; what was missing before the reply stays the user's."""
     if not path.endswith((".py", ".pyi")):
         return text
     tree = _parse(text)
-    missing = _unbound_names(text) - _unbound_names(before)
+    missing = (_unbound_names(text) - _unbound_names(before)) & (_MODULES | set(_FROM))
     if tree is None or not missing:
         return text
-    modules = sorted({node.value.id for node in ast.walk(tree)
-                      if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                      and node.value.id in missing and node.value.id in _STDLIB_MODULES})
-    if not modules:
+    uses: dict[str, set[str | None]] = {name: set() for name in missing}
+    attributes = {id(node.value): node.attr for node in ast.walk(tree)
+                  if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in uses and isinstance(node.ctx, ast.Load):
+            uses[node.id].add(attributes.get(id(node)))
+    lines = sorted(filter(None, (_import_line(name, read) for name, read in uses.items())))
+    if not lines:
         return text
-    imports = "".join(f"import {name}\n" for name in modules)
+    imports = "".join(f"{line}\n" for line in lines)
     return _merge(text, tree, imports, ast.parse(imports), imports_only=True)[0]
 
 
-# Top-level standard-library modules a name may stand for (not private ones).
-_STDLIB_MODULES = frozenset(name for name in sys.stdlib_module_names
-                            if not name.startswith("_") and name not in {"this", "antigravity"})
+def _import_line(name: str, read: set[str | None]) -> str | None:
+    """`import name` when `name` is a module with every attribute in `read`
+    (None: the name used bare), `from module import name` when the table's
+    object is; else None."""
+    import importlib
+
+    if name in _MODULES and None not in read:
+        module = importlib.import_module(name)
+        if all(attr is not None and hasattr(module, attr) for attr in read):
+            return f"import {name}"
+    if name in _FROM:
+        target = getattr(importlib.import_module(_FROM[name]), name, None)
+        if target is not None and all(attr is None or hasattr(target, attr) for attr in read):
+            return f"from {_FROM[name]} import {name}"
+    return None
+
+
+# Standard-library modules a bare name is taken for (imported here to check
+# the attributes the code reads: none with side effects on import).
+_MODULES = frozenset({
+    "abc", "array", "base64", "bisect", "calendar", "cmath", "collections", "copy", "csv",
+    "dataclasses", "datetime", "decimal", "enum", "fractions", "functools", "glob", "hashlib",
+    "heapq", "inspect", "io", "itertools", "json", "logging", "math", "numbers", "operator",
+    "os", "pathlib", "pprint", "random", "re", "secrets", "shutil", "statistics", "string",
+    "struct", "sys", "tempfile", "textwrap", "time", "types", "typing", "unicodedata", "uuid",
+})
+# Names the small models use without their `from ... import` (unambiguous ones).
+_FROM = {
+    "date": "datetime", "datetime": "datetime", "timedelta": "datetime", "timezone": "datetime",
+    "Counter": "collections", "OrderedDict": "collections", "defaultdict": "collections",
+    "deque": "collections", "namedtuple": "collections", "lru_cache": "functools",
+    "reduce": "functools", "Fraction": "fractions", "Decimal": "decimal", "Path": "pathlib",
+    "dataclass": "dataclasses", "Enum": "enum",
+}
 
 
 def _with_reply_imports(path: str, text: str, blocks: Iterable[CodeBlock]) -> str:
