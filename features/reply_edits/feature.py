@@ -22,7 +22,6 @@ files costs the next reply nothing (docs/security.md, "big inputs").
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +32,7 @@ from agentls.core.editor.reply_edits import (
     ReplyEdits,
     ReplySources,
     resolved_edit_format,
+    without_written_calls,
     written_call,
 )
 from agentls.features.policy.sensitive import ModelFileAccess
@@ -167,7 +167,7 @@ class ReplyEditsFeature:
         prose = prose_of(reply)
         return ReplyEdits(calls=tuple(calls), unchanged=tuple(unchanged),
                           checks=_checks(folders[0], calls),
-                          words=len(_without_written_calls(prose).split()) >= 3,
+                          words=len(without_written_calls(prose).split()) >= 3,
                           announced=() if calls else self._announced(reply, prose, sources,
                                                                     unchanged))
 
@@ -239,29 +239,6 @@ _CHANGE_WORD = re.compile(
     r"\b(?:chang(?:e|es|ed|ing)|modif(?:y|ies|ied|ying)|updat(?:e|es|ed|ing)"
     r"|implement(?:s|ed|ing)?|rewrit(?:e|es|ing|ten)|replac(?:e|es|ed|ing)|add(?:s|ed|ing)?"
     r"|fix(?:es|ed|ing)?|edit(?:s|ed|ing)?)\b", re.IGNORECASE)
-
-
-def _without_written_calls(prose: str) -> str:
-    """`prose` less the tool calls written in it as JSON text: the 1.5B, after
-    failing tests, wrote a file back unchanged followed by `{"tool":
-    "write_file", "arguments": {...}}`, which says nothing to the user (and
-    the echo, taken for an answer in words, ended the turn with no note)."""
-    decoder = json.JSONDecoder()
-    kept, start = [], 0
-    for found in re.finditer(r"(?m)^[ \t]*\{", prose):
-        if found.start() < start:
-            continue
-        at = found.end() - 1
-        try:
-            value, end = decoder.raw_decode(prose, at)
-        except ValueError:
-            continue
-        if isinstance(value, dict) and isinstance(value.get("name", value.get("tool")), str) \
-                and isinstance(value.get("arguments", value.get("parameters")), dict):
-            kept.append(prose[start:at])
-            start = end
-    kept.append(prose[start:])
-    return "".join(kept)
 
 
 def _checks(folder: str, calls: Sequence[ToolCall]) -> tuple[ToolCall, ...]:

@@ -35,6 +35,7 @@ __all__ = [
     "gave_up_text",
     "reply_note",
     "resolved_edit_format",
+    "without_written_calls",
     "written_call",
 ]
 
@@ -123,10 +124,39 @@ def written_call(text: str) -> str | None:
         value = json.loads(body)
     except ValueError:
         return None
-    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+    return _called(value, ("name",))
+
+
+def without_written_calls(prose: str) -> str:
+    """`prose` less the tool calls written in it as JSON text (`"name"` or
+    `"tool"` and its arguments): the 1.5B, after failing tests, wrote a file
+    back unchanged followed by `{"tool": "write_file", "arguments": {...}}`,
+    which says nothing to the user."""
+    decoder = json.JSONDecoder()
+    kept, start = [], 0
+    for found in re.finditer(r"(?m)^[ \t]*\{", prose):
+        at = found.end() - 1
+        if at < start:
+            continue
+        try:
+            value, end = decoder.raw_decode(prose, at)
+        except ValueError:
+            continue
+        if _called(value, ("name", "tool")) is not None:
+            kept.append(prose[start:at])
+            start = end
+    kept.append(prose[start:])
+    return "".join(kept)
+
+
+def _called(value: object, keys: Sequence[str]) -> str | None:
+    """The tool a JSON value written as a call names (under the first of
+    `keys` it has), when it has its arguments object; else None."""
+    if not isinstance(value, dict):
         return None
+    name = next((value[key] for key in keys if key in value), None)
     arguments = value.get("arguments", value.get("parameters"))
-    return value["name"] if isinstance(arguments, dict) else None
+    return name if isinstance(name, str) and isinstance(arguments, dict) else None
 
 
 def reply_note(reply: str, offered: Sequence[str], edits: ReplyEdits | None,
